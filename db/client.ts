@@ -1,0 +1,32 @@
+// Connection pools. The owner pool serves the store, the demo API and migrations;
+// the dashboard gets its own restricted role once the auth work lands.
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import * as schema from './schema';
+
+export type Database = NodePgDatabase<typeof schema>;
+
+export interface PoolOptions {
+  /** Shown in pg_stat_activity, so an operator can tell the app's connections apart. */
+  applicationName: string;
+  max?: number;
+  connectionTimeoutMillis?: number;
+}
+
+export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    application_name: options.applicationName,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its connection (server restart) must not crash the process;
+  // the pool discards it and the next checkout reconnects.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+export function createDatabase(pool: pg.Pool): Database {
+  return drizzle(pool, { schema });
+}

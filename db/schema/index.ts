@@ -1,0 +1,2 @@
+// Every table Drizzle knows about; drizzle-kit reads this file to generate migrations.
+export * from './idempotency-keys';
