@@ -1,0 +1,55 @@
+// `npm run cli -- <command>`: each command prints one JSON object on stdout and
+// exits non-zero with a message on stderr on error. Uses DATABASE_URL, else the
+// embedded database that `npm start` uses (starting it if it is not running).
+import { migrateDatabase } from '../../db/migrate';
+import { openDatabase } from '../../db/database-url';
+import { readEnvironment } from '../config';
+
+type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
+
+const commands: Record<string, Command> = {
+  async migrate(args, databaseUrl) {
+    expectNoArguments('migrate', args);
+    const result = await migrateDatabase(databaseUrl);
+    return { applied: result.applied, current: result.current };
+  },
+};
+
+class UsageError extends Error {
+  readonly code = 'USAGE';
+}
+
+function expectNoArguments(command: string, args: string[]): void {
+  if (args.length > 0) throw new UsageError(`${command} takes no arguments (got: ${args.join(' ')})`);
+}
+
+function usage(): string {
+  return `usage: npm run cli -- <command>\ncommands: ${Object.keys(commands).join(', ')}`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  const command = name === undefined ? undefined : commands[name];
+  if (!command) {
+    process.stderr.write(`${name === undefined ? 'no command given' : `unknown command: ${name}`}\n${usage()}\n`);
+    return 2;
+  }
+  const environment = readEnvironment();
+  const database = await openDatabase(environment.DATABASE_URL, (line) => process.stderr.write(`${line}\n`));
+  try {
+    const result = await command(args, database.url);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  } finally {
+    await database.release();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`error: ${message}\n`);
+    process.exit(error instanceof UsageError ? 2 : 1);
+  },
+);
