@@ -1,0 +1,81 @@
+// `npm start`: database (embedded unless DATABASE_URL), migrations, build if stale,
+// then the Next server. Prints progress as it goes and, last, where to open it.
+// Ctrl-C (SIGINT) or SIGTERM stops the server, then the embedded database.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { openDatabase, type DatabaseHandle } from '../db/database-url';
+import { migrateDatabase } from '../db/migrate';
+import { readEnvironment } from '../server/config';
+import { buildIfStale, nextBin } from './build';
+
+const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
+
+async function waitUntilHealthy(url: string, server: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (server.exitCode !== null || server.signalCode !== null) throw new Error('the server exited during start-up');
+    const status = await fetch(url).then((response) => response.status, () => 0);
+    if (status === 200) return;
+    await sleep(250);
+  }
+  throw new Error(`${url} did not answer 200 within ${timeoutMs / 1000} s`);
+}
+
+async function main(): Promise<void> {
+  const environment = readEnvironment();
+  let database: DatabaseHandle | undefined;
+  let server: ChildProcess | undefined;
+  let stopping = false;
+
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    if (server && server.exitCode === null && server.signalCode === null) {
+      say('Stopping the server');
+      const exited = new Promise((done) => server?.once('exit', done));
+      server.kill('SIGTERM');
+      const timer = setTimeout(() => server?.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await database?.release().catch((error: unknown) => say(`Could not stop the database cleanly: ${String(error)}`));
+    say('Stopped');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+
+  try {
+    say(environment.DATABASE_URL ? 'Using the database at DATABASE_URL' : 'No DATABASE_URL: using embedded Postgres (data in .data/)');
+    database = await openDatabase(environment.DATABASE_URL, say);
+    const migrated = await migrateDatabase(database.url);
+    say(
+      migrated.applied.length > 0
+        ? `Applied migrations: ${migrated.applied.join(', ')}`
+        : `Schema is current (${migrated.current ?? 'no migrations'})`,
+    );
+    const build = await buildIfStale(say);
+    if (build === 'current') say('Build is current');
+
+    say(`Starting the server on ${environment.HOST}:${environment.PORT}`);
+    server = spawn(process.execPath, [nextBin(), 'start', '-p', String(environment.PORT), '-H', environment.HOST], {
+      stdio: 'inherit',
+      env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: '1' },
+    });
+    server.once('exit', (code, signal) => {
+      if (stopping) return;
+      // A terminal Ctrl-C reaches the server directly too; that is a normal stop.
+      const normal = code === 0 || signal === 'SIGINT' || signal === 'SIGTERM';
+      if (!normal) say(`The server exited unexpectedly (${signal ?? `exit code ${code}`})`);
+      void stop(normal ? 0 : 1);
+    });
+    const host = environment.HOST === '0.0.0.0' || environment.HOST === '::' ? '127.0.0.1' : environment.HOST;
+    await waitUntilHealthy(`http://${host.includes(':') ? `[${host}]` : host}:${environment.PORT}/api/health`, server, 60_000);
+    say(`Ready: open http://localhost:${environment.PORT} in your browser`);
+  } catch (error) {
+    say(`Start failed: ${error instanceof Error ? error.message : String(error)}`);
+    await stop(1);
+  }
+}
+
+void main();
