@@ -1,0 +1,37 @@
+// Browser tests drive Debian's Chromium through playwright-core. Where no Chromium is
+// found they are skipped, and say so.
+import { existsSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext } from 'playwright-core';
+
+export const chromiumPath = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+export const hasChromium = existsSync(chromiumPath);
+
+if (!hasChromium) {
+  process.stdout.write(`Browser tests SKIPPED: no Chromium at ${chromiumPath} (install it, or set CHROMIUM_PATH)\n`);
+}
+
+/** Flags that keep Chromium quiet on a machine with no network beyond loopback. */
+const FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export async function launchBrowser(): Promise<BrowserContext> {
+  const profile = await mkdtemp(join(tmpdir(), 'retrysafe-chromium-'));
+  return chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: FLAGS,
+    viewport: { width: 1280, height: 800 },
+  });
+}
+
+export const ARTIFACTS_DIR = join(process.cwd(), 'artifacts');

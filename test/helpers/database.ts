@@ -1,0 +1,60 @@
+// Each test file gets its own database, cloned from the run's migrated template, so
+// files run in parallel without seeing each other's rows.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { withDatabase } from './database-url';
+
+export interface TestDatabase {
+  /** Connection string of this file's database (owner role). */
+  url: string;
+  /** A pool on it, closed after the file's tests. */
+  pool: pg.Pool;
+}
+
+/** A fresh database: a copy of the migrated template, or with `empty`, one with no schema at all. */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
+  const adminUrl = inject('adminUrl');
+  const name = `${inject('runPrefix')}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    // Two files cloning the template at the same instant can collide; retry briefly.
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${options.empty ? 'template0' : inject('templateDatabase')}`);
+        break;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '55006' || attempt >= 20) throw error;
+        await new Promise((done) => setTimeout(done, 100));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: withDatabase(adminUrl, name),
+    async drop() {
+      const client = new pg.Client({ connectionString: adminUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+/** Registers beforeAll/afterAll hooks; the returned object is filled in before the first test. */
+export function useTestDatabase(): TestDatabase {
+  const handle = {} as TestDatabase;
+  let created: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  beforeAll(async () => {
+    created = await createTestDatabase();
+    handle.url = created.url;
+    handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
+  });
+  afterAll(async () => {
+    await (handle.pool as pg.Pool | undefined)?.end();
+    await created?.drop();
+  });
+  return handle;
+}

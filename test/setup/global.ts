@@ -1,0 +1,64 @@
+// Once per test run: a Postgres server (embedded in a temp folder, or TEST_DATABASE_URL)
+// and a migrated template database that each test file clones into its own database.
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { acquireEmbeddedPostgres, type EmbeddedCluster } from '../../db/embedded';
+import { migrateDatabase } from '../../db/migrate';
+import { withDatabase } from '../helpers/database-url';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Maintenance connection (superuser) to the test server. */
+    adminUrl: string;
+    /** Migrated database that test files copy with CREATE DATABASE ... TEMPLATE. */
+    templateDatabase: string;
+    /** Prefix of every database this run creates, so teardown can drop them all. */
+    runPrefix: string;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  let cluster: EmbeddedCluster | undefined;
+  let tempDir: string | undefined;
+  let adminUrl = process.env.TEST_DATABASE_URL;
+  if (adminUrl) {
+    process.stdout.write(`Tests use TEST_DATABASE_URL (${new URL(adminUrl).host})\n`);
+  } else {
+    tempDir = await mkdtemp(join(tmpdir(), 'retrysafe-test-'));
+    await chmod(tempDir, 0o755); // the postgres OS user must reach it when we run as root
+    cluster = await acquireEmbeddedPostgres({ dir: tempDir, settings: { max_connections: 400, fsync: 'off' } });
+    adminUrl = cluster.url.replace(/\/[^/]*$/, '/postgres');
+    process.stdout.write(`Tests use embedded Postgres on 127.0.0.1:${cluster.port}\n`);
+  }
+
+  const runPrefix = `rs_test_${process.pid}_${Date.now().toString(36)}`;
+  const templateDatabase = `${runPrefix}_template`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  const { rows } = await admin.query<{ server_version: string }>('SHOW server_version');
+  process.stdout.write(`PostgreSQL ${rows[0]?.server_version ?? '?'}\n`);
+  await admin.query(`CREATE DATABASE ${templateDatabase}`);
+  await admin.end();
+  await migrateDatabase(withDatabase(adminUrl, templateDatabase));
+
+  project.provide('adminUrl', adminUrl);
+  project.provide('templateDatabase', templateDatabase);
+  project.provide('runPrefix', runPrefix);
+
+  return async () => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    const leftovers = await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [
+      `${runPrefix}%`,
+    ]);
+    for (const { datname } of leftovers.rows) {
+      await client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(datname)} WITH (FORCE)`);
+    }
+    await client.end();
+    await cluster?.release();
+    if (tempDir) await rm(tempDir, { recursive: true, force: true });
+  };
+}
