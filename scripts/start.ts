@@ -5,7 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type DatabaseHandle } from '../db/database-url';
 import { migrateDatabase } from '../db/migrate';
-import { readEnvironment } from '../server/config';
+import { DATA_DIR } from '../db/database-url';
+import { loadOrCreateLocalSecrets } from '../db/local-secrets';
+import { readEnvironment, requireStoreSecrets } from '../server/config';
 import { buildIfStale, nextBin } from './build';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
@@ -48,6 +50,15 @@ async function main(): Promise<void> {
   try {
     say(environment.DATABASE_URL ? 'Using the database at DATABASE_URL' : 'No DATABASE_URL: using embedded Postgres (data in .data/)');
     database = await openDatabase(environment.DATABASE_URL, say);
+    // Embedded mode generates the store's secrets once (kept in .data/); otherwise they are required.
+    const secrets: Record<string, string> = {};
+    if (database.embedded) {
+      const local = await loadOrCreateLocalSecrets(DATA_DIR);
+      secrets.IDEMPOTENCY_SECRET = process.env.IDEMPOTENCY_SECRET || local.idempotencySecret;
+      secrets.RESPONSE_ENCRYPTION_KEYS = process.env.RESPONSE_ENCRYPTION_KEYS || local.responseEncryptionKeys;
+    } else {
+      requireStoreSecrets(environment);
+    }
     const migrated = await migrateDatabase(database.url);
     say(
       migrated.applied.length > 0
@@ -60,7 +71,7 @@ async function main(): Promise<void> {
     say(`Starting the server on ${environment.HOST}:${environment.PORT}`);
     server = spawn(process.execPath, [nextBin(), 'start', '-p', String(environment.PORT), '-H', environment.HOST], {
       stdio: 'inherit',
-      env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: '1' },
+      env: { ...process.env, ...secrets, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: '1' },
     });
     server.once('exit', (code, signal) => {
       if (stopping) return;

@@ -6,14 +6,53 @@ const postgresUrl = z
   .string()
   .refine((value) => /^postgres(ql)?:\/\//.test(value) && URL.canParse(value), 'must be a postgres:// connection URL');
 
+/** `id:base64key` entries, comma-separated; each key 32 bytes (AES-256). The first one encrypts. */
+const encryptionKeys = z.string().transform((value, context) => {
+  const keys: { id: string; key: Buffer }[] = [];
+  for (const entry of value.split(',').map((part) => part.trim()).filter(Boolean)) {
+    const separator = entry.indexOf(':');
+    const id = entry.slice(0, separator);
+    const key = Buffer.from(entry.slice(separator + 1), 'base64');
+    if (separator <= 0 || !/^[A-Za-z0-9_-]{1,32}$/.test(id)) {
+      context.addIssue({ code: 'custom', message: 'each entry must be id:base64key with an id of [A-Za-z0-9_-]{1,32}' });
+      return z.NEVER;
+    }
+    if (key.length !== 32) {
+      context.addIssue({ code: 'custom', message: `key "${id}" must decode to 32 bytes` });
+      return z.NEVER;
+    }
+    if (keys.some((existing) => existing.id === id)) {
+      context.addIssue({ code: 'custom', message: `key id "${id}" appears twice` });
+      return z.NEVER;
+    }
+    keys.push({ id, key });
+  }
+  if (keys.length === 0) {
+    context.addIssue({ code: 'custom', message: 'needs at least one key' });
+    return z.NEVER;
+  }
+  return keys;
+});
+
+const flag = z.enum(['0', '1']).transform((value) => value === '1');
+
 const environmentSchema = z.object({
   DATABASE_URL: postgresUrl.optional(),
+  DASHBOARD_DATABASE_URL: postgresUrl.optional(),
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Interface the server binds; loopback by default so a demo is not exposed to the network. */
   HOST: z.string().min(1).default('127.0.0.1'),
+  IDEMPOTENCY_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  RESPONSE_ENCRYPTION_KEYS: encryptionKeys.optional(),
+  DEMO_TRAFFIC: flag.optional(),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Simulated external processor behind POST /api/v1/refunds. */
+  DEMO_PROCESSOR_LATENCY_MS: z.coerce.number().int().min(0).max(60_000).default(40),
+  DEMO_PROCESSOR_FAILURE_RATE: z.coerce.number().min(0).max(1).default(0.02),
 });
 
 export type Environment = z.infer<typeof environmentSchema>;
+export type EncryptionKey = NonNullable<Environment['RESPONSE_ENCRYPTION_KEYS']>[number];
 
 export class ConfigurationError extends Error {
   readonly code = 'CONFIGURATION';
@@ -23,6 +62,7 @@ export function readEnvironment(source: NodeJS.ProcessEnv = process.env): Enviro
   const present = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ''));
   const parsed = environmentSchema.safeParse(present);
   if (!parsed.success) {
+    // Name the variable and the rule, never the value: it may be a secret.
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
     throw new ConfigurationError(`Invalid configuration: ${problems.join('; ')}`);
   }
@@ -35,4 +75,24 @@ export function requireDatabaseUrl(environment: Environment = readEnvironment())
     throw new ConfigurationError('DATABASE_URL is not set: start the app with `npm start`, which provides one');
   }
   return environment.DATABASE_URL;
+}
+
+export interface StoreSecrets {
+  fingerprintSecret: Buffer;
+  encryptionKeys: EncryptionKey[];
+}
+
+/** The store's secrets; outside embedded mode both must be configured. */
+export function requireStoreSecrets(environment: Environment = readEnvironment()): StoreSecrets {
+  const missing = [
+    environment.IDEMPOTENCY_SECRET ? undefined : 'IDEMPOTENCY_SECRET',
+    environment.RESPONSE_ENCRYPTION_KEYS ? undefined : 'RESPONSE_ENCRYPTION_KEYS',
+  ].filter(Boolean);
+  if (!environment.IDEMPOTENCY_SECRET || !environment.RESPONSE_ENCRYPTION_KEYS) {
+    throw new ConfigurationError(`${missing.join(' and ')} must be set when DATABASE_URL is set`);
+  }
+  return {
+    fingerprintSecret: Buffer.from(environment.IDEMPOTENCY_SECRET, 'utf8'),
+    encryptionKeys: environment.RESPONSE_ENCRYPTION_KEYS,
+  };
 }

@@ -24,6 +24,9 @@ export const idempotencyKeys = pgTable(
     correlationId: uuid('correlation_id').notNull(),
     // Plaintext byte size of the stored response (also when only a reference is stored).
     responseSize: integer('response_size'),
+    // 1 for the first attempt, +1 per takeover. Also the fencing token: only the attempt
+    // that holds the current number may complete or fail the claim.
+    attempts: integer('attempts').notNull().default(1),
     responseStatus: smallint('response_status'),
     // Scope part 2: the endpoint (e.g. "POST /api/v1/payments"), or "intent" for principal-only policies.
     scope: text('scope').notNull(),

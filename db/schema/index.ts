@@ -1,2 +1,4 @@
 // Every table Drizzle knows about; drizzle-kit reads this file to generate migrations.
 export * from './idempotency-keys';
+export * from './key-usage';
+export * from './demo';

@@ -3,7 +3,9 @@
 // embedded database that `npm start` uses (starting it if it is not running).
 import { migrateDatabase } from '../../db/migrate';
 import { openDatabase } from '../../db/database-url';
+import pg from 'pg';
 import { readEnvironment } from '../config';
+import { createTenant } from '../demo/tenants';
 
 type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
 
@@ -12,6 +14,19 @@ const commands: Record<string, Command> = {
     expectNoArguments('migrate', args);
     const result = await migrateDatabase(databaseUrl);
     return { applied: result.applied, current: result.current };
+  },
+  async tenant(args, databaseUrl) {
+    const [action, ...rest] = args;
+    if (action !== 'create') throw new UsageError('usage: tenant create <name>');
+    const name = rest.join(' ').trim();
+    if (name.length < 1 || name.length > 200) throw new UsageError('tenant create needs a name of 1 to 200 characters');
+    const client = new pg.Client({ connectionString: databaseUrl, application_name: 'retrysafe-cli' });
+    await client.connect();
+    try {
+      return await createTenant(client, name);
+    } finally {
+      await client.end();
+    }
   },
 };
 
@@ -37,6 +52,8 @@ async function main(argv: string[]): Promise<number> {
   const environment = readEnvironment();
   const database = await openDatabase(environment.DATABASE_URL, (line) => process.stderr.write(`${line}\n`));
   try {
+    // Every other command needs the current schema; migrating is a no-op when it is current.
+    if (name !== 'migrate') await migrateDatabase(database.url);
     const result = await command(args, database.url);
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;

@@ -3,7 +3,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { insertClaim, type ClaimRequest } from '../../server/idempotency/claim';
+import { claimKey, type ClaimValues } from '../../server/idempotency/statements';
 import { useTestDatabase } from '../helpers/database';
 
 const CONNECTIONS = 32;
@@ -24,7 +24,7 @@ describe('claim under concurrency', () => {
     await Promise.all(clients.map((client) => client.end()));
   });
 
-  const claimFor = (principalId: string, key: string): ClaimRequest => ({
+  const claimFor = (principalId: string, key: string): ClaimValues => ({
     principalId,
     scope: 'POST /api/v1/payments',
     key,
@@ -39,8 +39,8 @@ describe('claim under concurrency', () => {
     for (let round = 0; round < ROUNDS; round += 1) {
       const key = `retry-${round}`;
       // Every connection is already open, so the 32 inserts reach the server together.
-      const results = await Promise.all(clients.map((client) => insertClaim(client, claimFor(principalId, key))));
-      expect(results.filter((result) => result !== null)).toHaveLength(1);
+      const results = await Promise.all(clients.map((client) => claimKey(client, claimFor(principalId, key))));
+      expect(results.filter((result) => result.claimed)).toHaveLength(1);
     }
     const { rows } = await db.pool.query<{ keys: string; rows: string }>(
       'SELECT count(DISTINCT key) AS keys, count(*) AS rows FROM idempotency_keys WHERE principal_id = $1',
@@ -52,8 +52,8 @@ describe('claim under concurrency', () => {
   it('keeps two principals with the same key string independent', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
     const results = await Promise.all(
-      clients.map((client, index) => insertClaim(client, claimFor(index % 2 === 0 ? a : b, 'retry-1'))),
+      clients.map((client, index) => claimKey(client, claimFor(index % 2 === 0 ? a : b, 'retry-1'))),
     );
-    expect(results.filter((result) => result !== null)).toHaveLength(2);
+    expect(results.filter((result) => result.claimed)).toHaveLength(2);
   });
 });

@@ -1,0 +1,55 @@
+// The demo payments API's own tables: tenants (principals) with hashed API keys,
+// payments and refunds. They live in the same database as the key store, so the
+// payments endpoint can share one transaction between claim and effect.
+import { sql } from 'drizzle-orm';
+import { bigint, check, index, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { bytea } from './types';
+
+export const tenants = pgTable(
+  'tenants',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    name: text('name').notNull(),
+    // SHA-256 of the API key; the key itself is shown once, at creation.
+    apiKeyHash: bytea('api_key_hash').notNull().unique('tenants_api_key_hash_key'),
+    // Endpoint permissions, checked on every request (also before a replay).
+    permissions: text('permissions').array().notNull().default(sql`ARRAY['payments:write', 'refunds:write']::text[]`),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [check('tenants_name_length', sql`char_length(${t.name}) BETWEEN 1 AND 200`)],
+);
+
+export const payments = pgTable(
+  'payments',
+  {
+    id: text('id').primaryKey(),
+    principalId: uuid('principal_id').notNull(),
+    amount: bigint('amount', { mode: 'number' }).notNull(),
+    currency: text('currency').notNull(),
+    description: text('description'),
+    status: text('status').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('payments_principal_created_idx').on(t.principalId, t.createdAt),
+    check('payments_amount_positive', sql`${t.amount} > 0`),
+    check('payments_currency', sql`${t.currency} ~ '^[A-Z]{3}$'`),
+  ],
+);
+
+export const refunds = pgTable(
+  'refunds',
+  {
+    id: text('id').primaryKey(),
+    principalId: uuid('principal_id').notNull(),
+    paymentId: text('payment_id')
+      .notNull()
+      .references(() => payments.id),
+    amount: bigint('amount', { mode: 'number' }).notNull(),
+    status: text('status').notNull(),
+    processorReference: text('processor_reference').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('refunds_payment_idx').on(t.paymentId), check('refunds_amount_positive', sql`${t.amount} > 0`)],
+);

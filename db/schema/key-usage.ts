@@ -1,0 +1,21 @@
+// Live-key quota counters: claims per (principal, scope, hour bucket, instance). Each
+// instance adds its own counts in one batched upsert every second, so no row is written
+// by two instances and no request waits on a shared counter.
+import { sql } from 'drizzle-orm';
+import { check, integer, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+
+export const idempotencyKeyUsage = pgTable(
+  'idempotency_key_usage',
+  {
+    bucketStart: timestamp('bucket_start', { withTimezone: true }).notNull(),
+    principalId: uuid('principal_id').notNull(),
+    instanceId: uuid('instance_id').notNull(),
+    claims: integer('claims').notNull(),
+    scope: text('scope').notNull(),
+  },
+  (t) => [
+    // Serves the flush upsert and the per-principal totals (principal_id, scope prefix).
+    primaryKey({ name: 'idempotency_key_usage_pkey', columns: [t.principalId, t.scope, t.bucketStart, t.instanceId] }),
+    check('idempotency_key_usage_claims', sql`${t.claims} >= 0`),
+  ],
+);

@@ -1,0 +1,54 @@
+// The demo payments API: two endpoints behind the store, one per execution mode.
+//   POST /api/v1/payments  transactional: the payment row and the key share a transaction.
+//   POST /api/v1/refunds   claim-first: the claim commits, then a slow, fallible processor runs.
+import type pg from 'pg';
+import { idempotentHandler, type Principal } from '../idempotency/http';
+import type { EndpointPolicy } from '../idempotency/policy';
+import type { IdempotencyStore } from '../idempotency/store';
+import { createPayment, createRefund, paymentInput, paymentResponse, refundInput, refundResponse } from './payments';
+import { MAX_REQUEST_BYTES, PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT, paymentsPolicy, refundsPolicy } from './policies';
+import type { FakeProcessor } from './processor';
+import { authenticateApiKey } from './tenants';
+
+export interface DemoApiOptions {
+  store: IdempotencyStore;
+  pool: pg.Pool;
+  processor: FakeProcessor;
+  policies?: { payments?: EndpointPolicy; refunds?: EndpointPolicy };
+  onError?: (error: unknown, correlationId: string) => void;
+}
+
+export interface DemoApi {
+  payments: (request: Request) => Promise<Response>;
+  refunds: (request: Request) => Promise<Response>;
+}
+
+export function createDemoApi(options: DemoApiOptions): DemoApi {
+  const authenticate = (authorization: string | null): Promise<Principal | null> => authenticateApiKey(options.pool, authorization);
+  return {
+    payments: idempotentHandler(options.store, {
+      endpoint: PAYMENTS_ENDPOINT,
+      mode: 'transactional',
+      policy: options.policies?.payments ?? paymentsPolicy,
+      maxBodyBytes: MAX_REQUEST_BYTES,
+      permission: 'payments:write',
+      authenticate,
+      input: paymentInput,
+      work: (input, principal, context) => createPayment(context.db, principal.principalId, input),
+      rederive: (reference, db) => paymentResponse(db, reference),
+      onError: options.onError,
+    }),
+    refunds: idempotentHandler(options.store, {
+      endpoint: REFUNDS_ENDPOINT,
+      mode: 'claim-first',
+      policy: options.policies?.refunds ?? refundsPolicy,
+      maxBodyBytes: MAX_REQUEST_BYTES,
+      permission: 'refunds:write',
+      authenticate,
+      input: refundInput,
+      work: (input, principal) => createRefund(options.pool, options.processor, principal.principalId, input),
+      rederive: (reference, db) => refundResponse(db, reference),
+      onError: options.onError,
+    }),
+  };
+}

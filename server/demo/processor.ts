@@ -1,0 +1,30 @@
+// A stand-in for an external payment processor behind the refunds endpoint: it takes
+// time and sometimes fails, so the claim-first path (lease, failure, takeover) runs for real.
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ProcessorOptions {
+  latencyMs: number;
+  failureRate: number;
+  random?: () => number;
+}
+
+export class ProcessorUnavailableError extends Error {
+  readonly code = 'PROCESSOR_UNAVAILABLE';
+  constructor() {
+    super('The payment processor did not accept the refund');
+  }
+}
+
+export class FakeProcessor {
+  constructor(private readonly options: ProcessorOptions) {}
+
+  /** Returns the processor's reference for the refund, or throws ProcessorUnavailableError. */
+  async refund(): Promise<string> {
+    const random = this.options.random ?? Math.random;
+    // Latency varies between half and one and a half times the configured figure.
+    await sleep(this.options.latencyMs * (0.5 + random()));
+    if (random() < this.options.failureRate) throw new ProcessorUnavailableError();
+    return `re_${randomBytes(12).toString('hex')}`;
+  }
+}

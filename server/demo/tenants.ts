@@ -1,0 +1,41 @@
+// Demo tenants: each is a principal with an API key. Only a SHA-256 of the key is kept
+// (the key is 256 random bits, so a fast hash is enough); the key is shown once.
+import { createHash, randomBytes } from 'node:crypto';
+import type { Queryable } from '../idempotency/statements';
+import type { Principal } from '../idempotency/http';
+
+const KEY_PREFIX = 'rsk_';
+
+function hashApiKey(apiKey: string): Buffer {
+  return createHash('sha256').update(apiKey, 'utf8').digest();
+}
+
+export interface CreatedTenant {
+  principalId: string;
+  apiKey: string;
+}
+
+export async function createTenant(db: Queryable, name: string): Promise<CreatedTenant> {
+  const apiKey = `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+  const result = await db.query<{ id: string }>('INSERT INTO tenants (name, api_key_hash) VALUES ($1, $2) RETURNING id', [
+    name,
+    hashApiKey(apiKey),
+  ]);
+  const row = result.rows[0];
+  if (!row) throw new Error('tenant insert returned no row');
+  return { principalId: row.id, apiKey };
+}
+
+/** `Authorization: Bearer <apiKey>` -> the tenant, unless missing, unknown or revoked. Unique index on api_key_hash. */
+export async function authenticateApiKey(db: Queryable, authorization: string | null): Promise<Principal | null> {
+  const match = /^Bearer ([A-Za-z0-9_-]{1,200})$/.exec(authorization ?? '');
+  const apiKey = match?.[1];
+  if (!apiKey?.startsWith(KEY_PREFIX)) return null;
+  const result = await db.query<{ id: string; permissions: string[] }>({
+    name: 'demo_authenticate',
+    text: 'SELECT id, permissions FROM tenants WHERE api_key_hash = $1 AND revoked_at IS NULL',
+    values: [hashApiKey(apiKey)],
+  });
+  const row = result.rows[0];
+  return row ? { principalId: row.id, permissions: row.permissions } : null;
+}

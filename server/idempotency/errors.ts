@@ -1,0 +1,54 @@
+// The store's typed outcomes that are not a response of the endpoint's own. The HTTP
+// adapter maps each `code` to a status once; nothing compares error messages.
+
+export abstract class IdempotencyError extends Error {
+  abstract readonly code: string;
+}
+
+/** Another attempt with this key is still running (or holds the row past lock_timeout). */
+export class KeyInUseError extends IdempotencyError {
+  readonly code = 'KEY_IN_USE';
+  constructor(readonly retryAfterSeconds: number) {
+    super('A request with this idempotency key is still being processed');
+  }
+}
+
+/** The key was used before with a different request. */
+export class FingerprintMismatchError extends IdempotencyError {
+  readonly code = 'FINGERPRINT_MISMATCH';
+  constructor() {
+    super('This idempotency key was already used with a different request');
+  }
+}
+
+/** The principal holds as many live keys in this scope as its policy allows. */
+export class KeyQuotaExceededError extends IdempotencyError {
+  readonly code = 'KEY_QUOTA_EXCEEDED';
+  constructor(readonly retryAfterSeconds: number) {
+    super('Too many live idempotency keys for this principal');
+  }
+}
+
+/** The request cannot be fingerprinted (not representable as canonical JSON). */
+export class UncanonicalRequestError extends IdempotencyError {
+  readonly code = 'UNCANONICAL_REQUEST';
+  constructor(reason: string) {
+    super(`The request body cannot be canonicalised: ${reason}`);
+  }
+}
+
+/** A body over the size cap was produced without a reference to re-derive it from. */
+export class ResponseNotStorableError extends IdempotencyError {
+  readonly code = 'RESPONSE_NOT_STORABLE';
+  constructor(size: number, cap: number) {
+    super(`Response of ${size} bytes is over the ${cap}-byte cap and the endpoint gave no reference`);
+  }
+}
+
+/** A stored response could not be decrypted (unknown key id or tampered ciphertext). */
+export class StoredResponseUnreadableError extends IdempotencyError {
+  readonly code = 'STORED_RESPONSE_UNREADABLE';
+  constructor(reason: string) {
+    super(`The stored response cannot be read: ${reason}`);
+  }
+}

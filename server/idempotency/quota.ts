@@ -1,0 +1,190 @@
+// The live-key quota: how many keys one principal may create in a scope within the
+// retention window. Enforced across instances without a hot row: each instance counts
+// its own new claims in memory, adds them to its own counter rows in one batched upsert
+// every flush interval, and reads back the cluster-wide totals of the principals it
+// serves. Accuracy (stated in the README): another instance's claims become visible
+// here within about two flush intervals, so a principal can overshoot by what it claims
+// on other instances in that time; counting by whole hour buckets is conservative (a key
+// leaves the count up to one bucket after it left the window, never before).
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+
+export interface QuotaOptions {
+  instanceId?: string;
+  bucketMs?: number;
+  flushIntervalMs?: number;
+  /** Entries not used for this long are forgotten (re-read on next use). */
+  idleMs?: number;
+  onError?: (error: unknown) => void;
+}
+
+export type QuotaDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+
+interface Entry {
+  principalId: string;
+  scope: string;
+  windowMs: number;
+  /** Cluster-wide claims in the window as last read (includes what this instance flushed). */
+  knownTotal: number;
+  /** Start of the oldest bucket counted in knownTotal, for Retry-After. */
+  oldestBucketMs: number | null;
+  pending: Map<number, number>;
+  inFlight: number;
+  loaded: Promise<void> | null;
+  lastUsedMs: number;
+}
+
+export class LiveKeyQuota {
+  readonly instanceId: string;
+  private readonly bucketMs: number;
+  private readonly flushIntervalMs: number;
+  private readonly idleMs: number;
+  private readonly onError: (error: unknown) => void;
+  private readonly entries = new Map<string, Entry>();
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    options: QuotaOptions = {},
+  ) {
+    this.instanceId = options.instanceId ?? randomUUID();
+    this.bucketMs = options.bucketMs ?? 3_600_000;
+    this.flushIntervalMs = options.flushIntervalMs ?? 1_000;
+    this.idleMs = options.idleMs ?? 600_000;
+    this.onError = options.onError ?? (() => undefined);
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.flush().catch(this.onError), this.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.flush();
+  }
+
+  /** Whether one more new key fits. Reads the database only the first time a principal is seen. */
+  async check(principalId: string, scope: string, quota: number, windowMs: number): Promise<QuotaDecision> {
+    const entry = this.entry(principalId, scope, windowMs);
+    entry.loaded ??= this.refresh([entry]).catch((error: unknown) => {
+      entry.loaded = null; // read again on the next request
+      throw error;
+    });
+    await entry.loaded;
+    let used = entry.knownTotal + entry.inFlight;
+    for (const count of entry.pending.values()) used += count;
+    if (used < quota) return { allowed: true };
+    const oldest = entry.oldestBucketMs ?? this.bucketStart(Date.now());
+    const retryAfterMs = oldest + this.bucketMs + windowMs - Date.now();
+    return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
+  }
+
+  /** Counts a key this instance just created. */
+  note(principalId: string, scope: string, windowMs: number): void {
+    const entry = this.entry(principalId, scope, windowMs);
+    const bucket = this.bucketStart(Date.now());
+    entry.pending.set(bucket, (entry.pending.get(bucket) ?? 0) + 1);
+  }
+
+  /** Adds pending counts to this instance's rows, then re-reads the totals. One flush at a time. */
+  async flush(): Promise<void> {
+    this.flushing ??= this.flushOnce().finally(() => (this.flushing = null));
+    return this.flushing;
+  }
+
+  private async flushOnce(): Promise<void> {
+    const now = Date.now();
+    const batch: { entry: Entry; bucket: number; count: number }[] = [];
+    for (const [id, entry] of this.entries) {
+      if (entry.pending.size === 0 && now - entry.lastUsedMs > this.idleMs) {
+        this.entries.delete(id);
+        continue;
+      }
+      for (const [bucket, count] of entry.pending) {
+        batch.push({ entry, bucket, count });
+        entry.inFlight += count;
+      }
+      entry.pending.clear();
+    }
+    if (batch.length > 0) {
+      try {
+        await this.pool.query({
+          name: 'retrysafe_quota_flush',
+          text: `
+INSERT INTO idempotency_key_usage (principal_id, scope, bucket_start, instance_id, claims)
+SELECT principal_id, scope, to_timestamp(bucket_ms / 1000.0), $4::uuid, claims
+FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::int[]) AS t(principal_id, scope, bucket_ms, claims)
+ON CONFLICT (principal_id, scope, bucket_start, instance_id)
+DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
+          values: [
+            batch.map((item) => item.entry.principalId),
+            batch.map((item) => item.entry.scope),
+            batch.map((item) => item.bucket),
+            this.instanceId,
+            batch.map((item) => item.count),
+          ],
+        });
+      } catch (error) {
+        // Nothing was added: put the counts back for the next flush.
+        for (const { entry, bucket, count } of batch) {
+          entry.inFlight -= count;
+          entry.pending.set(bucket, (entry.pending.get(bucket) ?? 0) + count);
+        }
+        throw error;
+      }
+    }
+    const active = [...this.entries.values()];
+    const flushed = new Map<Entry, number>();
+    for (const { entry, count } of batch) flushed.set(entry, (flushed.get(entry) ?? 0) + count);
+    if (active.length > 0) await this.refresh(active);
+    for (const [entry, count] of flushed) entry.inFlight -= count;
+  }
+
+  /** Reads the cluster-wide bucket totals of these entries (primary key prefix principal_id, scope). */
+  private async refresh(entries: Entry[]): Promise<void> {
+    const widest = Math.max(...entries.map((entry) => entry.windowMs)) + this.bucketMs;
+    const result = await this.pool.query<{ principal_id: string; scope: string; bucket_ms: string; claims: string }>({
+      name: 'retrysafe_quota_totals',
+      text: `
+SELECT u.principal_id, u.scope, (extract(epoch FROM u.bucket_start) * 1000)::bigint AS bucket_ms, sum(u.claims) AS claims
+FROM idempotency_key_usage u
+JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.scope = t.scope
+WHERE u.bucket_start > now() - $3::bigint * interval '1 millisecond'
+GROUP BY 1, 2, 3`,
+      values: [entries.map((entry) => entry.principalId), entries.map((entry) => entry.scope), widest],
+    });
+    const now = Date.now();
+    for (const entry of entries) {
+      entry.knownTotal = 0;
+      entry.oldestBucketMs = null;
+    }
+    for (const row of result.rows) {
+      const entry = this.entries.get(`${row.principal_id}\0${row.scope}`);
+      const bucket = Number(row.bucket_ms);
+      // A bucket that overlaps the window counts whole: conservative.
+      if (!entry || bucket + this.bucketMs <= now - entry.windowMs) continue;
+      entry.knownTotal += Number(row.claims);
+      entry.oldestBucketMs = entry.oldestBucketMs === null ? bucket : Math.min(entry.oldestBucketMs, bucket);
+    }
+  }
+
+  private entry(principalId: string, scope: string, windowMs: number): Entry {
+    const id = `${principalId}\0${scope}`;
+    let entry = this.entries.get(id);
+    if (!entry) {
+      entry = { principalId, scope, windowMs, knownTotal: 0, oldestBucketMs: null, pending: new Map(), inFlight: 0, loaded: null, lastUsedMs: 0 };
+      this.entries.set(id, entry);
+    }
+    entry.windowMs = windowMs;
+    entry.lastUsedMs = Date.now();
+    return entry;
+  }
+
+  private bucketStart(ms: number): number {
+    return Math.floor(ms / this.bucketMs) * this.bucketMs;
+  }
+}

@@ -1,0 +1,71 @@
+// Stored responses are encrypted at rest with AES-256-GCM. The key id is stored beside
+// the ciphertext; any configured key decrypts, the first one encrypts (so rotation is:
+// put the new key first, re-encrypt, then drop the old one). The row's scoped key is
+// the associated data, so a ciphertext copied into another principal's row fails to open.
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { StoredResponseUnreadableError } from './errors';
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+export interface ResponseKey {
+  id: string;
+  key: Buffer;
+}
+
+export interface SealedBody {
+  keyId: string;
+  /** iv || tag || ciphertext */
+  ciphertext: Buffer;
+}
+
+export interface RowIdentity {
+  principalId: string;
+  scope: string;
+  key: string;
+}
+
+function associatedData(row: RowIdentity): Buffer {
+  return Buffer.from(JSON.stringify([row.principalId, row.scope, row.key]), 'utf8');
+}
+
+export class ResponseKeyRing {
+  private readonly byId: Map<string, Buffer>;
+  private readonly current: ResponseKey;
+
+  constructor(keys: readonly ResponseKey[]) {
+    const [first] = keys;
+    if (!first) throw new Error('ResponseKeyRing needs at least one key');
+    for (const { id, key } of keys) {
+      if (key.length !== 32) throw new Error(`response key ${id} must be 32 bytes`);
+    }
+    this.current = first;
+    this.byId = new Map(keys.map(({ id, key }) => [id, key]));
+  }
+
+  get currentKeyId(): string {
+    return this.current.id;
+  }
+
+  seal(plaintext: Buffer, row: RowIdentity): SealedBody {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.current.key, iv);
+    cipher.setAAD(associatedData(row));
+    const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    return { keyId: this.current.id, ciphertext: Buffer.concat([iv, cipher.getAuthTag(), body]) };
+  }
+
+  open(sealed: SealedBody, row: RowIdentity): Buffer {
+    const key = this.byId.get(sealed.keyId);
+    if (!key) throw new StoredResponseUnreadableError(`no configured key has id "${sealed.keyId}"`);
+    if (sealed.ciphertext.length < IV_BYTES + TAG_BYTES) throw new StoredResponseUnreadableError('ciphertext too short');
+    const decipher = createDecipheriv('aes-256-gcm', key, sealed.ciphertext.subarray(0, IV_BYTES));
+    decipher.setAAD(associatedData(row));
+    decipher.setAuthTag(sealed.ciphertext.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+    try {
+      return Buffer.concat([decipher.update(sealed.ciphertext.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]);
+    } catch {
+      throw new StoredResponseUnreadableError('authentication failed');
+    }
+  }
+}

@@ -1,0 +1,193 @@
+// Every SQL statement of the store's request path, each in one named function with the
+// index that serves it. All are named (prepared once per connection) statements: the
+// plain query builder costs about twice the CPU per call. Times come from the database
+// clock (now()), never the application's, so instances with skewed clocks agree.
+import type pg from 'pg';
+
+export type Queryable = Pick<pg.ClientBase, 'query'>;
+
+export interface KeyIdentity {
+  principalId: string;
+  scope: string;
+  key: string;
+}
+
+export interface ClaimValues extends KeyIdentity {
+  fingerprint: Buffer;
+  correlationId: string;
+  leaseMs: number;
+  retentionMs: number;
+}
+
+/** The existing row, as the claim or a read found it. */
+export interface ExistingKey {
+  state: 'in_progress' | 'completed' | 'failed';
+  fingerprint: Buffer;
+  correlationId: string;
+  attempts: number;
+  expired: boolean;
+  leaseExpired: boolean;
+  /** Seconds until the lease ends (0 when none or past). */
+  leaseRemainingSeconds: number;
+  responseStatus: number | null;
+  responseContentType: string | null;
+  responseBody: Buffer | null;
+  responseKeyId: string | null;
+  responseRef: string | null;
+}
+
+export type ClaimResult = { claimed: true; attempts: number } | { claimed: false; existing: ExistingKey | null };
+
+interface ExistingRow {
+  state: ExistingKey['state'];
+  fingerprint: Buffer;
+  correlation_id: string;
+  attempts: number;
+  expired: boolean;
+  lease_expired: boolean;
+  lease_remaining: number;
+  response_status: number | null;
+  response_content_type: string | null;
+  response_body: Buffer | null;
+  response_key_id: string | null;
+  response_ref: string | null;
+}
+
+// Column order matters: the claim's UNION ALL matches its branches by position.
+const EXISTING_COLUMNS = `
+  k.attempts, k.state, k.fingerprint, k.correlation_id,
+  k.expires_at <= now() AS expired,
+  coalesce(k.lease_expires_at <= now(), false) AS lease_expired,
+  coalesce(ceil(greatest(extract(epoch FROM k.lease_expires_at - now()), 0)), 0)::int AS lease_remaining,
+  k.response_status, k.response_content_type, k.response_body, k.response_key_id, k.response_ref`;
+
+function toExisting(row: ExistingRow): ExistingKey {
+  return {
+    state: row.state,
+    fingerprint: row.fingerprint,
+    correlationId: row.correlation_id,
+    attempts: row.attempts,
+    expired: row.expired,
+    leaseExpired: row.lease_expired,
+    leaseRemainingSeconds: row.lease_remaining,
+    responseStatus: row.response_status,
+    responseContentType: row.response_content_type,
+    responseBody: row.response_body,
+    responseKeyId: row.response_key_id,
+    responseRef: row.response_ref,
+  };
+}
+
+/**
+ * The claim: INSERT ... ON CONFLICT DO NOTHING RETURNING on the primary key
+ * (principal_id, scope, key), which arbitrates concurrent claims. The second branch reads
+ * the conflicting row in the same round trip; it runs only when the insert returned
+ * nothing, and sees the row when it was committed before this statement began (a replay,
+ * the common case). When the insert had to wait for a concurrent claimant, the row is
+ * not in this statement's snapshot and `existing` is null: the caller reads it afresh.
+ */
+export async function claimKey(db: Queryable, claim: ClaimValues): Promise<ClaimResult> {
+  const result = await db.query<ExistingRow & { claimed: boolean }>({
+    name: 'retrysafe_claim',
+    text: `
+WITH claimed AS (
+  INSERT INTO idempotency_keys
+    (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+  VALUES ($1, $2, $3, 'in_progress', $4, $5,
+          now() + $6::bigint * interval '1 millisecond',
+          now() + $7::bigint * interval '1 millisecond')
+  ON CONFLICT (principal_id, scope, key) DO NOTHING
+  RETURNING attempts
+)
+SELECT true AS claimed, attempts, NULL::text AS state, NULL::bytea AS fingerprint, NULL::uuid AS correlation_id,
+       NULL::boolean AS expired, NULL::boolean AS lease_expired, NULL::int AS lease_remaining,
+       NULL::smallint AS response_status, NULL::text AS response_content_type, NULL::bytea AS response_body,
+       NULL::text AS response_key_id, NULL::text AS response_ref
+FROM claimed
+UNION ALL
+SELECT false AS claimed, ${EXISTING_COLUMNS}
+FROM idempotency_keys k
+WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`,
+    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs)],
+  });
+  const row = result.rows[0];
+  if (!row) return { claimed: false, existing: null };
+  if (row.claimed) return { claimed: true, attempts: row.attempts };
+  return { claimed: false, existing: toExisting(row) };
+}
+
+/** Reads one scoped key (primary key lookup). */
+export async function readKey(db: Queryable, id: KeyIdentity): Promise<ExistingKey | null> {
+  const result = await db.query<ExistingRow>({
+    name: 'retrysafe_read_key',
+    text: `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3`,
+    values: [id.principalId, id.scope, id.key],
+  });
+  const row = result.rows[0];
+  return row ? toExisting(row) : null;
+}
+
+/**
+ * Takes over a key whose attempt crashed (lease past), failed retryably, or expired but
+ * is not yet swept. Conditional on the attempt number the caller saw, so of many
+ * concurrent takers exactly one gets a row back. An expired key starts a new life: new
+ * creation time and expiry from the policy in force now. Primary key lookup.
+ */
+export async function takeOverKey(db: Queryable, claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+  const result = await db.query<{ attempts: number }>({
+    name: 'retrysafe_take_over',
+    text: `
+UPDATE idempotency_keys SET
+  state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
+  lease_expires_at = now() + $6::bigint * interval '1 millisecond',
+  created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+  expires_at = CASE WHEN expires_at <= now() THEN now() + $7::bigint * interval '1 millisecond' ELSE expires_at END,
+  completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
+  response_key_id = NULL, response_size = NULL, response_ref = NULL
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $8
+  AND (expires_at <= now() OR state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
+RETURNING attempts`,
+    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), seenAttempts],
+  });
+  return result.rows[0]?.attempts ?? null;
+}
+
+export interface CompletionValues extends KeyIdentity {
+  attempts: number;
+  status: number;
+  contentType: string;
+  body: Buffer | null;
+  keyId: string | null;
+  size: number;
+  reference: string | null;
+}
+
+/**
+ * Records the response, if this attempt still holds the claim (fenced by attempts).
+ * Returns false when a takeover superseded it. Primary key lookup.
+ */
+export async function completeKey(db: Queryable, values: CompletionValues): Promise<boolean> {
+  const result = await db.query({
+    name: 'retrysafe_complete',
+    text: `
+UPDATE idempotency_keys SET
+  state = 'completed', completed_at = now(), lease_expires_at = NULL,
+  response_status = $5, response_content_type = $6, response_body = $7, response_key_id = $8,
+  response_size = $9, response_ref = $10
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`,
+    values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference],
+  });
+  return result.rowCount === 1;
+}
+
+/** Marks this attempt failed and retryable (a 5xx or a crash of the work). Primary key lookup. */
+export async function failKey(db: Queryable, id: KeyIdentity, attempts: number): Promise<boolean> {
+  const result = await db.query({
+    name: 'retrysafe_fail',
+    text: `
+UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`,
+    values: [id.principalId, id.scope, id.key, attempts],
+  });
+  return result.rowCount === 1;
+}
