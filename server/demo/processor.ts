@@ -7,6 +7,8 @@ export interface ProcessorOptions {
   latencyMs: number;
   failureRate: number;
   random?: () => number;
+  /** Decides whether this call fails (default: a draw against failureRate). */
+  fails?: () => boolean;
 }
 
 export class ProcessorUnavailableError extends Error {
@@ -24,7 +26,8 @@ export class FakeProcessor {
     const random = this.options.random ?? Math.random;
     // Latency varies between half and one and a half times the configured figure.
     await sleep(this.options.latencyMs * (0.5 + random()));
-    if (random() < this.options.failureRate) throw new ProcessorUnavailableError();
+    const fails = this.options.fails ? this.options.fails() : random() < this.options.failureRate;
+    if (fails) throw new ProcessorUnavailableError();
     return `re_${randomBytes(12).toString('hex')}`;
   }
 }

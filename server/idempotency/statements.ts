@@ -61,6 +61,54 @@ const EXISTING_COLUMNS = `
   coalesce(ceil(greatest(extract(epoch FROM k.lease_expires_at - now()), 0)), 0)::int AS lease_remaining,
   k.response_status, k.response_content_type, k.response_body, k.response_key_id, k.response_ref`;
 
+const CLAIM_SQL = `
+WITH claimed AS (
+  INSERT INTO idempotency_keys
+    (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+  VALUES ($1, $2, $3, 'in_progress', $4, $5,
+          now() + $6::bigint * interval '1 millisecond',
+          now() + $7::bigint * interval '1 millisecond')
+  ON CONFLICT (principal_id, scope, key) DO NOTHING
+  RETURNING attempts
+)
+SELECT true AS claimed, attempts, NULL::text AS state, NULL::bytea AS fingerprint, NULL::uuid AS correlation_id,
+       NULL::boolean AS expired, NULL::boolean AS lease_expired, NULL::int AS lease_remaining,
+       NULL::smallint AS response_status, NULL::text AS response_content_type, NULL::bytea AS response_body,
+       NULL::text AS response_key_id, NULL::text AS response_ref
+FROM claimed
+UNION ALL
+SELECT false AS claimed, ${EXISTING_COLUMNS}
+FROM idempotency_keys k
+WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`;
+
+const READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3`;
+
+const TAKE_OVER_SQL = `
+UPDATE idempotency_keys SET
+  state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
+  lease_expires_at = now() + $6::bigint * interval '1 millisecond',
+  created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+  expires_at = CASE WHEN expires_at <= now() THEN now() + $7::bigint * interval '1 millisecond' ELSE expires_at END,
+  completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
+  response_key_id = NULL, response_size = NULL, response_ref = NULL
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $8
+  AND (expires_at <= now() OR state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
+RETURNING attempts`;
+
+const COMPLETE_SQL = `
+UPDATE idempotency_keys SET
+  state = 'completed', completed_at = now(), lease_expires_at = NULL,
+  response_status = $5, response_content_type = $6, response_body = $7, response_key_id = $8,
+  response_size = $9, response_ref = $10
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
+
+const FAIL_SQL = `
+UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
+
+/** The statement texts, for the tests that prove their plans. */
+export const storeStatementTexts = { claim: CLAIM_SQL, readKey: READ_KEY_SQL, takeOver: TAKE_OVER_SQL, complete: COMPLETE_SQL, fail: FAIL_SQL };
+
 function toExisting(row: ExistingRow): ExistingKey {
   return {
     state: row.state,
@@ -89,25 +137,7 @@ function toExisting(row: ExistingRow): ExistingKey {
 export async function claimKey(db: Queryable, claim: ClaimValues): Promise<ClaimResult> {
   const result = await db.query<ExistingRow & { claimed: boolean }>({
     name: 'retrysafe_claim',
-    text: `
-WITH claimed AS (
-  INSERT INTO idempotency_keys
-    (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-  VALUES ($1, $2, $3, 'in_progress', $4, $5,
-          now() + $6::bigint * interval '1 millisecond',
-          now() + $7::bigint * interval '1 millisecond')
-  ON CONFLICT (principal_id, scope, key) DO NOTHING
-  RETURNING attempts
-)
-SELECT true AS claimed, attempts, NULL::text AS state, NULL::bytea AS fingerprint, NULL::uuid AS correlation_id,
-       NULL::boolean AS expired, NULL::boolean AS lease_expired, NULL::int AS lease_remaining,
-       NULL::smallint AS response_status, NULL::text AS response_content_type, NULL::bytea AS response_body,
-       NULL::text AS response_key_id, NULL::text AS response_ref
-FROM claimed
-UNION ALL
-SELECT false AS claimed, ${EXISTING_COLUMNS}
-FROM idempotency_keys k
-WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`,
+    text: CLAIM_SQL,
     values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs)],
   });
   const row = result.rows[0];
@@ -120,7 +150,7 @@ WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT
 export async function readKey(db: Queryable, id: KeyIdentity): Promise<ExistingKey | null> {
   const result = await db.query<ExistingRow>({
     name: 'retrysafe_read_key',
-    text: `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3`,
+    text: READ_KEY_SQL,
     values: [id.principalId, id.scope, id.key],
   });
   const row = result.rows[0];
@@ -136,17 +166,7 @@ export async function readKey(db: Queryable, id: KeyIdentity): Promise<ExistingK
 export async function takeOverKey(db: Queryable, claim: ClaimValues, seenAttempts: number): Promise<number | null> {
   const result = await db.query<{ attempts: number }>({
     name: 'retrysafe_take_over',
-    text: `
-UPDATE idempotency_keys SET
-  state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
-  lease_expires_at = now() + $6::bigint * interval '1 millisecond',
-  created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
-  expires_at = CASE WHEN expires_at <= now() THEN now() + $7::bigint * interval '1 millisecond' ELSE expires_at END,
-  completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
-  response_key_id = NULL, response_size = NULL, response_ref = NULL
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $8
-  AND (expires_at <= now() OR state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
-RETURNING attempts`,
+    text: TAKE_OVER_SQL,
     values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), seenAttempts],
   });
   return result.rows[0]?.attempts ?? null;
@@ -169,12 +189,7 @@ export interface CompletionValues extends KeyIdentity {
 export async function completeKey(db: Queryable, values: CompletionValues): Promise<boolean> {
   const result = await db.query({
     name: 'retrysafe_complete',
-    text: `
-UPDATE idempotency_keys SET
-  state = 'completed', completed_at = now(), lease_expires_at = NULL,
-  response_status = $5, response_content_type = $6, response_body = $7, response_key_id = $8,
-  response_size = $9, response_ref = $10
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`,
+    text: COMPLETE_SQL,
     values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference],
   });
   return result.rowCount === 1;
@@ -184,9 +199,7 @@ WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state 
 export async function failKey(db: Queryable, id: KeyIdentity, attempts: number): Promise<boolean> {
   const result = await db.query({
     name: 'retrysafe_fail',
-    text: `
-UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`,
+    text: FAIL_SQL,
     values: [id.principalId, id.scope, id.key, attempts],
   });
   return result.rowCount === 1;

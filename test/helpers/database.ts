@@ -37,8 +37,21 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     async drop() {
       const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
+      try {
+        // Connections that were just ended may still be closing: wait for them rather than
+        // FORCE-terminating them (a client mid-close would report the termination as an error).
+        for (let attempt = 0; ; attempt += 1) {
+          try {
+            await client.query(`DROP DATABASE IF EXISTS ${name}${attempt >= 50 ? ' WITH (FORCE)' : ''}`);
+            break;
+          } catch (error) {
+            if ((error as { code?: string }).code !== '55006') throw error;
+            await new Promise((done) => setTimeout(done, 100));
+          }
+        }
+      } finally {
+        await client.end();
+      }
     },
   };
 }

@@ -1,7 +1,14 @@
 // Starts the product the way a user does (`npm start`'s script: build if stale,
 // migrate, serve) against a test database on a free port, and stops it afterwards.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { freePort } from '../../db/embedded';
+
+/** One set per test process, so several servers on one database agree on fingerprints and keys. */
+export const testSecrets = {
+  IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
+  RESPONSE_ENCRYPTION_KEYS: `t1:${randomBytes(32).toString('base64')}`,
+};
 
 export interface RunningServer {
   baseUrl: string;
@@ -12,7 +19,15 @@ export interface RunningServer {
 export async function startServer(databaseUrl: string, extraEnv: Record<string, string> = {}): Promise<RunningServer> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', ...extraEnv },
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
+      RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
+      ...extraEnv,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

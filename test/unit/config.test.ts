@@ -5,7 +5,10 @@ const readEnvironment = (source: Record<string, string | undefined>) => readConf
 
 describe('readEnvironment', () => {
   it('applies defaults and treats empty variables as unset', () => {
-    expect(readEnvironment({ DATABASE_URL: '', PORT: '' })).toEqual({ PORT: 3000, HOST: '127.0.0.1' });
+    const environment = readEnvironment({ DATABASE_URL: '', PORT: '' });
+    expect(environment.DATABASE_URL).toBeUndefined();
+    expect(environment.PORT).toBe(3000);
+    expect(environment.HOST).toBe('127.0.0.1');
   });
 
   it('parses a port and a postgres URL', () => {
@@ -14,7 +17,29 @@ describe('readEnvironment', () => {
     expect(environment.DATABASE_URL).toBe('postgresql://u:p@db:5432/app');
   });
 
-  it.each([{ PORT: '0' }, { PORT: 'http' }, { DATABASE_URL: 'not a url' }])('refuses %o', (source) => {
+  it.each([
+    { PORT: '0' },
+    { PORT: 'http' },
+    { DATABASE_URL: 'not a url' },
+    { IDEMPOTENCY_SECRET: 'short' },
+    { RESPONSE_ENCRYPTION_KEYS: 'k1:dG9vLXNob3J0' },
+    { RESPONSE_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')},k1:${Buffer.alloc(32).toString('base64')}` },
+    { DEMO_TRAFFIC: 'yes' },
+  ])('refuses %o', (source) => {
     expect(() => readEnvironment(source)).toThrow(ConfigurationError);
+  });
+
+  it('parses encryption keys, first one first, and never echoes a value it refuses', () => {
+    const a = Buffer.alloc(32, 1).toString('base64');
+    const b = Buffer.alloc(32, 2).toString('base64');
+    const keys = readEnvironment({ RESPONSE_ENCRYPTION_KEYS: `new:${b}, old:${a}` }).RESPONSE_ENCRYPTION_KEYS;
+    expect(keys?.map((key) => key.id)).toEqual(['new', 'old']);
+    expect(keys?.[1]?.key.equals(Buffer.alloc(32, 1))).toBe(true);
+    expect(() => readEnvironment({ IDEMPOTENCY_SECRET: 'hunter2' })).toThrow(/IDEMPOTENCY_SECRET/);
+    try {
+      readEnvironment({ IDEMPOTENCY_SECRET: 'hunter2' });
+    } catch (error) {
+      expect(String(error)).not.toContain('hunter2');
+    }
   });
 });

@@ -1,0 +1,55 @@
+// A real store on a test file's database, with a recorder of its flow events.
+import { randomBytes, randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { FlowEvent } from '../../server/idempotency/events';
+import type { EndpointPolicy } from '../../server/idempotency/policy';
+import { LiveKeyQuota } from '../../server/idempotency/quota';
+import { ResponseKeyRing, type ResponseKey } from '../../server/idempotency/response-codec';
+import { IdempotencyStore, type WorkResult } from '../../server/idempotency/store';
+
+export const testPolicy: EndpointPolicy = {
+  scopeMode: 'endpoint',
+  retryWindowMs: 3_600_000,
+  retentionMs: 7_200_000,
+  leaseMs: 10_000,
+  lockTimeoutMs: 2_000,
+  maxResponseBytes: 1_024,
+  liveKeyQuota: 1_000_000,
+};
+
+export function newResponseKey(id = 'k1'): ResponseKey {
+  return { id, key: randomBytes(32) };
+}
+
+export interface TestStore {
+  store: IdempotencyStore;
+  events: FlowEvent[];
+  keyRing: ResponseKeyRing;
+  secret: Buffer;
+}
+
+export function createTestStore(
+  pool: pg.Pool,
+  options: { keys?: ResponseKey[]; secret?: Buffer; quota?: LiveKeyQuota; onLeaseLost?: (id: { key: string }) => void } = {},
+): TestStore {
+  const events: FlowEvent[] = [];
+  const keyRing = new ResponseKeyRing(options.keys ?? [newResponseKey()]);
+  const secret = options.secret ?? randomBytes(32);
+  const store = new IdempotencyStore({
+    pool,
+    fingerprintSecret: secret,
+    keyRing,
+    quota: options.quota,
+    onLeaseLost: options.onLeaseLost,
+    observer: { record: (event) => events.push(event) },
+  });
+  return { store, events, keyRing, secret };
+}
+
+export function jsonResult(status: number, value: unknown, reference?: string): WorkResult {
+  return { status, contentType: 'application/json', body: Buffer.from(JSON.stringify(value)), reference };
+}
+
+export const principal = () => randomUUID();
+export const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+export { LiveKeyQuota };

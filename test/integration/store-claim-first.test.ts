@@ -1,0 +1,164 @@
+// Claim-first mode: the claim commits with a lease before the work, which may call
+// systems outside the database.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { KeyInUseError } from '../../server/idempotency/errors';
+import type { IdempotentCall, WorkResult } from '../../server/idempotency/store';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
+
+const ENDPOINT = 'POST /refunds';
+
+describe('store, claim-first mode', () => {
+  const db = useTestDatabase();
+
+  const call = (principalId: string, key: string, work: IdempotentCall['work'], leaseMs = testPolicy.leaseMs): IdempotentCall => ({
+    principalId,
+    key,
+    endpoint: ENDPOINT,
+    method: 'POST',
+    body: { amount: 5 },
+    policy: { ...testPolicy, leaseMs },
+    mode: 'claim-first',
+    work,
+  });
+
+  const rowOf = async (principalId: string) =>
+    (
+      await db.pool.query<{ state: string; attempts: number }>('SELECT state, attempts FROM idempotency_keys WHERE principal_id = $1', [
+        principalId,
+      ])
+    ).rows;
+
+  it('answers 409 with Retry-After while the attempt runs, and replays once it completed', async () => {
+    const { store, events } = createTestStore(db.pool);
+    const p = principal();
+    let release: (result: WorkResult) => void = () => undefined;
+    const running = store.execute(call(p, 'k', () => new Promise<WorkResult>((done) => (release = done))));
+    await sleep(50);
+    const busy = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { second: true })))).catch((error: unknown) => error);
+    expect(busy).toBeInstanceOf(KeyInUseError);
+    expect((busy as KeyInUseError).retryAfterSeconds).toBeGreaterThanOrEqual(9);
+    release(jsonResult(201, { first: true }));
+    const first = await running;
+    const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run'))));
+    expect(replay.replayed).toBe(true);
+    expect(replay.body.equals(first.body)).toBe(true);
+    expect(replay.correlationId).toBe(first.correlationId);
+    expect(events.map((event) => event.outcome)).toEqual(['new', 'conflict', 'replay']);
+  });
+
+  it('marks a 5xx failed and retryable: the retry runs the work again', async () => {
+    const { store, events } = createTestStore(db.pool);
+    const p = principal();
+    const failed = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(502, { error: 'processor' }))));
+    expect(failed.status).toBe(502);
+    expect(await rowOf(p)).toEqual([{ state: 'failed', attempts: 1 }]);
+    const retry = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { ok: true }))));
+    expect([retry.status, retry.replayed]).toEqual([201, false]);
+    expect(await rowOf(p)).toEqual([{ state: 'completed', attempts: 2 }]);
+    expect(events.map((event) => event.outcome)).toEqual(['new', 'takeover']);
+  });
+
+  it('stores and replays a 4xx outcome of work that started', async () => {
+    const { store } = createTestStore(db.pool);
+    const p = principal();
+    await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(404, { error: 'no such payment' }))));
+    const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run'))));
+    expect([replay.status, replay.replayed]).toEqual([404, true]);
+  });
+
+  it('lets exactly one of many concurrent retries take over an expired lease', async () => {
+    const { store } = createTestStore(db.pool);
+    const p = principal();
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       VALUES ($1, $2, 'k', 'in_progress', $3, gen_random_uuid(), now() - interval '1 second', now() + interval '1 hour')`,
+      [p, ENDPOINT, Buffer.alloc(32)],
+    );
+    // The crashed attempt's fingerprint must match for a takeover; fetch ours by claiming another key.
+    await store.execute(call(p, 'probe', () => Promise.resolve(jsonResult(201, {}))));
+    await db.pool.query(
+      "UPDATE idempotency_keys SET fingerprint = (SELECT fingerprint FROM idempotency_keys WHERE principal_id = $1 AND key = 'probe') WHERE principal_id = $1 AND key = 'k'",
+      [p],
+    );
+    let runs = 0;
+    const results = await Promise.allSettled(
+      Array.from({ length: 16 }, () =>
+        store.execute(
+          call(p, 'k', async () => {
+            runs += 1;
+            await sleep(200);
+            return jsonResult(201, { run: runs });
+          }),
+        ),
+      ),
+    );
+    expect(runs).toBe(1);
+    const fulfilled = results.filter((result) => result.status === 'fulfilled');
+    const rejected = results.filter((result) => result.status === 'rejected');
+    expect(fulfilled).toHaveLength(1);
+    for (const result of rejected) expect(result.reason).toBeInstanceOf(KeyInUseError);
+  });
+
+  it('recovers from a SIGKILLed attempt: 409 before the lease ends, exactly one run after', async () => {
+    const secret = randomBytes(32);
+    const responseKey = newResponseKey();
+    const { store } = createTestStore(db.pool, { secret, keys: [responseKey] });
+    const p = principal();
+    const leaseMs = 1_500;
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex')],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await new Promise<void>((claimed, fail) => {
+      child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('claimed') && claimed());
+      child.once('exit', (code) => fail(new Error(`fixture exited early (${code})`)));
+    });
+    const exited = new Promise((done) => child.once('exit', done));
+    child.kill('SIGKILL');
+    await exited;
+    expect(await rowOf(p)).toEqual([{ state: 'in_progress', attempts: 1 }]);
+
+    let runs = 0;
+    const work = () => {
+      runs += 1;
+      return Promise.resolve(jsonResult(201, { refunded: true }));
+    };
+    await expect(store.execute(call(p, 'k', work, leaseMs))).rejects.toBeInstanceOf(KeyInUseError);
+    expect(runs).toBe(0);
+    await sleep(leaseMs + 200);
+    const retries = await Promise.allSettled([store.execute(call(p, 'k', work, leaseMs)), store.execute(call(p, 'k', work, leaseMs))]);
+    expect(runs).toBe(1);
+    expect(retries.filter((result) => result.status === 'fulfilled').length).toBeGreaterThanOrEqual(1);
+    const after = await store.execute(call(p, 'k', work, leaseMs));
+    expect(after.replayed).toBe(true);
+    expect(runs).toBe(1);
+    expect(await rowOf(p)).toEqual([{ state: 'completed', attempts: 2 }]);
+  });
+
+  it('does not let a superseded attempt overwrite the response of the attempt that took over', async () => {
+    const lost: string[] = [];
+    const { store } = createTestStore(db.pool, { onLeaseLost: (id) => lost.push(id.key) });
+    const p = principal();
+    const slow = store.execute(
+      call(
+        p,
+        'k',
+        async () => {
+          await sleep(700);
+          return jsonResult(201, { from: 'slow' });
+        },
+        200,
+      ),
+    );
+    await sleep(400); // the slow attempt's lease has passed
+    const fast = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { from: 'fast' })), 200));
+    await slow;
+    expect(lost).toEqual(['k']);
+    const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run')), 200));
+    expect(replay.body.equals(fast.body)).toBe(true);
+  });
+});

@@ -1,0 +1,154 @@
+// Transactional mode: claim, effect and completion in one transaction.
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { FingerprintMismatchError, KeyInUseError } from '../../server/idempotency/errors';
+import type { IdempotentCall } from '../../server/idempotency/store';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
+
+const ENDPOINT = 'POST /things';
+
+describe('store, transactional mode', () => {
+  const db = useTestDatabase();
+
+  async function setup() {
+    await db.pool.query('CREATE TABLE IF NOT EXISTS things (id uuid PRIMARY KEY, principal_id uuid NOT NULL, value text)');
+    return createTestStore(db.pool);
+  }
+
+  const call = (overrides: Partial<IdempotentCall> & Pick<IdempotentCall, 'principalId' | 'key'>): IdempotentCall => ({
+    endpoint: ENDPOINT,
+    method: 'POST',
+    body: { value: 'a' },
+    policy: testPolicy,
+    mode: 'transactional',
+    work: async ({ db: tx }) => {
+      const id = randomUUID();
+      await tx.query('INSERT INTO things (id, principal_id, value) VALUES ($1, $2, $3)', [id, overrides.principalId, 'a']);
+      return jsonResult(201, { id });
+    },
+    ...overrides,
+  });
+
+  const thingsOf = async (principalId: string) =>
+    Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM things WHERE principal_id = $1', [principalId])).rows[0]?.n);
+
+  it('runs once, then replays the same bytes, status, content type and correlation id', async () => {
+    const { store, events } = await setup();
+    const p = principal();
+    const first = await store.execute(call({ principalId: p, key: 'k' }));
+    const second = await store.execute(call({ principalId: p, key: 'k', body: { value: 'a' } }));
+    expect(first.replayed).toBe(false);
+    expect(second.replayed).toBe(true);
+    expect(second.body.equals(first.body)).toBe(true);
+    expect([second.status, second.contentType, second.correlationId]).toEqual([first.status, first.contentType, first.correlationId]);
+    expect(await thingsOf(p)).toBe(1);
+    expect(events.map((event) => event.outcome)).toEqual(['new', 'replay']);
+    expect(events.every((event) => typeof event.claimLatencyMs === 'number')).toBe(true);
+  });
+
+  it('refuses the same key with a different body', async () => {
+    const { store, events } = await setup();
+    const p = principal();
+    await store.execute(call({ principalId: p, key: 'k' }));
+    await expect(store.execute(call({ principalId: p, key: 'k', body: { value: 'b' } }))).rejects.toBeInstanceOf(FingerprintMismatchError);
+    expect(events.at(-1)?.outcome).toBe('mismatch');
+  });
+
+  it('leaves nothing behind after a 5xx or a thrown error, so a retry runs again', async () => {
+    const { store } = await setup();
+    const p = principal();
+    const failing = call({
+      principalId: p,
+      key: 'k',
+      work: async ({ db: tx }) => {
+        await tx.query('INSERT INTO things (id, principal_id) VALUES ($1, $2)', [randomUUID(), p]);
+        return jsonResult(503, { error: 'down' });
+      },
+    });
+    expect((await store.execute(failing)).status).toBe(503);
+    const throwing = call({
+      principalId: p,
+      key: 'k',
+      work: async ({ db: tx }) => {
+        await tx.query('INSERT INTO things (id, principal_id) VALUES ($1, $2)', [randomUUID(), p]);
+        throw new Error('crash');
+      },
+    });
+    await expect(store.execute(throwing)).rejects.toThrow('crash');
+    expect(await thingsOf(p)).toBe(0);
+    const { rowCount } = await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [p]);
+    expect(rowCount).toBe(0);
+    const retry = await store.execute(call({ principalId: p, key: 'k' }));
+    expect(retry.replayed).toBe(false);
+    expect(await thingsOf(p)).toBe(1);
+  });
+
+  it('makes a concurrent duplicate wait for the original and then replay it', async () => {
+    const { store } = await setup();
+    const p = principal();
+    let runs = 0;
+    const slow = call({
+      principalId: p,
+      key: 'k',
+      work: async ({ db: tx }) => {
+        runs += 1;
+        await tx.query('INSERT INTO things (id, principal_id) VALUES ($1, $2)', [randomUUID(), p]);
+        await sleep(300);
+        return jsonResult(201, { run: runs });
+      },
+    });
+    const original = store.execute(slow);
+    await sleep(50);
+    const duplicates = await Promise.all([store.execute(slow), store.execute(slow), store.execute(slow)]);
+    const first = await original;
+    expect(runs).toBe(1);
+    for (const duplicate of duplicates) {
+      expect(duplicate.replayed).toBe(true);
+      expect(duplicate.body.equals(first.body)).toBe(true);
+    }
+    expect(await thingsOf(p)).toBe(1);
+  });
+
+  it('answers 409 (KeyInUse) when the original holds the key past lock_timeout', async () => {
+    const { store, events } = await setup();
+    const p = principal();
+    const policy = { ...testPolicy, lockTimeoutMs: 100 };
+    const slow = call({
+      principalId: p,
+      key: 'k',
+      policy,
+      work: async () => {
+        await sleep(600);
+        return jsonResult(201, {});
+      },
+    });
+    const original = store.execute(slow);
+    await sleep(50);
+    const duplicate = await store.execute(slow).catch((error: unknown) => error);
+    expect(duplicate).toBeInstanceOf(KeyInUseError);
+    expect((duplicate as KeyInUseError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect(events.some((event) => event.outcome === 'conflict')).toBe(true);
+    expect((await original).replayed).toBe(false);
+  });
+
+  it('gives an expired key that is not yet swept a new life', async () => {
+    const { store, events } = await setup();
+    const p = principal();
+    await store.execute(call({ principalId: p, key: 'k' }));
+    await db.pool.query(
+      "UPDATE idempotency_keys SET created_at = now() - interval '3 hours', expires_at = now() - interval '1 second' WHERE principal_id = $1",
+      [p],
+    );
+    // Even a different body: past its window the key promises nothing.
+    const again = await store.execute(call({ principalId: p, key: 'k', body: { value: 'other' } }));
+    expect(again.replayed).toBe(false);
+    expect(events.at(-1)?.outcome).toBe('takeover');
+    const { rows } = await db.pool.query<{ attempts: number; fresh: boolean }>(
+      "SELECT attempts, expires_at > now() + interval '1 hour' AS fresh FROM idempotency_keys WHERE principal_id = $1",
+      [p],
+    );
+    expect(rows).toEqual([{ attempts: 2, fresh: true }]);
+    expect(await thingsOf(p)).toBe(2);
+  });
+});

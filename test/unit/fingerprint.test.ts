@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { UncanonicalRequestError } from '../../server/idempotency/errors';
+import { canonicalBody, fingerprint } from '../../server/idempotency/fingerprint';
+
+const secret = randomBytes(32);
+const print = (body: unknown, endpoint = '/api/v1/payments', method = 'POST') => fingerprint(secret, { method, endpoint, body }).toString('hex');
+
+function shuffleKeys(value: unknown, seed: number): unknown {
+  if (Array.isArray(value)) return value.map((item, index) => shuffleKeys(item, seed + index));
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value);
+    entries.sort((a, b) => ((a[0].length * 31 + seed) % 7) - ((b[0].length * 31 + seed) % 7) || (seed % 2 ? 1 : -1));
+    return Object.fromEntries(entries.map(([key, item]) => [key, shuffleKeys(item, seed + 1)]));
+  }
+  return value;
+}
+
+describe('fingerprint', () => {
+  it('does not depend on key order or whitespace', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.integer(), (value, seed) => {
+        const reordered: unknown = JSON.parse(JSON.stringify(shuffleKeys(value, seed), null, seed % 3));
+        expect(print(reordered)).toBe(print(value));
+      }),
+    );
+  });
+
+  it('changes with any value, the endpoint, the method and the secret', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
+        // Two bodies share a fingerprint exactly when their canonical JSON is the same.
+        expect(print(a) === print(b)).toBe(canonicalBody(a) === canonicalBody(b));
+      }),
+    );
+    const body = { amount: 1 };
+    expect(print(body, '/api/v1/refunds')).not.toBe(print(body));
+    expect(print(body, '/api/v1/payments', 'PUT')).not.toBe(print(body));
+    expect(fingerprint(randomBytes(32), { method: 'POST', endpoint: '/api/v1/payments', body }).toString('hex')).not.toBe(print(body));
+    expect(print({ amount: 1, note: 'a' })).not.toBe(print({ amount: 1, note: 'b' }));
+  });
+
+  it('is 32 bytes', () => {
+    expect(fingerprint(secret, { method: 'POST', endpoint: 'x', body: {} })).toHaveLength(32);
+  });
+
+  it('refuses what has no canonical JSON form (a lone surrogate)', () => {
+    expect(() => print(JSON.parse('{"a": "\\ud800"}'))).toThrow(UncanonicalRequestError);
+  });
+});
