@@ -62,6 +62,20 @@ export interface IdempotentCall {
   rederive?: (reference: string, db: Queryable) => Promise<Buffer>;
 }
 
+/** What begin() needs: the call without the work. */
+export type ClaimCall = Omit<IdempotentCall, 'work' | 'mode'>;
+
+export type Begun =
+  | { claimed: false; outcome: StoreOutcome }
+  | {
+      claimed: true;
+      correlationId: string;
+      /** Records the response (a 5xx marks the key failed and retryable instead). */
+      finish: (result: WorkResult) => Promise<StoreOutcome>;
+      /** Marks the key failed and retryable (the work crashed). */
+      abandon: () => Promise<void>;
+    };
+
 export interface StoreOutcome extends StoredResponse {
   replayed: boolean;
   /** The correlation id of the attempt whose response this is (the original's on replay). */
@@ -105,39 +119,88 @@ export class IdempotencyStore {
     this.observer = options.observer ?? ignoreFlow;
   }
 
+  /** Runs `call.work` at most once per scoped key (per the mode's guarantees) and returns its outcome or the replay. */
   async execute(call: IdempotentCall): Promise<StoreOutcome> {
-    const scope = scopeFor(call.policy, call.endpoint);
-    const claim: ClaimValues = {
+    const claim = this.claimValues(call);
+    return this.guard(claim, async () => {
+      const admitted = await this.admit(call, claim);
+      if (admitted !== 'proceed') return admitted;
+      if (call.mode === 'transactional') return this.executeTransactional(call, claim);
+      const begun = await this.claimFirst(call, claim);
+      if (!begun.claimed) return begun.outcome;
+      let result: WorkResult;
+      try {
+        result = await call.work({ db: this.options.pool, correlationId: claim.correlationId });
+      } catch (error) {
+        await begun.abandon().catch(() => undefined);
+        throw error;
+      }
+      return begun.finish(result);
+    });
+  }
+
+  /**
+   * Claim-first without a callback: claims the key (or answers with its replay), and
+   * hands back the claim to finish with the response, or to abandon (failed, retryable).
+   */
+  async begin(call: ClaimCall): Promise<Begun> {
+    const claim = this.claimValues(call);
+    return this.guard(claim, async () => {
+      const admitted = await this.admit(call, claim);
+      if (admitted !== 'proceed') return { claimed: false, outcome: admitted };
+      return this.claimFirst(call, claim);
+    });
+  }
+
+  private claimValues(call: ClaimCall): ClaimValues {
+    return {
       principalId: call.principalId,
-      scope,
+      scope: scopeFor(call.policy, call.endpoint),
       key: call.key,
       fingerprint: fingerprint(this.options.fingerprintSecret, call),
       correlationId: call.correlationId ?? randomUUID(),
       leaseMs: call.policy.leaseMs,
       retentionMs: call.policy.retentionMs,
     };
+  }
+
+  /** Reports unexpected failures as the `error` outcome; the typed answers report themselves. */
+  private async guard<T>(claim: ClaimValues, run: () => Promise<T>): Promise<T> {
     try {
-      const { quota } = this.options;
-      if (quota) {
-        const decision = await quota.check(call.principalId, scope, call.policy.liveKeyQuota, call.policy.retentionMs);
-        if (!decision.allowed) return await this.overQuota(call, claim, decision.retryAfterSeconds);
-      }
-      return call.mode === 'transactional' ? await this.executeTransactional(call, claim) : await this.executeClaimFirst(call, claim);
+      return await run();
     } catch (error) {
       if (!(error instanceof KeyInUseError || error instanceof FingerprintMismatchError || error instanceof KeyQuotaExceededError)) {
-        this.observer.record({ scope, outcome: 'error' });
+        this.report(claim, 'error');
       }
       throw error;
     }
   }
 
-  private async executeClaimFirst(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+  /** The live-key quota: 'proceed', or the answer for a principal that may not create another key. */
+  private async admit(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | 'proceed'> {
+    const { quota, pool } = this.options;
+    if (!quota) return 'proceed';
+    const decision = await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
+    if (decision.allowed) return 'proceed';
+    // Over quota no new key may be created, but an existing one still answers as usual.
+    const existing = await readKey(pool, claim);
+    if (existing && !existing.expired) {
+      const verdict = decide(existing, claim.fingerprint);
+      // A crashed or failed attempt of an existing key is not a new key: let it run.
+      if (verdict === 'takeover') return 'proceed';
+      return this.settle(verdict, existing, claim, undefined, call, pool);
+    }
+    this.report(claim, 'rejected');
+    throw new KeyQuotaExceededError(decision.retryAfterSeconds);
+  }
+
+  private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Begun> {
     const { pool } = this.options;
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
       const started = performance.now();
       const result = await claimKey(pool, claim);
       const latency = performance.now() - started;
-      let claimed: Claimed | null = null;
+      let claimed: Claimed;
       if (result.claimed) {
         claimed = { attempts: result.attempts, fresh: true };
         this.report(claim, 'new', latency);
@@ -145,29 +208,31 @@ export class IdempotencyStore {
         const existing = result.existing ?? (await readKey(pool, claim));
         if (!existing) continue; // swept between the claim and the read: claim again
         const decision = decide(existing, claim.fingerprint);
-        if (decision !== 'takeover') return this.settle(decision, existing, claim, latency, call, pool);
+        if (decision !== 'takeover') return { claimed: false, outcome: await this.settle(decision, existing, claim, latency, call, pool) };
         const attempts = await takeOverKey(pool, claim, existing.attempts);
         if (attempts === null) continue; // another attempt took it over first
         claimed = { attempts, fresh: existing.expired };
         this.report(claim, 'takeover', latency);
       }
       if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
-      return this.runClaimFirst(call, claim, claimed.attempts);
+      const { attempts } = claimed;
+      return {
+        claimed: true,
+        correlationId: claim.correlationId,
+        finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
+        abandon: async () => {
+          await failKey(pool, claim, attempts);
+        },
+      };
     }
     throw new KeyInUseError(1);
   }
 
-  private async runClaimFirst(call: IdempotentCall, claim: ClaimValues, attempts: number): Promise<StoreOutcome> {
+  private async finishClaimFirst(call: ClaimCall, claim: ClaimValues, attempts: number, result: WorkResult): Promise<StoreOutcome> {
     const { pool } = this.options;
-    let result: WorkResult;
-    try {
-      result = await call.work({ db: pool, correlationId: claim.correlationId });
-    } catch (error) {
-      await failKey(pool, claim, attempts).catch(() => undefined);
-      throw error;
-    }
     const outcome = { ...result, replayed: false, correlationId: claim.correlationId };
     if (result.status >= 500) {
+      // Not final: the key becomes failed and retryable, so a retry runs the work again.
       await failKey(pool, claim, attempts);
       return outcome;
     }
@@ -238,7 +303,7 @@ export class IdempotencyStore {
     existing: ExistingKey,
     claim: ClaimValues,
     latency: number | undefined,
-    call: IdempotentCall,
+    call: ClaimCall,
     db: Queryable,
   ): Promise<StoreOutcome> {
     if (decision === 'mismatch') {
@@ -254,7 +319,7 @@ export class IdempotencyStore {
     return replay;
   }
 
-  private async replay(existing: ExistingKey, id: KeyIdentity, call: IdempotentCall, db: Queryable): Promise<StoreOutcome> {
+  private async replay(existing: ExistingKey, id: KeyIdentity, call: ClaimCall, db: Queryable): Promise<StoreOutcome> {
     if (existing.responseStatus === null || existing.responseContentType === null) {
       throw new Error('completed key without a stored response status');
     }
@@ -267,19 +332,6 @@ export class IdempotencyStore {
       throw new Error('completed key has neither a stored body nor a reference the endpoint can re-derive');
     }
     return { status: existing.responseStatus, contentType: existing.responseContentType, body, replayed: true, correlationId: existing.correlationId };
-  }
-
-  /** Over quota: no new key may be created, but an existing one still answers as usual. */
-  private async overQuota(call: IdempotentCall, claim: ClaimValues, retryAfterSeconds: number): Promise<StoreOutcome> {
-    const existing = await readKey(this.options.pool, claim);
-    if (existing && !existing.expired) {
-      const decision = decide(existing, claim.fingerprint);
-      if (decision !== 'takeover') return this.settle(decision, existing, claim, undefined, call, this.options.pool);
-      // A crashed or failed attempt of an existing key is not a new key: let it run.
-      return call.mode === 'transactional' ? this.executeTransactional(call, claim) : this.executeClaimFirst(call, claim);
-    }
-    this.report(claim, 'rejected');
-    throw new KeyQuotaExceededError(retryAfterSeconds);
   }
 
   private encode(result: WorkResult, id: KeyIdentity, policy: EndpointPolicy) {

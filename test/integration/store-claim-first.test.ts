@@ -161,4 +161,22 @@ describe('store, claim-first mode', () => {
     const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run')), 200));
     expect(replay.body.equals(fast.body)).toBe(true);
   });
+
+  it('offers the claim without a callback: begin, then finish or abandon', async () => {
+    const { store } = createTestStore(db.pool);
+    const p = principal();
+    const { work: _work, mode: _mode, ...claimCall } = call(p, 'k', () => Promise.reject(new Error('unused')));
+    const first = await store.begin(claimCall);
+    if (!first.claimed) throw new Error('expected a claim');
+    await first.abandon();
+    expect(await rowOf(p)).toEqual([{ state: 'failed', attempts: 1 }]);
+    const second = await store.begin(claimCall);
+    if (!second.claimed) throw new Error('expected a takeover');
+    const done = await second.finish(jsonResult(201, { ok: 1 }));
+    const third = await store.begin(claimCall);
+    expect(third.claimed).toBe(false);
+    if (third.claimed) return;
+    expect(third.outcome.replayed).toBe(true);
+    expect(third.outcome.body.equals(done.body)).toBe(true);
+  });
 });

@@ -1,0 +1,148 @@
+// Claims through the store against the same INSERT ... ON CONFLICT DO NOTHING RETURNING
+// statement issued raw through pg, at 1, 8 and 32 concurrent clients, in the same run.
+//   raw           the store's claim statement, named, on one pg.Client per worker.
+//   store new     store.begin() on new keys: fingerprint (HMAC over canonical JSON), the
+//                 live-key quota check, the pool, the claim statement, the flow event.
+//   store replay  store.begin() on completed keys: the same one statement (it reads the
+//                 existing row in the same round trip), plus decryption.
+//   bare INSERT   for reference: the INSERT alone, without the folded-in read; the
+//                 difference is what answering a replay in one round trip costs a new claim.
+// Targets: store new >= 0.85x raw; store replay >= 1.0x store new. Each figure is the
+// mean of two alternating rounds, to even out drift on a shared machine.
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { EndpointPolicy } from '../server/idempotency/policy';
+import { LiveKeyQuota } from '../server/idempotency/quota';
+import { ResponseKeyRing } from '../server/idempotency/response-codec';
+import { storeStatementTexts } from '../server/idempotency/statements';
+import { IdempotencyStore, type ClaimCall } from '../server/idempotency/store';
+import type { BenchDatabase } from './database';
+import { formatRun, runClosedLoop, type RunResult } from './measure';
+
+const CONCURRENCY = [1, 8, 32];
+const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+const ENDPOINT = 'POST /api/v1/payments';
+const REPLAY_KEYS_PER_WORKER = 200;
+
+const policy: EndpointPolicy = {
+  scopeMode: 'endpoint',
+  retryWindowMs: 86_400_000,
+  retentionMs: 93_600_000,
+  leaseMs: 30_000,
+  lockTimeoutMs: 5_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 100_000_000,
+};
+
+const BARE_INSERT = `INSERT INTO idempotency_keys
+  (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+VALUES ($1, $2, $3, 'in_progress', $4, $5, now() + interval '30 seconds', now() + interval '26 hours')
+ON CONFLICT (principal_id, scope, key) DO NOTHING
+RETURNING attempts`;
+
+export interface ClaimsReport {
+  concurrency: number;
+  bareInsert: RunResult;
+  raw: RunResult;
+  storeNew: RunResult;
+  storeReplay: RunResult;
+  newVsRaw: number;
+  replayVsNew: number;
+}
+
+function mean(runs: RunResult[]): RunResult {
+  const average = (pick: (run: RunResult) => number) => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length;
+  return {
+    operations: average((run) => run.operations),
+    seconds: average((run) => run.seconds),
+    perSecond: average((run) => run.perSecond),
+    p50Ms: average((run) => run.p50Ms),
+    p99Ms: average((run) => run.p99Ms),
+  };
+}
+
+export async function benchClaims(database: BenchDatabase, log: (line: string) => void): Promise<ClaimsReport[]> {
+  const reports: ClaimsReport[] = [];
+  const body = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
+  const response = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
+  for (const concurrency of CONCURRENCY) {
+    const run = randomUUID().slice(0, 8);
+    const principals = Array.from({ length: concurrency }, () => randomUUID());
+
+    const clients = await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        const client = new pg.Client({ connectionString: database.url });
+        await client.connect();
+        return client;
+      }),
+    );
+    const rawRun = (text: string, name: string, extra: unknown[]) =>
+      runClosedLoop(concurrency, DURATION_MS, async (worker, i) => {
+        await clients[worker]?.query({
+          name,
+          text,
+          values: [principals[worker], ENDPOINT, `${name}-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), randomUUID(), ...extra],
+        });
+      });
+
+    const pool = new pg.Pool({ connectionString: database.url, max: concurrency });
+    const quota = new LiveKeyQuota(pool);
+    quota.start();
+    const store = new IdempotencyStore({
+      pool,
+      fingerprintSecret: randomBytes(32),
+      keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]),
+      quota,
+      observer: { record: () => undefined },
+    });
+    const call = (worker: number, key: string): ClaimCall => ({
+      principalId: principals[worker] ?? '',
+      endpoint: ENDPOINT,
+      method: 'POST',
+      key,
+      body,
+      policy,
+    });
+    // Warm the pool and each principal's quota entry outside the measurement.
+    await Promise.all(principals.map((_, worker) => store.begin(call(worker, `warm-${run}-${worker}`))));
+    const storeRun = (round: number) =>
+      runClosedLoop(concurrency, DURATION_MS, async (worker, i) => {
+        const begun = await store.begin(call(worker, `new-${run}-${round}-${worker}-${i}`));
+        if (!begun.claimed) throw new Error('expected a new claim');
+      });
+
+    const rounds: { raw: RunResult; storeNew: RunResult }[] = [];
+    for (let round = 0; round < 2; round += 1) {
+      const raw = await rawRun(storeStatementTexts.claim, 'bench_raw_claim', [policy.leaseMs, policy.retentionMs]);
+      rounds.push({ raw, storeNew: await storeRun(round) });
+    }
+    const raw = mean(rounds.map((round) => round.raw));
+    const storeNew = mean(rounds.map((round) => round.storeNew));
+    const bareInsert = await rawRun(BARE_INSERT, 'bench_bare_insert', []);
+    await Promise.all(clients.map((client) => client.end()));
+
+    for (let worker = 0; worker < concurrency; worker += 1) {
+      for (let i = 0; i < REPLAY_KEYS_PER_WORKER; i += 1) {
+        const begun = await store.begin(call(worker, `replay-${run}-${worker}-${i}`));
+        if (begun.claimed) await begun.finish({ status: 201, contentType: 'application/json', body: response });
+      }
+    }
+    const storeReplay = await runClosedLoop(concurrency, DURATION_MS, async (worker, i) => {
+      const begun = await store.begin(call(worker, `replay-${run}-${worker}-${i % REPLAY_KEYS_PER_WORKER}`));
+      if (begun.claimed || !begun.outcome.replayed) throw new Error('expected a replay');
+    });
+    await quota.stop();
+    await pool.end();
+
+    const report = { concurrency, bareInsert, raw, storeNew, storeReplay, newVsRaw: storeNew.perSecond / raw.perSecond, replayVsNew: storeReplay.perSecond / storeNew.perSecond };
+    reports.push(report);
+    log(`\n${concurrency} concurrent client(s)`);
+    log(formatRun('  raw claim statement (pg)', raw));
+    log(formatRun('  store, new keys', storeNew));
+    log(formatRun('  store, replays', storeReplay));
+    log(formatRun('  bare INSERT, for reference', bareInsert));
+    log(`  store new / raw:      ${report.newVsRaw.toFixed(2)}x (target >= 0.85x)`);
+    log(`  store replay / new:   ${report.replayVsNew.toFixed(2)}x (target >= 1.00x)`);
+  }
+  return reports;
+}

@@ -1,0 +1,48 @@
+// Closed-loop load: N workers, each issuing one operation after another for a fixed
+// time, recording every operation's latency. Throughput and percentiles per run.
+
+export interface RunResult {
+  operations: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+export async function runClosedLoop(
+  workers: number,
+  durationMs: number,
+  operation: (worker: number, iteration: number) => Promise<void>,
+  warmupMs = 300,
+): Promise<RunResult> {
+  const latencies: number[] = [];
+  let measuring = false;
+  let stop = false;
+  const loop = async (worker: number) => {
+    for (let iteration = 0; !stop; iteration += 1) {
+      const started = performance.now();
+      await operation(worker, iteration);
+      if (measuring) latencies.push(performance.now() - started);
+    }
+  };
+  const running = Array.from({ length: workers }, (_, worker) => loop(worker));
+  await new Promise((done) => setTimeout(done, warmupMs));
+  measuring = true;
+  const began = performance.now();
+  await new Promise((done) => setTimeout(done, durationMs));
+  measuring = false;
+  const seconds = (performance.now() - began) / 1000;
+  stop = true;
+  await Promise.all(running);
+  const sorted = Float64Array.from(latencies).sort();
+  return { operations: latencies.length, seconds, perSecond: latencies.length / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) };
+}
+
+export function formatRun(label: string, run: RunResult): string {
+  return `${label.padEnd(34)} ${run.perSecond.toFixed(0).padStart(8)} /s   p50 ${run.p50Ms.toFixed(2).padStart(6)} ms   p99 ${run.p99Ms.toFixed(2).padStart(6)} ms`;
+}
