@@ -2,3 +2,5 @@
 export * from './idempotency-keys';
 export * from './key-usage';
 export * from './demo';
+export * from './retention';
+export * from './audit';

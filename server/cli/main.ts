@@ -5,7 +5,11 @@ import { migrateDatabase } from '../../db/migrate';
 import { openDatabase } from '../../db/database-url';
 import pg from 'pg';
 import { readEnvironment } from '../config';
+import { createPool } from '../../db/client';
+import { defaultPolicyFields } from '../demo/policies';
 import { createTenant } from '../demo/tenants';
+import { ensurePolicies } from '../retention/policies';
+import { sweepOnce } from '../retention/sweeper';
 
 type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
 
@@ -14,6 +18,19 @@ const commands: Record<string, Command> = {
     expectNoArguments('migrate', args);
     const result = await migrateDatabase(databaseUrl);
     return { applied: result.applied, current: result.current };
+  },
+  async sweep(args, databaseUrl) {
+    expectNoArguments('sweep', args);
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-sweep', max: 2 });
+    try {
+      // The evidence compares against the policies, so they must exist (first run before npm start).
+      await ensurePolicies(pool, defaultPolicyFields, 'system');
+      const result = await sweepOnce(pool, 'manual');
+      if (result.status === 'failed') throw new Error(`sweep run ${result.runId} failed: ${result.error ?? 'unknown error'}`);
+      return result;
+    } finally {
+      await pool.end();
+    }
   },
   async tenant(args, databaseUrl) {
     const [action, ...rest] = args;

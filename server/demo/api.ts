@@ -14,7 +14,8 @@ export interface DemoApiOptions {
   store: IdempotencyStore;
   pool: pg.Pool;
   processor: FakeProcessor;
-  policies?: { payments?: EndpointPolicy; refunds?: EndpointPolicy };
+  /** The policy in force for an endpoint (default: the built-in defaults). */
+  policyFor?: (endpoint: string) => EndpointPolicy;
   onError?: (error: unknown, correlationId: string) => void;
 }
 
@@ -29,7 +30,7 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
     payments: idempotentHandler(options.store, {
       endpoint: PAYMENTS_ENDPOINT,
       mode: 'transactional',
-      policy: options.policies?.payments ?? paymentsPolicy,
+      policy: () => options.policyFor?.(PAYMENTS_ENDPOINT) ?? paymentsPolicy,
       maxBodyBytes: MAX_REQUEST_BYTES,
       permission: 'payments:write',
       authenticate,
@@ -41,7 +42,7 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
     refunds: idempotentHandler(options.store, {
       endpoint: REFUNDS_ENDPOINT,
       mode: 'claim-first',
-      policy: options.policies?.refunds ?? refundsPolicy,
+      policy: () => options.policyFor?.(REFUNDS_ENDPOINT) ?? refundsPolicy,
       maxBodyBytes: MAX_REQUEST_BYTES,
       permission: 'refunds:write',
       authenticate,

@@ -1,6 +1,8 @@
-// The demo API's published idempotency promises. (Retention policies move into the
-// database, with history, in the retention work; these are their defaults.)
+// The demo API's published idempotency promises: the defaults its endpoint policies are
+// created with on first start. Afterwards the policies live in the database
+// (endpoint_policies, with history) and change only through changePolicy.
 import type { EndpointPolicy } from '../idempotency/policy';
+import type { PolicyFields } from '../retention/policies';
 
 const HOUR = 3_600_000;
 
@@ -31,3 +33,25 @@ export const refundsPolicy: EndpointPolicy = {
 
 /** Largest request body either endpoint accepts. */
 export const MAX_REQUEST_BYTES = 16 * 1024;
+
+function asFields(policy: EndpointPolicy): PolicyFields {
+  return {
+    scopeMode: policy.scopeMode,
+    retryWindowSeconds: policy.retryWindowMs / 1000,
+    retentionSeconds: policy.retentionMs / 1000,
+    leaseMs: policy.leaseMs,
+    lockTimeoutMs: policy.lockTimeoutMs,
+    maxResponseBytes: policy.maxResponseBytes,
+    liveKeyQuota: policy.liveKeyQuota,
+  };
+}
+
+/** The built-in defaults, by endpoint. */
+export const defaultPolicies: Record<string, EndpointPolicy> = {
+  [PAYMENTS_ENDPOINT]: paymentsPolicy,
+  [REFUNDS_ENDPOINT]: refundsPolicy,
+};
+
+export const defaultPolicyFields: Record<string, PolicyFields> = Object.fromEntries(
+  Object.entries(defaultPolicies).map(([endpoint, policy]) => [endpoint, asFields(policy)]),
+);

@@ -111,7 +111,8 @@ export interface IdempotentEndpoint<Input> {
   /** The operation, e.g. "POST /api/v1/payments"; the scope for endpoint-scoped keys. */
   endpoint: string;
   mode: ExecutionMode;
-  policy: EndpointPolicy;
+  /** The policy in force, read on every request (e.g. from a PolicyRegistry). */
+  policy: EndpointPolicy | (() => EndpointPolicy);
   maxBodyBytes: number;
   /** The permission a principal needs; checked on every request, replays included. */
   permission: string;
@@ -180,7 +181,7 @@ export function idempotentHandler<Input>(store: IdempotencyStore, endpoint: Idem
         method,
         key: key.key,
         body: json,
-        policy: endpoint.policy,
+        policy: typeof endpoint.policy === 'function' ? endpoint.policy() : endpoint.policy,
         mode: endpoint.mode,
         correlationId,
         work: (context) => endpoint.work(input, principal, context),

@@ -1,0 +1,99 @@
+// Process-wide services of the Next server, created once: pools, the store, policies,
+// the quota counters, the sweeper and the demo API. Kept on globalThis because Next may
+// evaluate this module in more than one bundle. Started by instrumentation.ts when the
+// server boots; route handlers reach it through runtime.ts.
+import type pg from 'pg';
+import { createPool } from '@/db/client';
+import { readEnvironment, requireDatabaseUrl, requireStoreSecrets } from '@/server/config';
+import { createDemoApi, type DemoApi } from '@/server/demo/api';
+import { defaultPolicies, defaultPolicyFields } from '@/server/demo/policies';
+import { FakeProcessor } from '@/server/demo/processor';
+import { LiveKeyQuota } from '@/server/idempotency/quota';
+import { ResponseKeyRing } from '@/server/idempotency/response-codec';
+import { IdempotencyStore } from '@/server/idempotency/store';
+import { ensurePolicies } from '@/server/retention/policies';
+import { PolicyRegistry } from '@/server/retention/registry';
+import { Sweeper } from '@/server/retention/sweeper';
+
+export interface Services {
+  ownerPool: pg.Pool;
+  store: IdempotencyStore;
+  policies: PolicyRegistry;
+  quota: LiveKeyQuota;
+  sweeper: Sweeper;
+  demo: DemoApi;
+  started: Promise<void> | null;
+}
+
+const slot = Symbol.for('retrysafe.services');
+type Holder = typeof globalThis & { [slot]?: Services };
+
+export function logEvent(level: 'info' | 'error', message: string, fields: Record<string, unknown> = {}): void {
+  // Only identifiers and counts: nothing from a request or a stored response is ever logged.
+  const line = JSON.stringify({ level, time: new Date().toISOString(), message, ...fields });
+  if (level === 'error') console.error(line);
+  else console.log(line);
+}
+
+const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error');
+
+function createServices(): Services {
+  const environment = readEnvironment();
+  const secrets = requireStoreSecrets(environment);
+  const ownerPool = createPool(requireDatabaseUrl(environment), { applicationName: 'retrysafe-app', max: 20, connectionTimeoutMillis: 2_000 });
+  const quota = new LiveKeyQuota(ownerPool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
+  const policies = new PolicyRegistry(ownerPool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
+  const store = new IdempotencyStore({
+    pool: ownerPool,
+    fingerprintSecret: secrets.fingerprintSecret,
+    keyRing: new ResponseKeyRing(secrets.encryptionKeys),
+    quota,
+    onLeaseLost: (id) => logEvent('error', 'an attempt finished after its lease was taken over', { scope: id.scope }),
+  });
+  const sweeper = new Sweeper(
+    ownerPool,
+    environment.SWEEP_INTERVAL_SECONDS * 1000,
+    { staleGraceMs: environment.STALE_CLAIM_RELEASE_AFTER_SECONDS * 1000 },
+    (result) => {
+      if (result.status !== 'skipped' && (result.rowsDeleted > 0 || result.staleReleased > 0 || result.status === 'failed')) {
+        logEvent(result.status === 'failed' ? 'error' : 'info', 'sweep', {
+          runId: result.runId,
+          rowsDeleted: result.rowsDeleted,
+          staleReleased: result.staleReleased,
+          chunks: result.chunks,
+          error: result.error,
+        });
+      }
+    },
+    (error) => logEvent('error', 'sweep failed', { reason: reason(error) }),
+  );
+  const processor = new FakeProcessor({ latencyMs: environment.DEMO_PROCESSOR_LATENCY_MS, failureRate: environment.DEMO_PROCESSOR_FAILURE_RATE });
+  const demo = createDemoApi({
+    store,
+    pool: ownerPool,
+    processor,
+    policyFor: (endpoint) => policies.policyFor(endpoint),
+    onError: (error, correlationId) => logEvent('error', 'request failed', { reason: reason(error), correlationId }),
+  });
+  return { ownerPool, store, policies, quota, sweeper, demo, started: null };
+}
+
+export function services(): Services {
+  const holder = globalThis as Holder;
+  holder[slot] ??= createServices();
+  return holder[slot];
+}
+
+/** Background work of this instance: default policies, policy refresh, quota flushes, the sweeper. */
+export function startServices(): Promise<void> {
+  const current = services();
+  current.started ??= (async () => {
+    await ensurePolicies(current.ownerPool, defaultPolicyFields, 'system').catch((error: unknown) =>
+      logEvent('error', 'could not create the default policies', { reason: reason(error) }),
+    );
+    await current.policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
+    current.quota.start();
+    current.sweeper.start();
+  })();
+  return current.started;
+}

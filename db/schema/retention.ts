@@ -1,0 +1,93 @@
+// Retention: the published promise per endpoint, its change history, and the record of
+// every sweep with the evidence compliance signs off (no row deleted inside its window).
+import { sql } from 'drizzle-orm';
+import { bigint, bigserial, boolean, check, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+
+export const endpointPolicies = pgTable(
+  'endpoint_policies',
+  {
+    // The operation, e.g. "POST /api/v1/payments".
+    endpoint: text('endpoint').primaryKey(),
+    scopeMode: text('scope_mode', { enum: ['endpoint', 'intent'] }).notNull(),
+    // The documented retry window: the public promise.
+    retryWindowSeconds: integer('retry_window_seconds').notNull(),
+    // What is applied: window + margin. Never shorter than the window (CHECK below).
+    retentionSeconds: integer('retention_seconds').notNull(),
+    leaseMs: integer('lease_ms').notNull(),
+    lockTimeoutMs: integer('lock_timeout_ms').notNull(),
+    maxResponseBytes: integer('max_response_bytes').notNull(),
+    liveKeyQuota: integer('live_key_quota').notNull(),
+    version: integer('version').notNull().default(1),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedBy: text('updated_by').notNull(),
+  },
+  (t) => [
+    check('endpoint_policies_retention_covers_window', sql`${t.retentionSeconds} >= ${t.retryWindowSeconds}`),
+    check('endpoint_policies_window_positive', sql`${t.retryWindowSeconds} > 0`),
+    check('endpoint_policies_scope_mode', sql`${t.scopeMode} IN ('endpoint', 'intent')`),
+    check(
+      'endpoint_policies_limits_positive',
+      sql`${t.leaseMs} > 0 AND ${t.lockTimeoutMs} > 0 AND ${t.maxResponseBytes} > 0 AND ${t.liveKeyQuota} > 0`,
+    ),
+  ],
+);
+
+export const endpointPolicyHistory = pgTable(
+  'endpoint_policy_history',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    endpoint: text('endpoint').notNull(),
+    version: integer('version').notNull(),
+    changedAt: timestamp('changed_at', { withTimezone: true }).notNull().defaultNow(),
+    changedBy: text('changed_by').notNull(),
+    reason: text('reason').notNull(),
+    // null for the policy's creation
+    previous: jsonb('previous'),
+    current: jsonb('current').notNull(),
+    // The documented window got shorter: clients' retries late in the old window are no longer safe.
+    breaking: boolean('breaking').notNull().default(false),
+    acknowledged: boolean('acknowledged').notNull().default(false),
+  },
+  (t) => [
+    // Serves one endpoint's history, newest first.
+    index('endpoint_policy_history_endpoint_idx').on(t.endpoint, t.version),
+    check('endpoint_policy_history_reason', sql`char_length(${t.reason}) BETWEEN 1 AND 1000`),
+    check('endpoint_policy_history_breaking_acknowledged', sql`NOT ${t.breaking} OR ${t.acknowledged}`),
+  ],
+);
+
+export const sweepRuns = pgTable(
+  'sweep_runs',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    trigger: text('trigger', { enum: ['schedule', 'manual'] }).notNull(),
+    status: text('status', { enum: ['running', 'completed', 'failed'] }).notNull(),
+    chunks: integer('chunks').notNull().default(0),
+    rowsDeleted: bigint('rows_deleted', { mode: 'number' }).notNull().default(0),
+    staleReleased: integer('stale_released').notNull().default(0),
+    longestChunkMs: doublePrecision('longest_chunk_ms').notNull().default(0),
+    // Why the run stopped: a short chunk (caught up), the row budget, or an error.
+    stopReason: text('stop_reason'),
+    error: text('error'),
+  },
+  // Serves "the last runs, newest first" (the primary key, descending).
+  () => [],
+);
+
+export const sweepRunScopes = pgTable(
+  'sweep_run_scopes',
+  {
+    runId: bigint('run_id', { mode: 'number' })
+      .notNull()
+      .references(() => sweepRuns.id, { onDelete: 'cascade' }),
+    scope: text('scope').notNull(),
+    rowsDeleted: bigint('rows_deleted', { mode: 'number' }).notNull(),
+    // The youngest deleted row's age at deletion, and the window in force then: the evidence.
+    minAgeSeconds: doublePrecision('min_age_seconds').notNull(),
+    retryWindowSeconds: integer('retry_window_seconds'),
+    minMarginSeconds: doublePrecision('min_margin_seconds'),
+  },
+  (t) => [primaryKey({ name: 'sweep_run_scopes_pkey', columns: [t.runId, t.scope] })],
+);

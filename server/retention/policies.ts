@@ -1,0 +1,262 @@
+// Endpoint policies: the published retry window per endpoint and what is applied to keep
+// it. Every change is versioned in the same transaction (who, when, old -> new, why);
+// shortening the documented window is a breaking change that needs an explicit
+// acknowledgement and is flagged in the history. A key's expires_at is fixed when it is
+// claimed, so a change applies to keys claimed after it; existing keys keep theirs.
+import { z } from 'zod';
+import { writeAudit } from '../audit/log';
+import type { EndpointPolicy } from '../idempotency/policy';
+import type { Queryable } from '../idempotency/statements';
+
+export const policyFields = z
+  .object({
+    scopeMode: z.enum(['endpoint', 'intent']),
+    retryWindowSeconds: z.number().int().positive().max(366 * 86_400),
+    retentionSeconds: z.number().int().positive().max(400 * 86_400),
+    leaseMs: z.number().int().min(100).max(86_400_000),
+    lockTimeoutMs: z.number().int().min(10).max(600_000),
+    maxResponseBytes: z.number().int().min(1).max(10 * 1024 * 1024),
+    liveKeyQuota: z.number().int().min(1).max(2_000_000_000),
+  })
+  .refine((policy) => policy.retentionSeconds >= policy.retryWindowSeconds, {
+    message: 'retention must be at least the documented retry window',
+    path: ['retentionSeconds'],
+  });
+export type PolicyFields = z.infer<typeof policyFields>;
+
+export interface PolicyRecord extends PolicyFields {
+  endpoint: string;
+  version: number;
+  updatedAt: Date;
+  updatedBy: string;
+}
+
+export class PolicyNotFoundError extends Error {
+  readonly code = 'POLICY_NOT_FOUND';
+}
+export class BreakingChangeNotAcknowledgedError extends Error {
+  readonly code = 'BREAKING_CHANGE_NOT_ACKNOWLEDGED';
+}
+export class PolicyVersionConflictError extends Error {
+  readonly code = 'POLICY_VERSION_CONFLICT';
+}
+export class InvalidPolicyError extends Error {
+  readonly code = 'INVALID_POLICY';
+  constructor(readonly issues: { path: string; message: string }[]) {
+    super(`Invalid policy: ${issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ')}`);
+  }
+}
+
+interface PolicyRow {
+  endpoint: string;
+  scope_mode: 'endpoint' | 'intent';
+  retry_window_seconds: number;
+  retention_seconds: number;
+  lease_ms: number;
+  lock_timeout_ms: number;
+  max_response_bytes: number;
+  live_key_quota: number;
+  version: number;
+  updated_at: Date;
+  updated_by: string;
+}
+
+const COLUMNS = `endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
+  max_response_bytes, live_key_quota, version, updated_at, updated_by`;
+
+function toRecord(row: PolicyRow): PolicyRecord {
+  return {
+    endpoint: row.endpoint,
+    scopeMode: row.scope_mode,
+    retryWindowSeconds: row.retry_window_seconds,
+    retentionSeconds: row.retention_seconds,
+    leaseMs: row.lease_ms,
+    lockTimeoutMs: row.lock_timeout_ms,
+    maxResponseBytes: row.max_response_bytes,
+    liveKeyQuota: row.live_key_quota,
+    version: row.version,
+    updatedAt: row.updated_at,
+    updatedBy: row.updated_by,
+  };
+}
+
+export function fieldsOf(record: PolicyFields): PolicyFields {
+  const { scopeMode, retryWindowSeconds, retentionSeconds, leaseMs, lockTimeoutMs, maxResponseBytes, liveKeyQuota } = record;
+  return { scopeMode, retryWindowSeconds, retentionSeconds, leaseMs, lockTimeoutMs, maxResponseBytes, liveKeyQuota };
+}
+
+/** The store's view of a policy. */
+export function toEndpointPolicy(record: PolicyFields): EndpointPolicy {
+  return {
+    scopeMode: record.scopeMode,
+    retryWindowMs: record.retryWindowSeconds * 1000,
+    retentionMs: record.retentionSeconds * 1000,
+    leaseMs: record.leaseMs,
+    lockTimeoutMs: record.lockTimeoutMs,
+    maxResponseBytes: record.maxResponseBytes,
+    liveKeyQuota: record.liveKeyQuota,
+  };
+}
+
+function validate(fields: unknown): PolicyFields {
+  const parsed = policyFields.safeParse(fields);
+  if (!parsed.success) {
+    throw new InvalidPolicyError(parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message })));
+  }
+  return parsed.data;
+}
+
+/** All policies, by endpoint (primary key order). */
+export async function listPolicies(db: Queryable): Promise<PolicyRecord[]> {
+  const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies ORDER BY endpoint`);
+  return rows.map(toRecord);
+}
+
+export async function getPolicy(db: Queryable, endpoint: string): Promise<PolicyRecord | null> {
+  const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE endpoint = $1`, [endpoint]);
+  const row = rows[0];
+  return row ? toRecord(row) : null;
+}
+
+export interface Transactional {
+  connect(): Promise<Queryable & { release(error?: Error): void }>;
+}
+
+async function inTransaction<T>(pool: Transactional, run: (db: Queryable) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await run(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Creates the policies that do not exist yet (first start); existing ones are left alone. */
+export async function ensurePolicies(pool: Transactional, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {
+  const created: string[] = [];
+  for (const [endpoint, fields] of Object.entries(defaults)) {
+    const policy = validate(fields);
+    await inTransaction(pool, async (db) => {
+      const { rowCount } = await db.query(
+        `INSERT INTO endpoint_policies (endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
+           max_response_bytes, live_key_quota, updated_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (endpoint) DO NOTHING`,
+        [endpoint, policy.scopeMode, policy.retryWindowSeconds, policy.retentionSeconds, policy.leaseMs, policy.lockTimeoutMs, policy.maxResponseBytes, policy.liveKeyQuota, actor],
+      );
+      if (rowCount === 0) return;
+      await db.query(
+        `INSERT INTO endpoint_policy_history (endpoint, version, changed_by, reason, previous, current) VALUES ($1, 1, $2, $3, NULL, $4)`,
+        [endpoint, actor, 'created with the default policy', JSON.stringify(policy)],
+      );
+      await writeAudit(db, { actor, action: 'policy.create', target: { endpoint }, reason: 'default policy', details: { current: policy } });
+      created.push(endpoint);
+    });
+  }
+  return created;
+}
+
+export interface PolicyChange {
+  endpoint: string;
+  fields: unknown;
+  actor: string;
+  reason: string;
+  /** The version the change was made against (optimistic concurrency). */
+  expectedVersion: number;
+  /** Required when the documented retry window gets shorter. */
+  acknowledgeBreakingChange?: boolean;
+}
+
+export interface PolicyChangeResult {
+  policy: PolicyRecord;
+  breaking: boolean;
+}
+
+/** Changes a policy, with its history entry and audit row, in one transaction. */
+export async function changePolicy(pool: Transactional, change: PolicyChange): Promise<PolicyChangeResult> {
+  const next = validate(change.fields);
+  const reason = change.reason.trim();
+  if (reason.length === 0 || reason.length > 1000) throw new InvalidPolicyError([{ path: 'reason', message: 'a reason of 1 to 1000 characters is required' }]);
+  return inTransaction(pool, async (db) => {
+    const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE endpoint = $1 FOR UPDATE`, [change.endpoint]);
+    const row = rows[0];
+    if (!row) throw new PolicyNotFoundError(`No policy for ${change.endpoint}`);
+    const current = toRecord(row);
+    if (current.version !== change.expectedVersion) {
+      throw new PolicyVersionConflictError(`The policy changed meanwhile (now version ${current.version})`);
+    }
+    const breaking = next.retryWindowSeconds < current.retryWindowSeconds;
+    if (breaking && change.acknowledgeBreakingChange !== true) {
+      throw new BreakingChangeNotAcknowledgedError(
+        `Shortening the documented retry window from ${current.retryWindowSeconds} s to ${next.retryWindowSeconds} s breaks the promise to clients that retry late; acknowledge it explicitly`,
+      );
+    }
+    const version = current.version + 1;
+    const updated = await db.query<PolicyRow>(
+      `UPDATE endpoint_policies SET scope_mode = $2, retry_window_seconds = $3, retention_seconds = $4, lease_ms = $5,
+         lock_timeout_ms = $6, max_response_bytes = $7, live_key_quota = $8, version = $9, updated_at = now(), updated_by = $10
+       WHERE endpoint = $1 RETURNING ${COLUMNS}`,
+      [change.endpoint, next.scopeMode, next.retryWindowSeconds, next.retentionSeconds, next.leaseMs, next.lockTimeoutMs, next.maxResponseBytes, next.liveKeyQuota, version, change.actor],
+    );
+    const previous = fieldsOf(current);
+    await db.query(
+      `INSERT INTO endpoint_policy_history (endpoint, version, changed_by, reason, previous, current, breaking, acknowledged)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [change.endpoint, version, change.actor, reason, JSON.stringify(previous), JSON.stringify(next), breaking, breaking],
+    );
+    await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking } });
+    const record = updated.rows[0];
+    if (!record) throw new Error('policy update returned no row');
+    return { policy: toRecord(record), breaking };
+  });
+}
+
+export interface PolicyHistoryEntry {
+  id: number;
+  endpoint: string;
+  version: number;
+  changedAt: Date;
+  changedBy: string;
+  reason: string;
+  previous: PolicyFields | null;
+  current: PolicyFields;
+  breaking: boolean;
+  acknowledged: boolean;
+}
+
+/** History, newest first; one endpoint's through endpoint_policy_history_endpoint_idx. */
+export async function policyHistory(db: Queryable, endpoint?: string, limit = 200): Promise<PolicyHistoryEntry[]> {
+  const { rows } = await db.query<{
+    id: string;
+    endpoint: string;
+    version: number;
+    changed_at: Date;
+    changed_by: string;
+    reason: string;
+    previous: PolicyFields | null;
+    current: PolicyFields;
+    breaking: boolean;
+    acknowledged: boolean;
+  }>(
+    `SELECT id, endpoint, version, changed_at, changed_by, reason, previous, current, breaking, acknowledged
+     FROM endpoint_policy_history WHERE ($1::text IS NULL OR endpoint = $1) ORDER BY changed_at DESC, id DESC LIMIT $2`,
+    [endpoint ?? null, limit],
+  );
+  return rows.map((row) => ({
+    id: Number(row.id),
+    endpoint: row.endpoint,
+    version: row.version,
+    changedAt: row.changed_at,
+    changedBy: row.changed_by,
+    reason: row.reason,
+    previous: row.previous,
+    current: row.current,
+    breaking: row.breaking,
+    acknowledged: row.acknowledged,
+  }));
+}

@@ -1,0 +1,43 @@
+// The policies in force, as the request path reads them: from memory, refreshed from the
+// database every few seconds (and at once after a change made through this process), so
+// a claim costs no extra round trip. A change made on another instance takes effect here
+// within one refresh interval; the key's expiry is fixed from the policy seen at claim time.
+import type { EndpointPolicy } from '../idempotency/policy';
+import { listPolicies, toEndpointPolicy, type PolicyRecord } from './policies';
+import type { Queryable } from '../idempotency/statements';
+
+export class PolicyRegistry {
+  private policies = new Map<string, EndpointPolicy>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly fallbacks: Record<string, EndpointPolicy>,
+    private readonly refreshMs = 5_000,
+    private readonly onError: (error: unknown) => void = () => undefined,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.refresh();
+    this.timer ??= setInterval(() => void this.refresh().catch(this.onError), this.refreshMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  async refresh(): Promise<PolicyRecord[]> {
+    const records = await listPolicies(this.db);
+    this.policies = new Map(records.map((record) => [record.endpoint, toEndpointPolicy(record)]));
+    return records;
+  }
+
+  /** The policy in force for an endpoint; before the first load, its built-in default. */
+  policyFor(endpoint: string): EndpointPolicy {
+    const policy = this.policies.get(endpoint) ?? this.fallbacks[endpoint];
+    if (!policy) throw new Error(`No policy for ${endpoint}`);
+    return policy;
+  }
+}

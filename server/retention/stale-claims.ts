@@ -1,0 +1,68 @@
+// Stale claims: in-progress rows whose lease has passed (the attempt crashed or hung).
+// Found through the partial index idempotency_keys_in_progress_lease_idx, which holds
+// only in-progress rows. The store already lets a retry take such a key over; releasing
+// marks it failed and retryable, so it no longer shows as running.
+import { writeAudit } from '../audit/log';
+import type { KeyIdentity, Queryable } from '../idempotency/statements';
+import type { Transactional } from './policies';
+
+/** In-progress rows whose lease ended more than `graceMs` ago (partial index range scan). */
+export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'retention_count_stale',
+    text: `SELECT count(*)::int AS n FROM idempotency_keys
+           WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`,
+    values: [graceMs],
+  });
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Releases up to `limit` claims whose lease ended more than `graceMs` ago, oldest lease
+ * first, skipping rows another transaction holds. Partial index range scan.
+ */
+export async function releaseStaleClaims(db: Queryable, limit: number, graceMs: number): Promise<number> {
+  const result = await db.query({
+    name: 'retention_release_stale',
+    text: `WITH stale AS (
+             SELECT ctid FROM idempotency_keys
+             WHERE state = 'in_progress' AND lease_expires_at < now() - $2::bigint * interval '1 millisecond'
+             ORDER BY lease_expires_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+           )
+           UPDATE idempotency_keys k SET state = 'failed', lease_expires_at = NULL
+           FROM stale WHERE k.ctid = stale.ctid AND k.state = 'in_progress'`,
+    values: [limit, graceMs],
+  });
+  return result.rowCount ?? 0;
+}
+
+export class ClaimNotStaleError extends Error {
+  readonly code = 'CLAIM_NOT_STALE';
+  constructor() {
+    super('No in-progress claim with an expired lease has that key');
+  }
+}
+
+/** An operator releases one stale claim by hand; audited in the same transaction. Primary key lookup. */
+export async function releaseStaleClaim(pool: Transactional, id: KeyIdentity, actor: string, reason: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await client.query(
+      `UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
+       WHERE principal_id = $1 AND scope = $2 AND key = $3 AND state = 'in_progress' AND lease_expires_at < now()
+       RETURNING attempts`,
+      [id.principalId, id.scope, id.key],
+    );
+    if (result.rowCount !== 1) throw new ClaimNotStaleError();
+    await writeAudit(client, { actor, action: 'stale_claim.release', target: { principalId: id.principalId, scope: id.scope, key: id.key }, reason });
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

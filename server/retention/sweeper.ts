@@ -1,0 +1,255 @@
+// The sweeper: deletes keys past their expires_at through the expires_at index, in
+// bounded chunks, each its own short transaction (lock_timeout, SKIP LOCKED so in-flight
+// work is never waited on), paced against live traffic, and stops a run at the first
+// short chunk (it has caught up; looping to zero would keep walking the dead index
+// entries at the low end of the index). One sweeper at a time across all instances
+// (a session advisory lock). Every run is recorded with its evidence for compliance:
+// per scope, the youngest deleted row's age at deletion against the documented window.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { releaseStaleClaims } from './stale-claims';
+
+/** pg_advisory_lock key of the sweeper: the bytes of "rssweep" as an integer. */
+const SWEEPER_LOCK_KEY = 0x72737377656570n;
+
+export interface SweepOptions {
+  /** Rows per chunk (one short transaction each). */
+  chunkSize: number;
+  /** Pause after each chunk, as a multiple of the chunk's own duration (1 = 50% duty cycle at most). */
+  pauseFactor: number;
+  /** Pause after each chunk at least this long. */
+  minPauseMs: number;
+  /** At most this many rows per run; the next run continues. */
+  maxRowsPerRun: number;
+  /** A chunk waits at most this long for a lock before giving up (then the run stops). */
+  lockTimeoutMs: number;
+  /** Stale claims are released once their lease ended this long ago (operators see them before). */
+  staleGraceMs: number;
+}
+
+export const defaultSweepOptions: SweepOptions = {
+  chunkSize: 1_000,
+  pauseFactor: 1,
+  minPauseMs: 10,
+  maxRowsPerRun: 1_000_000,
+  lockTimeoutMs: 200,
+  staleGraceMs: 15 * 60_000,
+};
+
+export interface ScopeEvidence {
+  scope: string;
+  rowsDeleted: number;
+  /** The youngest deleted row's age when it was deleted. */
+  minAgeSeconds: number;
+  /** The documented window in force at the sweep (the longest, for intent scope). */
+  retryWindowSeconds: number | null;
+  /** minAge - window: never negative unless a window was lengthened after keys were claimed. */
+  minMarginSeconds: number | null;
+}
+
+export interface SweepResult {
+  status: 'completed' | 'failed' | 'skipped';
+  runId: number | null;
+  trigger: 'schedule' | 'manual';
+  chunks: number;
+  rowsDeleted: number;
+  staleReleased: number;
+  /** Live-key quota counter buckets older than any retention, removed at the end of the run. */
+  quotaBucketsDeleted: number;
+  longestChunkMs: number;
+  stopReason: 'caught-up' | 'row-budget' | 'another-sweeper-running' | 'error';
+  scopes: ScopeEvidence[];
+  error?: string;
+}
+
+interface ChunkRow {
+  scope: string;
+  rows: number;
+  min_age_seconds: number;
+}
+
+/**
+ * One chunk: the oldest expired rows by the expires_at index, locked without waiting
+ * (SKIP LOCKED), deleted by their ctid, re-checked against expires_at, summarised per scope.
+ */
+async function sweepChunk(client: pg.ClientBase, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
+  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+  try {
+    const { rows } = await client.query<ChunkRow>({
+      name: 'retention_sweep_chunk',
+      text: `WITH doomed AS (
+               SELECT ctid FROM idempotency_keys
+               WHERE expires_at < now()
+               ORDER BY expires_at
+               LIMIT $1
+               FOR UPDATE SKIP LOCKED
+             ), deleted AS (
+               DELETE FROM idempotency_keys k USING doomed
+               WHERE k.ctid = doomed.ctid AND k.expires_at < now()
+               RETURNING k.scope, k.created_at
+             )
+             SELECT scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
+             FROM deleted GROUP BY scope`,
+      values: [chunkSize],
+    });
+    await client.query('COMMIT');
+    return rows;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], overrides: Partial<SweepOptions> = {}): Promise<SweepResult> {
+  const options = { ...defaultSweepOptions, ...overrides };
+  const client = await pool.connect();
+  const result: SweepResult = {
+    status: 'completed',
+    runId: null,
+    trigger,
+    chunks: 0,
+    rowsDeleted: 0,
+    staleReleased: 0,
+    quotaBucketsDeleted: 0,
+    longestChunkMs: 0,
+    stopReason: 'caught-up',
+    scopes: [],
+  };
+  let broken: Error | undefined;
+  try {
+    const { rows: locked } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [SWEEPER_LOCK_KEY.toString()]);
+    if (!locked[0]?.locked) return { ...result, status: 'skipped', stopReason: 'another-sweeper-running' };
+    try {
+      const { rows: run } = await client.query<{ id: string }>(
+        "INSERT INTO sweep_runs (trigger, status) VALUES ($1, 'running') RETURNING id",
+        [trigger],
+      );
+      result.runId = Number(run[0]?.id);
+      const perScope = new Map<string, { rows: number; minAge: number }>();
+      try {
+        result.staleReleased = await releaseStaleClaims(client, options.chunkSize, options.staleGraceMs);
+        for (;;) {
+          const started = performance.now();
+          const rows = await sweepChunk(client, options.chunkSize, options.lockTimeoutMs);
+          const elapsed = performance.now() - started;
+          const deleted = rows.reduce((sum, row) => sum + row.rows, 0);
+          result.chunks += 1;
+          result.rowsDeleted += deleted;
+          result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
+          for (const row of rows) {
+            const seen = perScope.get(row.scope);
+            perScope.set(row.scope, { rows: (seen?.rows ?? 0) + row.rows, minAge: Math.min(seen?.minAge ?? Infinity, row.min_age_seconds) });
+          }
+          if (deleted < options.chunkSize) break; // caught up
+          if (result.rowsDeleted >= options.maxRowsPerRun) {
+            result.stopReason = 'row-budget';
+            break;
+          }
+          await sleep(Math.max(options.minPauseMs, elapsed * options.pauseFactor));
+        }
+        result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
+      } catch (error) {
+        result.status = 'failed';
+        result.stopReason = 'error';
+        result.error = error instanceof Error ? error.message : String(error);
+      }
+      result.scopes = await recordRun(client, result, perScope);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [SWEEPER_LOCK_KEY.toString()]).catch((error: unknown) => (broken = error as Error));
+    }
+    return result;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/**
+ * Quota counters only matter within the longest retention (plus one bucket). The table
+ * holds principals x scopes x hour buckets x instances rows, small enough to scan.
+ */
+async function deleteOldQuotaBuckets(client: pg.ClientBase): Promise<number> {
+  const result = await client.query(
+    `DELETE FROM idempotency_key_usage
+     WHERE bucket_start < now() - coalesce((SELECT max(retention_seconds) FROM endpoint_policies), 0) * interval '1 second' - interval '2 hours'`,
+  );
+  return result.rowCount ?? 0;
+}
+
+/** Finishes the run record and stores its evidence, joined with the windows in force. */
+async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: Map<string, { rows: number; minAge: number }>): Promise<ScopeEvidence[]> {
+  const scopes = [...perScope.keys()];
+  const { rows } = await client.query<{
+    scope: string;
+    rows_deleted: string;
+    min_age_seconds: number;
+    retry_window_seconds: number | null;
+    min_margin_seconds: number | null;
+  }>(
+    `WITH evidence AS (
+       SELECT * FROM unnest($2::text[], $3::bigint[], $4::float8[]) AS e(scope, rows_deleted, min_age_seconds)
+     ), windows AS (
+       SELECT e.scope,
+              CASE WHEN e.scope = 'intent'
+                   THEN (SELECT max(retry_window_seconds) FROM endpoint_policies WHERE scope_mode = 'intent')
+                   ELSE (SELECT retry_window_seconds FROM endpoint_policies WHERE endpoint = e.scope) END AS retry_window_seconds
+       FROM evidence e
+     )
+     INSERT INTO sweep_run_scopes (run_id, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
+     SELECT $1, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
+     FROM evidence e JOIN windows w USING (scope)
+     RETURNING scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds`,
+    [result.runId, scopes, scopes.map((scope) => perScope.get(scope)?.rows ?? 0), scopes.map((scope) => perScope.get(scope)?.minAge ?? 0)],
+  );
+  await client.query(
+    `UPDATE sweep_runs SET finished_at = now(), status = $2, chunks = $3, rows_deleted = $4, stale_released = $5,
+       longest_chunk_ms = $6, stop_reason = $7, error = $8 WHERE id = $1`,
+    [result.runId, result.status, result.chunks, result.rowsDeleted, result.staleReleased, result.longestChunkMs, result.stopReason, result.error ?? null],
+  );
+  return rows
+    .map((row) => ({
+      scope: row.scope,
+      rowsDeleted: Number(row.rows_deleted),
+      minAgeSeconds: row.min_age_seconds,
+      retryWindowSeconds: row.retry_window_seconds,
+      minMarginSeconds: row.min_margin_seconds,
+    }))
+    .sort((a, b) => a.scope.localeCompare(b.scope));
+}
+
+/** Runs sweepOnce on an interval; across instances only one runs at a time (the advisory lock). */
+export class Sweeper {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<SweepResult> | null = null;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly intervalMs: number,
+    private readonly options: Partial<SweepOptions> = {},
+    private readonly onResult: (result: SweepResult) => void = () => undefined,
+    private readonly onError: (error: unknown) => void = () => undefined,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running) return; // never overlap with ourselves
+    this.running = sweepOnce(this.pool, 'schedule', this.options);
+    try {
+      this.onResult(await this.running);
+    } catch (error) {
+      this.onError(error);
+    } finally {
+      this.running = null;
+    }
+  }
+}

@@ -1,0 +1,100 @@
+// Endpoint policies: the promise in the database, every change versioned with who, when,
+// old -> new and why, in the same transaction; breaking changes need an acknowledgement.
+import { describe, expect, it } from 'vitest';
+import {
+  BreakingChangeNotAcknowledgedError,
+  changePolicy,
+  ensurePolicies,
+  getPolicy,
+  InvalidPolicyError,
+  policyHistory,
+  PolicyVersionConflictError,
+  type PolicyFields,
+} from '../../server/retention/policies';
+import { useTestDatabase } from '../helpers/database';
+
+const base: PolicyFields = {
+  scopeMode: 'endpoint',
+  retryWindowSeconds: 86_400,
+  retentionSeconds: 93_600,
+  leaseMs: 30_000,
+  lockTimeoutMs: 5_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 100_000,
+};
+
+describe('endpoint policies', () => {
+  const db = useTestDatabase();
+  let n = 0;
+  const endpoint = () => `POST /api/test-${(n += 1)}`;
+
+  it('creates missing defaults once, with a first history entry and an audit row', async () => {
+    const e = endpoint();
+    expect(await ensurePolicies(db.pool, { [e]: base }, 'system')).toEqual([e]);
+    expect(await ensurePolicies(db.pool, { [e]: { ...base, retryWindowSeconds: 1 } }, 'system')).toEqual([]);
+    expect(await getPolicy(db.pool, e)).toMatchObject({ ...base, version: 1, updatedBy: 'system' });
+    const history = await policyHistory(db.pool, e);
+    expect(history).toHaveLength(1);
+    expect(history[0]).toMatchObject({ version: 1, previous: null, current: base, breaking: false });
+    const { rowCount } = await db.pool.query("SELECT 1 FROM audit_log WHERE action = 'policy.create' AND target->>'endpoint' = $1", [e]);
+    expect(rowCount).toBe(1);
+  });
+
+  it('records every change with who, when, old -> new and why, in the same transaction as the change', async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    const longer = { ...base, retryWindowSeconds: 172_800, retentionSeconds: 180_000 };
+    const result = await changePolicy(db.pool, { endpoint: e, fields: longer, actor: 'alice@example.com', reason: 'mobile clients retry for 2 days', expectedVersion: 1 });
+    expect(result).toMatchObject({ breaking: false, policy: { version: 2, retryWindowSeconds: 172_800, updatedBy: 'alice@example.com' } });
+    const [latest] = await policyHistory(db.pool, e);
+    expect(latest).toMatchObject({ version: 2, changedBy: 'alice@example.com', reason: 'mobile clients retry for 2 days', previous: base, current: longer });
+    const { rows } = await db.pool.query<{ changed_at: Date; updated_at: Date }>(
+      'SELECT h.changed_at, p.updated_at FROM endpoint_policy_history h JOIN endpoint_policies p USING (endpoint) WHERE h.endpoint = $1 AND h.version = 2',
+      [e],
+    );
+    // Same transaction: the same now().
+    expect(rows[0]?.changed_at.getTime()).toBe(rows[0]?.updated_at.getTime());
+  });
+
+  it('refuses a retention below the documented window, in the application and in the database', async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await expect(
+      changePolicy(db.pool, { endpoint: e, fields: { ...base, retentionSeconds: 3_600 }, actor: 'a', reason: 'disk', expectedVersion: 1 }),
+    ).rejects.toBeInstanceOf(InvalidPolicyError);
+    await expect(db.pool.query('UPDATE endpoint_policies SET retention_seconds = 60 WHERE endpoint = $1', [e])).rejects.toMatchObject({
+      code: '23514',
+      constraint: 'endpoint_policies_retention_covers_window',
+    });
+    expect((await getPolicy(db.pool, e))?.version).toBe(1);
+  });
+
+  it('treats shortening the window as breaking: refused without acknowledgement, flagged with it', async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    const shorter = { ...base, retryWindowSeconds: 3_600, retentionSeconds: 7_200 };
+    await expect(changePolicy(db.pool, { endpoint: e, fields: shorter, actor: 'bob', reason: 'disk pressure', expectedVersion: 1 })).rejects.toBeInstanceOf(
+      BreakingChangeNotAcknowledgedError,
+    );
+    expect(await policyHistory(db.pool, e)).toHaveLength(1);
+    const result = await changePolicy(db.pool, { endpoint: e, fields: shorter, actor: 'bob', reason: 'agreed with clients', expectedVersion: 1, acknowledgeBreakingChange: true });
+    expect(result.breaking).toBe(true);
+    expect((await policyHistory(db.pool, e))[0]).toMatchObject({ breaking: true, acknowledged: true, changedBy: 'bob' });
+  });
+
+  it('refuses a change made against a stale version', async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await changePolicy(db.pool, { endpoint: e, fields: { ...base, leaseMs: 60_000 }, actor: 'a', reason: 'slow processor', expectedVersion: 1 });
+    await expect(
+      changePolicy(db.pool, { endpoint: e, fields: { ...base, leaseMs: 10_000 }, actor: 'b', reason: 'faster', expectedVersion: 1 }),
+    ).rejects.toBeInstanceOf(PolicyVersionConflictError);
+  });
+
+  it('keeps the audit log append-only', async () => {
+    await db.pool.query("INSERT INTO audit_log (actor, action, target) VALUES ('t', 'test.entry', '{}')");
+    await expect(db.pool.query("UPDATE audit_log SET actor = 'x' WHERE action = 'test.entry'")).rejects.toMatchObject({ code: '42501' });
+    await expect(db.pool.query("DELETE FROM audit_log WHERE action = 'test.entry'")).rejects.toMatchObject({ code: '42501' });
+    await expect(db.pool.query('TRUNCATE audit_log')).rejects.toMatchObject({ code: '42501' });
+  });
+});
