@@ -19,7 +19,7 @@ export const policyFields = z
     liveKeyQuota: z.number().int().min(1).max(2_000_000_000),
   })
   .refine((policy) => policy.retentionSeconds >= policy.retryWindowSeconds, {
-    message: 'retention must be at least the documented retry window',
+    error: 'retention must be at least the documented retry window',
     path: ['retentionSeconds'],
   });
 export type PolicyFields = z.infer<typeof policyFields>;

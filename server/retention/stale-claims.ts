@@ -6,16 +6,31 @@ import { writeAudit } from '../audit/log';
 import type { KeyIdentity, Queryable } from '../idempotency/statements';
 import type { Transactional } from './policies';
 
+const COUNT_STALE_SQL = `SELECT count(*)::int AS n FROM idempotency_keys
+           WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`;
+
 /** In-progress rows whose lease ended more than `graceMs` ago (partial index range scan). */
 export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<number> {
   const { rows } = await db.query<{ n: number }>({
     name: 'retention_count_stale',
-    text: `SELECT count(*)::int AS n FROM idempotency_keys
-           WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`,
+    text: COUNT_STALE_SQL,
     values: [graceMs],
   });
   return rows[0]?.n ?? 0;
 }
+
+const RELEASE_STALE_SQL = `WITH stale AS (
+             SELECT ctid FROM idempotency_keys
+             WHERE state = 'in_progress' AND lease_expires_at < now() - $2::bigint * interval '1 millisecond'
+             ORDER BY lease_expires_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+           )
+           UPDATE idempotency_keys k SET state = 'failed', lease_expires_at = NULL
+           FROM stale WHERE k.ctid = stale.ctid AND k.state = 'in_progress'`;
+
+/** The statement texts, for the tests that prove their plans. */
+export const staleClaimTexts = { count: COUNT_STALE_SQL, release: RELEASE_STALE_SQL };
 
 /**
  * Releases up to `limit` claims whose lease ended more than `graceMs` ago, oldest lease
@@ -24,15 +39,7 @@ export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<numb
 export async function releaseStaleClaims(db: Queryable, limit: number, graceMs: number): Promise<number> {
   const result = await db.query({
     name: 'retention_release_stale',
-    text: `WITH stale AS (
-             SELECT ctid FROM idempotency_keys
-             WHERE state = 'in_progress' AND lease_expires_at < now() - $2::bigint * interval '1 millisecond'
-             ORDER BY lease_expires_at
-             LIMIT $1
-             FOR UPDATE SKIP LOCKED
-           )
-           UPDATE idempotency_keys k SET state = 'failed', lease_expires_at = NULL
-           FROM stale WHERE k.ctid = stale.ctid AND k.state = 'in_progress'`,
+    text: RELEASE_STALE_SQL,
     values: [limit, graceMs],
   });
   return result.rowCount ?? 0;

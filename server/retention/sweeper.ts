@@ -68,16 +68,7 @@ interface ChunkRow {
   min_age_seconds: number;
 }
 
-/**
- * One chunk: the oldest expired rows by the expires_at index, locked without waiting
- * (SKIP LOCKED), deleted by their ctid, re-checked against expires_at, summarised per scope.
- */
-async function sweepChunk(client: pg.ClientBase, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
-  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-  try {
-    const { rows } = await client.query<ChunkRow>({
-      name: 'retention_sweep_chunk',
-      text: `WITH doomed AS (
+const SWEEP_CHUNK_SQL = `WITH doomed AS (
                SELECT ctid FROM idempotency_keys
                WHERE expires_at < now()
                ORDER BY expires_at
@@ -89,7 +80,21 @@ async function sweepChunk(client: pg.ClientBase, chunkSize: number, lockTimeoutM
                RETURNING k.scope, k.created_at
              )
              SELECT scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
-             FROM deleted GROUP BY scope`,
+             FROM deleted GROUP BY scope`;
+
+/** The chunk statement's text, for the test that proves its plan. */
+export const sweepChunkText = SWEEP_CHUNK_SQL;
+
+/**
+ * One chunk: the oldest expired rows by the expires_at index, locked without waiting
+ * (SKIP LOCKED), deleted by their ctid, re-checked against expires_at, summarised per scope.
+ */
+async function sweepChunk(client: pg.ClientBase, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
+  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+  try {
+    const { rows } = await client.query<ChunkRow>({
+      name: 'retention_sweep_chunk',
+      text: SWEEP_CHUNK_SQL,
       values: [chunkSize],
     });
     await client.query('COMMIT');

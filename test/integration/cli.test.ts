@@ -20,6 +20,31 @@ describe('npm run cli', () => {
     expect(JSON.parse(result.stdout)).toEqual({ applied: [], current: (await readJournal()).at(-1)?.tag });
   });
 
+  it('sweep runs one sweep now and prints what it did', async () => {
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+         response_ref, completed_at, created_at, expires_at)
+       SELECT gen_random_uuid(), 'POST /api/v1/payments', 'old-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
+              201, 'application/json', 'pay_x', now(), now() - interval '3 days', now() - interval '1 day'
+       FROM generate_series(1, 25) AS i`,
+    );
+    const result = cli(['sweep'], { DATABASE_URL: db.url });
+    expect(result.code).toBe(0);
+    const printed = JSON.parse(result.stdout) as { status: string; rowsDeleted: number; runId: number; scopes: { scope: string; minMarginSeconds: number }[] };
+    expect(printed).toMatchObject({ status: 'completed', rowsDeleted: 25 });
+    expect(printed.runId).toBeGreaterThan(0);
+    expect(printed.scopes[0]).toMatchObject({ scope: 'POST /api/v1/payments' });
+    expect(printed.scopes[0]?.minMarginSeconds).toBeGreaterThan(0);
+  });
+
+  it('tenant create prints the principal and its API key once', () => {
+    const result = cli(['tenant', 'create', 'Acme', 'Corp'], { DATABASE_URL: db.url });
+    expect(result.code).toBe(0);
+    const printed = JSON.parse(result.stdout) as { principalId: string; apiKey: string };
+    expect(printed.principalId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(printed.apiKey).toMatch(/^rsk_[A-Za-z0-9_-]{43}$/);
+  });
+
   it('refuses an unknown command with a message on stderr and a non-zero exit', () => {
     const result = cli(['frobnicate'], { DATABASE_URL: db.url });
     expect(result.code).toBe(2);

@@ -5,6 +5,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { storeStatementTexts } from '../../server/idempotency/statements';
+import { staleClaimTexts } from '../../server/retention/stale-claims';
+import { sweepChunkText } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
 
 interface PlanNode {
@@ -57,6 +59,14 @@ describe('hot-path plans', () => {
               now(), now() + (i % 86400) * interval '1 second', now() - interval '1 minute'
        FROM generate_series(1, $2::int) AS i`,
       [scope, ROWS],
+    );
+    // A realistic sprinkle of running and crashed claim-first attempts.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       SELECT gen_random_uuid(), $1, 'running-' || i, 'in_progress', decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(),
+              now() + (i % 60 - 30) * interval '1 second', now() + interval '1 day'
+       FROM generate_series(1, 2000) AS i`,
+      [scope],
     );
     await db.pool.query(
       `INSERT INTO idempotency_key_usage (principal_id, scope, bucket_start, instance_id, claims)
@@ -129,6 +139,33 @@ describe('hot-path plans', () => {
         'force_generic_plan',
       );
       expect(plan.some((node) => node['Index Name'] === 'tenants_api_key_hash_key')).toBe(true);
+    } finally {
+      client.release();
+    }
+  });
+
+  it.each([
+    ['counting stale claims', staleClaimTexts.count, [0]],
+    ['releasing stale claims', staleClaimTexts.release, [1000, 0]],
+  ])('finds stale claims through the partial index when %s', async (_name, text, values) => {
+    const client = await db.pool.connect();
+    try {
+      const plan = await explain(client, text, values, 'force_generic_plan');
+      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
+      expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('sweeps a chunk through the expires_at index and deletes by ctid', async () => {
+    const client = await db.pool.connect();
+    try {
+      const text = sweepChunkText;
+      const plan = await explain(client, text, [1000], 'force_generic_plan');
+      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_expires_at_idx')).toBe(true);
+      expect(plan.some((node) => node['Node Type'] === 'Tid Scan')).toBe(true);
+      expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
     } finally {
       client.release();
     }
