@@ -14,6 +14,34 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
+/** Like runClosedLoop, but measures for as long as `during` takes, and returns its result too. */
+export async function runWhile<T>(
+  workers: number,
+  during: () => Promise<T>,
+  operation: (worker: number, iteration: number) => Promise<void>,
+): Promise<{ run: RunResult; value: T }> {
+  const latencies: number[] = [];
+  let stop = false;
+  const loop = async (worker: number) => {
+    for (let iteration = 0; !stop; iteration += 1) {
+      const started = performance.now();
+      await operation(worker, iteration);
+      latencies.push(performance.now() - started);
+    }
+  };
+  const running = Array.from({ length: workers }, (_, worker) => loop(worker));
+  const began = performance.now();
+  const value = await during();
+  const seconds = (performance.now() - began) / 1000;
+  stop = true;
+  await Promise.all(running);
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    value,
+    run: { operations: latencies.length, seconds, perSecond: latencies.length / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) },
+  };
+}
+
 export async function runClosedLoop(
   workers: number,
   durationMs: number,

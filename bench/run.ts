@@ -6,17 +6,29 @@ import { join } from 'node:path';
 import { cpus } from 'node:os';
 import { benchClaims } from './claims';
 import { openBenchDatabase } from './database';
+import { benchSweeper } from './sweeper';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
+
+/** `npm run bench -- sweeper` runs only the named benchmarks. */
+const only = new Set(process.argv.slice(2));
+const wanted = (name: string) => only.size === 0 || only.has(name);
 
 async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
-    const claims = await benchClaims(database, log);
+    let claims, sweeper;
+    if (wanted('claims')) {
+      log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
+      claims = await benchClaims(database, log);
+    }
+    if (wanted('sweeper')) {
+      log('\n== Sweeper: expiry under live claim traffic ==');
+      sweeper = await benchSweeper(database, log);
+    }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper }, null, 2));
   } finally {
     await database.close();
   }

@@ -27,10 +27,13 @@ export interface SweepOptions {
   staleGraceMs: number;
 }
 
+// Measured here (npm run bench -- sweeper, 8 clients claiming throughout): 1,000-row chunks
+// at a 50% duty cycle raised claim p99 1.7x; 500-row chunks at 25% keep it near 1.3x and
+// still delete ~17,000 rows/s, far above the steady-state expiry rate of a busy API.
 export const defaultSweepOptions: SweepOptions = {
-  chunkSize: 1_000,
-  pauseFactor: 1,
-  minPauseMs: 10,
+  chunkSize: 500,
+  pauseFactor: 3,
+  minPauseMs: 20,
   maxRowsPerRun: 1_000_000,
   lockTimeoutMs: 200,
   staleGraceMs: 15 * 60_000,
