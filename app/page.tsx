@@ -1,11 +1,11 @@
 // Home: what this instance is and whether its database is fit to serve.
 import { checkHealth } from '@/server/health';
-import { runtime } from '@/app/_lib/runtime';
+import { ownerPool } from '@/app/_lib/runtime';
 
 export const dynamic = 'force-dynamic';
 
 export default async function HomePage() {
-  const health = await checkHealth(runtime().ownerPool);
+  const health = await checkHealth(ownerPool());
   const ok = health.status === 'ok';
   return (
     <main>

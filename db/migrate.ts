@@ -60,10 +60,20 @@ export interface MigrateResult {
   current: string | null;
 }
 
-export async function migrateDatabase(connectionString: string, folder = MIGRATIONS_FOLDER): Promise<MigrateResult> {
+export type StoreLayout = 'plain' | 'partitioned';
+
+export interface MigrateOptions {
+  folder?: string;
+  /** The key store's layout, chosen at install time (read by the partitioned-layout migration). */
+  layout?: StoreLayout;
+}
+
+export async function migrateDatabase(connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
+  const folder = options.folder ?? MIGRATIONS_FOLDER;
   const client = new pg.Client({ connectionString, application_name: 'retrysafe-migrate' });
   await client.connect();
   try {
+    await client.query(`SELECT set_config('retrysafe.store_layout', $1, false)`, [options.layout ?? 'plain']);
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
     try {
       const before = await migrationStatus(client, folder);
@@ -80,4 +90,10 @@ export async function migrateDatabase(connectionString: string, folder = MIGRATI
   } finally {
     await client.end();
   }
+}
+
+/** The layout the database has: partitioned when idempotency_keys is a partitioned table. */
+export async function detectStoreLayout(db: pg.ClientBase | pg.Pool): Promise<StoreLayout> {
+  const { rows } = await db.query<{ relkind: string }>("SELECT relkind FROM pg_class WHERE oid = 'idempotency_keys'::regclass");
+  return rows[0]?.relkind === 'p' ? 'partitioned' : 'plain';
 }

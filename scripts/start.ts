@@ -4,13 +4,24 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type DatabaseHandle } from '../db/database-url';
-import { migrateDatabase } from '../db/migrate';
+import pg from 'pg';
+import { detectStoreLayout, migrateDatabase } from '../db/migrate';
 import { DATA_DIR } from '../db/database-url';
 import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireStoreSecrets } from '../server/config';
 import { buildIfStale, nextBin } from './build';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
+
+async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+}
 
 async function waitUntilHealthy(url: string, server: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -59,12 +70,17 @@ async function main(): Promise<void> {
     } else {
       requireStoreSecrets(environment);
     }
-    const migrated = await migrateDatabase(database.url);
+    const migrated = await migrateDatabase(database.url, { layout: environment.STORE_LAYOUT });
     say(
       migrated.applied.length > 0
         ? `Applied migrations: ${migrated.applied.join(', ')}`
         : `Schema is current (${migrated.current ?? 'no migrations'})`,
     );
+    const layout = await withClient(database.url, detectStoreLayout);
+    say(`Key store layout: ${layout}`);
+    if (layout !== environment.STORE_LAYOUT) {
+      say(`Note: STORE_LAYOUT=${environment.STORE_LAYOUT} is chosen when a database is first migrated; this one is ${layout}`);
+    }
     const build = await buildIfStale(say);
     if (build === 'current') say('Build is current');
 

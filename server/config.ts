@@ -49,6 +49,8 @@ const environmentSchema = z.object({
   /** Simulated external processor behind POST /api/v1/refunds. */
   DEMO_PROCESSOR_LATENCY_MS: z.coerce.number().int().min(0).max(60_000).default(40),
   DEMO_PROCESSOR_FAILURE_RATE: z.coerce.number().min(0).max(1).default(0.02),
+  /** The key store's layout, read when migrating a new database (install time). */
+  STORE_LAYOUT: z.enum(['plain', 'partitioned']).default('plain'),
   /** How often each instance tries to sweep (only one sweeps at a time across instances). */
   SWEEP_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */

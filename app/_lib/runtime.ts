@@ -1,9 +1,10 @@
 // The bridge from pages and route handlers to server/: the process-wide services.
 import 'server-only';
-import { services, startServices, type Services } from './services';
+import { services, type Services } from './services';
 
-export function runtime(): Services {
-  // Normally started by instrumentation.ts at boot; this covers a server started without it.
-  void startServices();
+/** The booted services; normally booted by instrumentation.ts before the first request. */
+export function runtime(): Promise<Services> {
   return services();
 }
+
+export { ownerPool } from './services';

@@ -1,9 +1,11 @@
-// Process-wide services of the Next server, created once: pools, the store, policies,
-// the quota counters, the sweeper and the demo API. Kept on globalThis because Next may
-// evaluate this module in more than one bundle. Started by instrumentation.ts when the
-// server boots; route handlers reach it through runtime.ts.
+// Process-wide services of the Next server, booted once: pools, the store (in the
+// layout the database has), policies, the quota counters, the sweeper and the demo API.
+// Kept on globalThis because Next may evaluate this module in more than one bundle.
+// Booted by instrumentation.ts when the server starts; route handlers await it through
+// runtime.ts.
 import type pg from 'pg';
 import { createPool } from '@/db/client';
+import { detectStoreLayout } from '@/db/migrate';
 import { readEnvironment, requireDatabaseUrl, requireStoreSecrets } from '@/server/config';
 import { createDemoApi, type DemoApi } from '@/server/demo/api';
 import { defaultPolicies, defaultPolicyFields } from '@/server/demo/policies';
@@ -22,11 +24,22 @@ export interface Services {
   quota: LiveKeyQuota;
   sweeper: Sweeper;
   demo: DemoApi;
-  started: Promise<void> | null;
 }
 
 const slot = Symbol.for('retrysafe.services');
-type Holder = typeof globalThis & { [slot]?: Services };
+const poolSlot = Symbol.for('retrysafe.ownerPool');
+type Holder = typeof globalThis & { [slot]?: Promise<Services>; [poolSlot]?: pg.Pool };
+
+/** The owner pool, available before (and without) a successful boot, e.g. for health checks. */
+export function ownerPool(): pg.Pool {
+  const holder = globalThis as Holder;
+  holder[poolSlot] ??= createPool(requireDatabaseUrl(readEnvironment()), {
+    applicationName: 'retrysafe-app',
+    max: 20,
+    connectionTimeoutMillis: 2_000,
+  });
+  return holder[poolSlot];
+}
 
 export function logEvent(level: 'info' | 'error', message: string, fields: Record<string, unknown> = {}): void {
   // Only identifiers and counts: nothing from a request or a stored response is ever logged.
@@ -37,21 +50,23 @@ export function logEvent(level: 'info' | 'error', message: string, fields: Recor
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error');
 
-function createServices(): Services {
+async function bootServices(): Promise<Services> {
   const environment = readEnvironment();
   const secrets = requireStoreSecrets(environment);
-  const ownerPool = createPool(requireDatabaseUrl(environment), { applicationName: 'retrysafe-app', max: 20, connectionTimeoutMillis: 2_000 });
-  const quota = new LiveKeyQuota(ownerPool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
-  const policies = new PolicyRegistry(ownerPool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
+  const pool = ownerPool();
+  const quota = new LiveKeyQuota(pool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
+  const policies = new PolicyRegistry(pool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
+  const layout = await detectStoreLayout(pool);
   const store = new IdempotencyStore({
-    pool: ownerPool,
+    pool: pool,
+    layout,
     fingerprintSecret: secrets.fingerprintSecret,
     keyRing: new ResponseKeyRing(secrets.encryptionKeys),
     quota,
     onLeaseLost: (id) => logEvent('error', 'an attempt finished after its lease was taken over', { scope: id.scope }),
   });
   const sweeper = new Sweeper(
-    ownerPool,
+    pool,
     environment.SWEEP_INTERVAL_SECONDS * 1000,
     { staleGraceMs: environment.STALE_CLAIM_RELEASE_AFTER_SECONDS * 1000 },
     (result) => {
@@ -70,30 +85,27 @@ function createServices(): Services {
   const processor = new FakeProcessor({ latencyMs: environment.DEMO_PROCESSOR_LATENCY_MS, failureRate: environment.DEMO_PROCESSOR_FAILURE_RATE });
   const demo = createDemoApi({
     store,
-    pool: ownerPool,
+    pool: pool,
     processor,
     policyFor: (endpoint) => policies.policyFor(endpoint),
     onError: (error, correlationId) => logEvent('error', 'request failed', { reason: reason(error), correlationId }),
   });
-  return { ownerPool, store, policies, quota, sweeper, demo, started: null };
+  await ensurePolicies(pool, defaultPolicyFields, 'system').catch((error: unknown) =>
+    logEvent('error', 'could not create the default policies', { reason: reason(error) }),
+  );
+  await policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
+  quota.start();
+  sweeper.start();
+  logEvent('info', 'services started', { layout });
+  return { ownerPool: pool, store, policies, quota, sweeper, demo };
 }
 
-export function services(): Services {
+/** The booted services (booting them on first use). A failed boot is retried on the next call. */
+export function services(): Promise<Services> {
   const holder = globalThis as Holder;
-  holder[slot] ??= createServices();
+  holder[slot] ??= bootServices().catch((error: unknown) => {
+    holder[slot] = undefined;
+    throw error;
+  });
   return holder[slot];
-}
-
-/** Background work of this instance: default policies, policy refresh, quota flushes, the sweeper. */
-export function startServices(): Promise<void> {
-  const current = services();
-  current.started ??= (async () => {
-    await ensurePolicies(current.ownerPool, defaultPolicyFields, 'system').catch((error: unknown) =>
-      logEvent('error', 'could not create the default policies', { reason: reason(error) }),
-    );
-    await current.policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
-    current.quota.start();
-    current.sweeper.start();
-  })();
-  return current.started;
 }

@@ -16,7 +16,7 @@ type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
 const commands: Record<string, Command> = {
   async migrate(args, databaseUrl) {
     expectNoArguments('migrate', args);
-    const result = await migrateDatabase(databaseUrl);
+    const result = await migrateDatabase(databaseUrl, { layout: readEnvironment().STORE_LAYOUT });
     return { applied: result.applied, current: result.current };
   },
   async sweep(args, databaseUrl) {
@@ -70,7 +70,7 @@ async function main(argv: string[]): Promise<number> {
   const database = await openDatabase(environment.DATABASE_URL, (line) => process.stderr.write(`${line}\n`));
   try {
     // Every other command needs the current schema; migrating is a no-op when it is current.
-    if (name !== 'migrate') await migrateDatabase(database.url);
+    if (name !== 'migrate') await migrateDatabase(database.url, { layout: environment.STORE_LAYOUT });
     const result = await command(args, database.url);
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;

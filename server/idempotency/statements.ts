@@ -204,3 +204,105 @@ export async function failKey(db: Queryable, id: KeyIdentity, attempts: number):
   });
   return result.rowCount === 1;
 }
+
+// The partitioned layout (db/migrations/0004): keys partitioned by expires_at day. The
+// claim is the server-side function retrysafe_claim_partitioned (advisory lock on the
+// scoped key, probe of the live partitions, insert). Every other statement addresses the
+// key's live row (expires_at > now(), which also prunes the partitions): an expired row
+// is past its promise and stays behind until its partition is dropped, so a key that is
+// used again after expiry is inserted anew rather than taken over.
+
+const PARTITIONED_CLAIM_SQL = `SELECT * FROM retrysafe_claim_partitioned($1, $2, $3, $4, $5, $6, $7)`;
+
+const PARTITIONED_READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k
+WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND k.expires_at > now()
+ORDER BY k.expires_at DESC LIMIT 1`;
+
+const PARTITIONED_TAKE_OVER_SQL = `
+UPDATE idempotency_keys SET
+  state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
+  lease_expires_at = now() + $6::bigint * interval '1 millisecond',
+  completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
+  response_key_id = NULL, response_size = NULL, response_ref = NULL
+WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $7 AND expires_at > now()
+  AND (state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
+RETURNING attempts`;
+
+const PARTITIONED_COMPLETE_SQL = `${COMPLETE_SQL} AND expires_at > now()`;
+const PARTITIONED_FAIL_SQL = `${FAIL_SQL} AND expires_at > now()`;
+
+export const partitionedStatementTexts = {
+  claim: PARTITIONED_CLAIM_SQL,
+  readKey: PARTITIONED_READ_KEY_SQL,
+  takeOver: PARTITIONED_TAKE_OVER_SQL,
+  complete: PARTITIONED_COMPLETE_SQL,
+  fail: PARTITIONED_FAIL_SQL,
+};
+
+/** The store's statements for one layout. */
+export interface StoreStatements {
+  claim(db: Queryable, claim: ClaimValues): Promise<ClaimResult>;
+  read(db: Queryable, id: KeyIdentity): Promise<ExistingKey | null>;
+  takeOver(db: Queryable, claim: ClaimValues, seenAttempts: number): Promise<number | null>;
+  complete(db: Queryable, values: CompletionValues): Promise<boolean>;
+  fail(db: Queryable, id: KeyIdentity, attempts: number): Promise<boolean>;
+}
+
+export const plainStatements: StoreStatements = {
+  claim: claimKey,
+  read: readKey,
+  takeOver: takeOverKey,
+  complete: completeKey,
+  fail: failKey,
+};
+
+export const partitionedStatements: StoreStatements = {
+  async claim(db, claim) {
+    const result = await db.query<ExistingRow & { claimed: boolean }>({
+      name: 'retrysafe_claim_partitioned',
+      text: PARTITIONED_CLAIM_SQL,
+      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs)],
+    });
+    const row = result.rows[0];
+    if (!row) throw new Error('retrysafe_claim_partitioned returned no row');
+    if (row.claimed) return { claimed: true, attempts: row.attempts };
+    return { claimed: false, existing: toExisting(row) };
+  },
+  async read(db, id) {
+    const result = await db.query<ExistingRow>({
+      name: 'retrysafe_read_key_partitioned',
+      text: PARTITIONED_READ_KEY_SQL,
+      values: [id.principalId, id.scope, id.key],
+    });
+    const row = result.rows[0];
+    return row ? toExisting(row) : null;
+  },
+  async takeOver(db, claim, seenAttempts) {
+    const result = await db.query<{ attempts: number }>({
+      name: 'retrysafe_take_over_partitioned',
+      text: PARTITIONED_TAKE_OVER_SQL,
+      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), seenAttempts],
+    });
+    return result.rows[0]?.attempts ?? null;
+  },
+  async complete(db, values) {
+    const result = await db.query({
+      name: 'retrysafe_complete_partitioned',
+      text: PARTITIONED_COMPLETE_SQL,
+      values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference],
+    });
+    return result.rowCount === 1;
+  },
+  async fail(db, id, attempts) {
+    const result = await db.query({
+      name: 'retrysafe_fail_partitioned',
+      text: PARTITIONED_FAIL_SQL,
+      values: [id.principalId, id.scope, id.key, attempts],
+    });
+    return result.rowCount === 1;
+  },
+};
+
+export function statementsFor(layout: 'plain' | 'partitioned'): StoreStatements {
+  return layout === 'partitioned' ? partitionedStatements : plainStatements;
+}

@@ -17,12 +17,9 @@ import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy';
 import type { LiveKeyQuota } from './quota';
 import type { ResponseKeyRing } from './response-codec';
 import {
-  claimKey,
-  completeKey,
-  failKey,
-  readKey,
-  takeOverKey,
+  statementsFor,
   type ClaimValues,
+  type StoreStatements,
   type ExistingKey,
   type KeyIdentity,
   type Queryable,
@@ -88,6 +85,8 @@ export interface StoreOptions {
   keyRing: ResponseKeyRing;
   observer?: FlowObserver;
   quota?: LiveKeyQuota;
+  /** The table's layout (detectStoreLayout); both behave the same through this API. */
+  layout?: 'plain' | 'partitioned';
   /** Told when an attempt finished after its lease was taken over (the work ran twice). */
   onLeaseLost?: (id: KeyIdentity) => void;
 }
@@ -114,9 +113,11 @@ interface Claimed {
 
 export class IdempotencyStore {
   private readonly observer: FlowObserver;
+  private readonly sql: StoreStatements;
 
   constructor(private readonly options: StoreOptions) {
     this.observer = options.observer ?? ignoreFlow;
+    this.sql = statementsFor(options.layout ?? 'plain');
   }
 
   /** Runs `call.work` at most once per scoped key (per the mode's guarantees) and returns its outcome or the replay. */
@@ -183,7 +184,7 @@ export class IdempotencyStore {
     const decision = await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
     if (decision.allowed) return 'proceed';
     // Over quota no new key may be created, but an existing one still answers as usual.
-    const existing = await readKey(pool, claim);
+    const existing = await this.sql.read(pool, claim);
     if (existing && !existing.expired) {
       const verdict = decide(existing, claim.fingerprint);
       // A crashed or failed attempt of an existing key is not a new key: let it run.
@@ -198,18 +199,18 @@ export class IdempotencyStore {
     const { pool } = this.options;
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
       const started = performance.now();
-      const result = await claimKey(pool, claim);
+      const result = await this.sql.claim(pool, claim);
       const latency = performance.now() - started;
       let claimed: Claimed;
       if (result.claimed) {
         claimed = { attempts: result.attempts, fresh: true };
         this.report(claim, 'new', latency);
       } else {
-        const existing = result.existing ?? (await readKey(pool, claim));
+        const existing = result.existing ?? (await this.sql.read(pool, claim));
         if (!existing) continue; // swept between the claim and the read: claim again
         const decision = decide(existing, claim.fingerprint);
         if (decision !== 'takeover') return { claimed: false, outcome: await this.settle(decision, existing, claim, latency, call, pool) };
-        const attempts = await takeOverKey(pool, claim, existing.attempts);
+        const attempts = await this.sql.takeOver(pool, claim, existing.attempts);
         if (attempts === null) continue; // another attempt took it over first
         claimed = { attempts, fresh: existing.expired };
         this.report(claim, 'takeover', latency);
@@ -221,7 +222,7 @@ export class IdempotencyStore {
         correlationId: claim.correlationId,
         finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
         abandon: async () => {
-          await failKey(pool, claim, attempts);
+          await this.sql.fail(pool, claim, attempts);
         },
       };
     }
@@ -233,10 +234,10 @@ export class IdempotencyStore {
     const outcome = { ...result, replayed: false, correlationId: claim.correlationId };
     if (result.status >= 500) {
       // Not final: the key becomes failed and retryable, so a retry runs the work again.
-      await failKey(pool, claim, attempts);
+      await this.sql.fail(pool, claim, attempts);
       return outcome;
     }
-    const completed = await completeKey(pool, { ...claim, attempts, ...this.encode(result, claim, call.policy) });
+    const completed = await this.sql.complete(pool, { ...claim, attempts, ...this.encode(result, claim, call.policy) });
     if (!completed) this.options.onLeaseLost?.(claim);
     return outcome;
   }
@@ -250,18 +251,18 @@ export class IdempotencyStore {
         let committed = false;
         try {
           const started = performance.now();
-          const result = await this.lockBounded(claim, () => claimKey(client, claim), call.policy);
+          const result = await this.lockBounded(claim, () => this.sql.claim(client, claim), call.policy);
           const latency = performance.now() - started;
           let claimed: Claimed;
           if (result.claimed) {
             claimed = { attempts: result.attempts, fresh: true };
             this.report(claim, 'new', latency);
           } else {
-            const existing = result.existing ?? (await readKey(client, claim));
+            const existing = result.existing ?? (await this.sql.read(client, claim));
             if (!existing) continue;
             const decision = decide(existing, claim.fingerprint);
             if (decision !== 'takeover') return await this.settle(decision, existing, claim, latency, call, client);
-            const attempts = await this.lockBounded(claim, () => takeOverKey(client, claim, existing.attempts), call.policy);
+            const attempts = await this.lockBounded(claim, () => this.sql.takeOver(client, claim, existing.attempts), call.policy);
             if (attempts === null) continue;
             claimed = { attempts, fresh: existing.expired };
             this.report(claim, 'takeover', latency);
@@ -270,7 +271,7 @@ export class IdempotencyStore {
           const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
           // A server error is not final: nothing of this attempt survives, a retry runs again.
           if (response.status >= 500) return outcome;
-          await completeKey(client, { ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
+          await this.sql.complete(client, { ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
           await client.query('COMMIT');
           committed = true;
           if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);

@@ -154,6 +154,7 @@ export async function ensurePolicies(pool: Transactional, defaults: Record<strin
         `INSERT INTO endpoint_policy_history (endpoint, version, changed_by, reason, previous, current) VALUES ($1, 1, $2, $3, NULL, $4)`,
         [endpoint, actor, 'created with the default policy', JSON.stringify(policy)],
       );
+      await db.query('SELECT retrysafe_ensure_partitions()');
       await writeAudit(db, { actor, action: 'policy.create', target: { endpoint }, reason: 'default policy', details: { current: policy } });
       created.push(endpoint);
     });
@@ -209,6 +210,8 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
       [change.endpoint, version, change.actor, reason, JSON.stringify(previous), JSON.stringify(next), breaking, breaking],
     );
+    // Partitioned layout: partitions must exist beyond the (possibly longer) retention now.
+    await db.query('SELECT retrysafe_ensure_partitions()');
     await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking } });
     const record = updated.rows[0];
     if (!record) throw new Error('policy update returned no row');

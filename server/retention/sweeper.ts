@@ -7,6 +7,8 @@
 // per scope, the youngest deleted row's age at deletion against the documented window.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { detectStoreLayout } from '../../db/migrate';
+import { dropExpiredPartitions, ensurePartitions } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 
 /** pg_advisory_lock key of the sweeper: the bytes of "rssweep" as an integer. */
@@ -59,6 +61,9 @@ export interface SweepResult {
   staleReleased: number;
   /** Live-key quota counter buckets older than any retention, removed at the end of the run. */
   quotaBucketsDeleted: number;
+  /** Partitioned layout: day partitions created ahead, and dropped whole (their rows included in rowsDeleted). */
+  partitionsCreated: number;
+  partitionsDropped: string[];
   longestChunkMs: number;
   stopReason: 'caught-up' | 'row-budget' | 'another-sweeper-running' | 'error';
   scopes: ScopeEvidence[];
@@ -119,6 +124,8 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     rowsDeleted: 0,
     staleReleased: 0,
     quotaBucketsDeleted: 0,
+    partitionsCreated: 0,
+    partitionsDropped: [],
     longestChunkMs: 0,
     stopReason: 'caught-up',
     scopes: [],
@@ -136,24 +143,20 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
       const perScope = new Map<string, { rows: number; minAge: number }>();
       try {
         result.staleReleased = await releaseStaleClaims(client, options.chunkSize, options.staleGraceMs);
-        for (;;) {
-          const started = performance.now();
-          const rows = await sweepChunk(client, options.chunkSize, options.lockTimeoutMs);
-          const elapsed = performance.now() - started;
-          const deleted = rows.reduce((sum, row) => sum + row.rows, 0);
-          result.chunks += 1;
-          result.rowsDeleted += deleted;
-          result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
-          for (const row of rows) {
-            const seen = perScope.get(row.scope);
-            perScope.set(row.scope, { rows: (seen?.rows ?? 0) + row.rows, minAge: Math.min(seen?.minAge ?? Infinity, row.min_age_seconds) });
+        if ((await detectStoreLayout(client)) === 'partitioned') {
+          // Expiry is a partition drop: rows wait for their day partition to end (at most a day).
+          result.partitionsCreated = await ensurePartitions(client);
+          for (const partition of await dropExpiredPartitions(client)) {
+            result.partitionsDropped.push(partition.name);
+            result.rowsDeleted += partition.rows;
+            result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
+            for (const scope of partition.scopes) {
+              const seen = perScope.get(scope.scope);
+              perScope.set(scope.scope, { rows: (seen?.rows ?? 0) + scope.rows, minAge: Math.min(seen?.minAge ?? Infinity, scope.minAgeSeconds) });
+            }
           }
-          if (deleted < options.chunkSize) break; // caught up
-          if (result.rowsDeleted >= options.maxRowsPerRun) {
-            result.stopReason = 'row-budget';
-            break;
-          }
-          await sleep(Math.max(options.minPauseMs, elapsed * options.pauseFactor));
+        } else {
+          await sweepChunks(client, options, result, perScope);
         }
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
       } catch (error) {
@@ -168,6 +171,33 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     return result;
   } finally {
     client.release(broken);
+  }
+}
+
+async function sweepChunks(
+  client: pg.ClientBase,
+  options: SweepOptions,
+  result: SweepResult,
+  perScope: Map<string, { rows: number; minAge: number }>,
+): Promise<void> {
+  for (;;) {
+    const started = performance.now();
+    const rows = await sweepChunk(client, options.chunkSize, options.lockTimeoutMs);
+    const elapsed = performance.now() - started;
+    const deleted = rows.reduce((sum, row) => sum + row.rows, 0);
+    result.chunks += 1;
+    result.rowsDeleted += deleted;
+    result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
+    for (const row of rows) {
+      const seen = perScope.get(row.scope);
+      perScope.set(row.scope, { rows: (seen?.rows ?? 0) + row.rows, minAge: Math.min(seen?.minAge ?? Infinity, row.min_age_seconds) });
+    }
+    if (deleted < options.chunkSize) break; // caught up
+    if (result.rowsDeleted >= options.maxRowsPerRun) {
+      result.stopReason = 'row-budget';
+      break;
+    }
+    await sleep(Math.max(options.minPauseMs, elapsed * options.pauseFactor));
   }
 }
 

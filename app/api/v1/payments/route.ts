@@ -4,8 +4,8 @@ import { runtime } from '@/app/_lib/runtime';
 
 export const dynamic = 'force-dynamic';
 
-export function POST(request: Request): Promise<Response> {
-  return runtime().demo.payments(request);
+export async function POST(request: Request): Promise<Response> {
+  return (await runtime()).demo.payments(request);
 }
 
 export const { GET, PUT, PATCH, DELETE } = onlyPost();

@@ -1,0 +1,71 @@
+// Partition maintenance for the partitioned layout: day partitions by expires_at are
+// created ahead (retrysafe_ensure_partitions, beyond the longest retention) and dropped
+// whole once their upper bound has passed, since every row in them is then past its
+// expiry. Detached CONCURRENTLY first, so live claims never wait on the drop; the
+// evidence (rows and youngest age per scope) is read from the detached table.
+import type pg from 'pg';
+
+export interface PartitionInfo {
+  name: string;
+  upperBound: Date;
+  /** A DETACH CONCURRENTLY that was interrupted; finished with FINALIZE. */
+  detachPending: boolean;
+}
+
+export interface DroppedPartition {
+  name: string;
+  rows: number;
+  scopes: { scope: string; rows: number; minAgeSeconds: number }[];
+  detachMs: number;
+  dropMs: number;
+}
+
+/** Creates the missing partitions ahead (a no-op in the plain layout); returns how many. */
+export async function ensurePartitions(db: Pick<pg.ClientBase, 'query'>): Promise<number> {
+  const { rows } = await db.query<{ created: number }>('SELECT retrysafe_ensure_partitions() AS created');
+  return rows[0]?.created ?? 0;
+}
+
+/** The day partitions of idempotency_keys with their upper bounds (catalog only). */
+export async function listPartitions(db: Pick<pg.ClientBase, 'query'>): Promise<PartitionInfo[]> {
+  const { rows } = await db.query<{ name: string; bound: string; detach_pending: boolean }>(
+    `SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound, i.inhdetachpending AS detach_pending
+     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'idempotency_keys'::regclass
+     ORDER BY c.relname`,
+  );
+  return rows.flatMap((row) => {
+    const match = /TO \('([^']+)'\)/.exec(row.bound);
+    return match?.[1] ? [{ name: row.name, upperBound: new Date(match[1]), detachPending: row.detach_pending }] : [];
+  });
+}
+
+/**
+ * Drops every partition whose upper bound passed more than `safetyMs` ago. Runs outside
+ * any transaction (DETACH ... CONCURRENTLY requires it) on the sweeper's own connection.
+ */
+export async function dropExpiredPartitions(client: pg.ClientBase, safetyMs = 60_000): Promise<DroppedPartition[]> {
+  const { rows: clock } = await client.query<{ now: Date }>('SELECT now() AS now');
+  const now = clock[0]?.now.getTime() ?? Date.now();
+  const dropped: DroppedPartition[] = [];
+  for (const partition of await listPartitions(client)) {
+    if (partition.upperBound.getTime() > now - safetyMs) continue;
+    const table = client.escapeIdentifier(partition.name);
+    const detachStarted = performance.now();
+    await client.query(`ALTER TABLE idempotency_keys DETACH PARTITION ${table} ${partition.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+    const detachMs = performance.now() - detachStarted;
+    const { rows } = await client.query<{ scope: string; rows: number; min_age_seconds: number }>(
+      `SELECT scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY scope`,
+    );
+    const dropStarted = performance.now();
+    await client.query(`DROP TABLE ${table}`);
+    dropped.push({
+      name: partition.name,
+      rows: rows.reduce((sum, row) => sum + row.rows, 0),
+      scopes: rows.map((row) => ({ scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
+      detachMs,
+      dropMs: performance.now() - dropStarted,
+    });
+  }
+  return dropped;
+}
