@@ -12,8 +12,11 @@ export interface TestDatabase {
   pool: pg.Pool;
 }
 
-/** A fresh database: a copy of the migrated template, or with `empty`, one with no schema at all. */
-export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
+export type StoreLayout = 'plain' | 'partitioned';
+export const layouts: StoreLayout[] = ['plain', 'partitioned'];
+
+/** A fresh database: a copy of the migrated template (in the given layout), or with `empty`, one with no schema at all. */
+export async function createTestDatabase(options: { empty?: boolean; layout?: StoreLayout } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const adminUrl = inject('adminUrl');
   const name = `${inject('runPrefix')}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -22,7 +25,7 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     // Two files cloning the template at the same instant can collide; retry briefly.
     for (let attempt = 0; ; attempt += 1) {
       try {
-        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${options.empty ? 'template0' : inject('templateDatabase')}`);
+        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${options.empty ? 'template0' : options.layout === 'partitioned' ? inject('partitionedTemplateDatabase') : inject('templateDatabase')}`);
         break;
       } catch (error) {
         if ((error as { code?: string }).code !== '55006' || attempt >= 20) throw error;
@@ -57,11 +60,11 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
 }
 
 /** Registers beforeAll/afterAll hooks; the returned object is filled in before the first test. */
-export function useTestDatabase(): TestDatabase {
+export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
   const handle = {} as TestDatabase;
   let created: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
   beforeAll(async () => {
-    created = await createTestDatabase();
+    created = await createTestDatabase({ layout });
     handle.url = created.url;
     handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
   });

@@ -30,7 +30,7 @@ export interface TestStore {
 
 export function createTestStore(
   pool: pg.Pool,
-  options: { keys?: ResponseKey[]; secret?: Buffer; quota?: LiveKeyQuota; onLeaseLost?: (id: { key: string }) => void } = {},
+  options: { keys?: ResponseKey[]; secret?: Buffer; quota?: LiveKeyQuota; onLeaseLost?: (id: { key: string }) => void; layout?: 'plain' | 'partitioned' } = {},
 ): TestStore {
   const events: FlowEvent[] = [];
   const keyRing = new ResponseKeyRing(options.keys ?? [newResponseKey()]);
@@ -41,6 +41,7 @@ export function createTestStore(
     keyRing,
     quota: options.quota,
     onLeaseLost: options.onLeaseLost,
+    layout: options.layout,
     observer: { record: (event) => events.push(event) },
   });
   return { store, events, keyRing, secret };

@@ -5,13 +5,13 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { KeyInUseError } from '../../server/idempotency/errors';
 import type { IdempotentCall, WorkResult } from '../../server/idempotency/store';
-import { useTestDatabase } from '../helpers/database';
+import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
-describe('store, claim-first mode', () => {
-  const db = useTestDatabase();
+describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
+  const db = useTestDatabase(layout);
 
   const call = (principalId: string, key: string, work: IdempotentCall['work'], leaseMs = testPolicy.leaseMs): IdempotentCall => ({
     principalId,
@@ -32,7 +32,7 @@ describe('store, claim-first mode', () => {
     ).rows;
 
   it('answers 409 with Retry-After while the attempt runs, and replays once it completed', async () => {
-    const { store, events } = createTestStore(db.pool);
+    const { store, events } = createTestStore(db.pool, { layout });
     const p = principal();
     let release: (result: WorkResult) => void = () => undefined;
     const running = store.execute(call(p, 'k', () => new Promise<WorkResult>((done) => (release = done))));
@@ -50,7 +50,7 @@ describe('store, claim-first mode', () => {
   });
 
   it('marks a 5xx failed and retryable: the retry runs the work again', async () => {
-    const { store, events } = createTestStore(db.pool);
+    const { store, events } = createTestStore(db.pool, { layout });
     const p = principal();
     const failed = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(502, { error: 'processor' }))));
     expect(failed.status).toBe(502);
@@ -62,7 +62,7 @@ describe('store, claim-first mode', () => {
   });
 
   it('stores and replays a 4xx outcome of work that started', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(404, { error: 'no such payment' }))));
     const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run'))));
@@ -70,7 +70,7 @@ describe('store, claim-first mode', () => {
   });
 
   it('lets exactly one of many concurrent retries take over an expired lease', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
@@ -105,12 +105,12 @@ describe('store, claim-first mode', () => {
   it('recovers from a SIGKILLed attempt: 409 before the lease ends, exactly one run after', async () => {
     const secret = randomBytes(32);
     const responseKey = newResponseKey();
-    const { store } = createTestStore(db.pool, { secret, keys: [responseKey] });
+    const { store } = createTestStore(db.pool, { layout, secret, keys: [responseKey] });
     const p = principal();
     const leaseMs = 1_500;
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex')],
+      ['--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), layout],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     await new Promise<void>((claimed, fail) => {
@@ -141,7 +141,7 @@ describe('store, claim-first mode', () => {
 
   it('does not let a superseded attempt overwrite the response of the attempt that took over', async () => {
     const lost: string[] = [];
-    const { store } = createTestStore(db.pool, { onLeaseLost: (id) => lost.push(id.key) });
+    const { store } = createTestStore(db.pool, { layout, onLeaseLost: (id) => lost.push(id.key) });
     const p = principal();
     const slow = store.execute(
       call(
@@ -163,7 +163,7 @@ describe('store, claim-first mode', () => {
   });
 
   it('offers the claim without a callback: begin, then finish or abandon', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     const { work: _work, mode: _mode, ...claimCall } = call(p, 'k', () => Promise.reject(new Error('unused')));
     const first = await store.begin(claimCall);

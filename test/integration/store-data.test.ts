@@ -3,11 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { FingerprintMismatchError, KeyQuotaExceededError, StoredResponseUnreadableError } from '../../server/idempotency/errors';
 import type { IdempotentCall } from '../../server/idempotency/store';
-import { useTestDatabase } from '../helpers/database';
+import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, testPolicy } from '../helpers/store';
 
-describe('store data', () => {
-  const db = useTestDatabase();
+describe.each(layouts)('store data (%s layout)', (layout) => {
+  const db = useTestDatabase(layout);
 
   const call = (principalId: string, key: string, extra: Partial<IdempotentCall> = {}): IdempotentCall => ({
     principalId,
@@ -22,7 +22,7 @@ describe('store data', () => {
   });
 
   it('keeps principals apart: the same key string is two independent keys', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const [a, b] = [principal(), principal()];
     const first = await store.execute(call(a, 'retry-1'));
     const second = await store.execute(call(b, 'retry-1'));
@@ -32,7 +32,7 @@ describe('store data', () => {
   });
 
   it('scopes by endpoint by default, and by principal alone under an intent policy', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     await store.execute(call(p, 'shared', { endpoint: 'POST /payments' }));
     const other = await store.execute(call(p, 'shared', { endpoint: 'POST /refunds' }));
@@ -51,7 +51,7 @@ describe('store data', () => {
   });
 
   it('treats reordered keys and whitespace as the same request', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     await store.execute(call(p, 'k', { body: JSON.parse('{"amount": 5, "currency": "EUR", "meta": {"b": 1, "a": [1, 2]}}') }));
     const replay = await store.execute(call(p, 'k', { body: JSON.parse('{"meta":{"a":[1,2],"b":1},"currency":"EUR","amount":5}') }));
@@ -62,7 +62,7 @@ describe('store data', () => {
   });
 
   it('never stores the request body or a plaintext response', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     const sentinel = 'SENTINEL-4c1f-request-and-response';
     await store.execute(
@@ -82,7 +82,7 @@ describe('store data', () => {
   });
 
   it('binds a sealed response to its row: copied into another principal`s row it does not open', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const [victim, attacker] = [principal(), principal()];
     await store.execute(call(victim, 'k', { work: () => Promise.resolve(jsonResult(201, { secret: 'victim' })) }));
     await store.execute(call(attacker, 'k', { work: () => Promise.resolve(jsonResult(201, { mine: true })) }));
@@ -98,10 +98,10 @@ describe('store data', () => {
     const old = newResponseKey('old');
     const fresh = newResponseKey('new');
     const secret = Buffer.alloc(32, 7);
-    const before = createTestStore(db.pool, { keys: [old], secret });
+    const before = createTestStore(db.pool, { layout, keys: [old], secret });
     const p = principal();
     const original = await before.store.execute(call(p, 'k'));
-    const after = createTestStore(db.pool, { keys: [fresh, old], secret });
+    const after = createTestStore(db.pool, { layout, keys: [fresh, old], secret });
     expect((await after.store.execute(call(p, 'k'))).body.equals(original.body)).toBe(true);
     await after.store.execute(call(p, 'k2'));
     const { rows } = await db.pool.query<{ key: string; response_key_id: string }>(
@@ -115,7 +115,7 @@ describe('store data', () => {
   });
 
   it('stores a reference instead of a body over the cap, and re-derives the same bytes', async () => {
-    const { store } = createTestStore(db.pool);
+    const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     const large = { items: 'x'.repeat(testPolicy.maxResponseBytes * 2) };
     const derived: string[] = [];
@@ -138,8 +138,8 @@ describe('store data', () => {
   it('enforces the live-key quota across instances, and still replays keys that exist', async () => {
     const quotaA = new LiveKeyQuota(db.pool, { flushIntervalMs: 60_000 });
     const quotaB = new LiveKeyQuota(db.pool, { flushIntervalMs: 60_000 });
-    const a = createTestStore(db.pool, { quota: quotaA, secret: Buffer.alloc(32, 1) });
-    const storeB = createTestStore(db.pool, { quota: quotaB, secret: Buffer.alloc(32, 1) }).store;
+    const a = createTestStore(db.pool, { layout, quota: quotaA, secret: Buffer.alloc(32, 1) });
+    const storeB = createTestStore(db.pool, { layout, quota: quotaB, secret: Buffer.alloc(32, 1) }).store;
     const p = principal();
     const policy = { ...testPolicy, liveKeyQuota: 3 };
     await a.store.execute(call(p, 'k1', { policy }));

@@ -5,11 +5,11 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IdempotentCall } from '../../server/idempotency/store';
-import { useTestDatabase } from '../helpers/database';
+import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 
-describe('store round trips', () => {
-  const db = useTestDatabase();
+describe.each(layouts)('store round trips (%s layout)', (layout) => {
+  const db = useTestDatabase(layout);
   let pool: pg.Pool;
   let sent = 0;
 
@@ -45,14 +45,14 @@ describe('store round trips', () => {
   });
 
   it('claim-first: 2 for a new key, 1 for a replay', async () => {
-    const { store } = createTestStore(pool);
+    const { store } = createTestStore(pool, { layout });
     const p = principal();
     expect(await counted(() => store.execute(call(p, 'claim-first')))).toBe(2);
     expect(await counted(() => store.execute(call(p, 'claim-first')))).toBe(1);
   });
 
   it('transactional: 4 plus the work for a new key, 3 for a replay', async () => {
-    const { store } = createTestStore(pool);
+    const { store } = createTestStore(pool, { layout });
     const p = principal();
     const withWork: IdempotentCall = {
       ...call(p, 'transactional'),

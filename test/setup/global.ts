@@ -15,6 +15,8 @@ declare module 'vitest' {
     adminUrl: string;
     /** Migrated database that test files copy with CREATE DATABASE ... TEMPLATE. */
     templateDatabase: string;
+    /** The same, installed with the partitioned key-store layout. */
+    partitionedTemplateDatabase: string;
     /** Prefix of every database this run creates, so teardown can drop them all. */
     runPrefix: string;
   }
@@ -36,16 +38,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const runPrefix = `rs_test_${process.pid}_${Date.now().toString(36)}`;
   const templateDatabase = `${runPrefix}_template`;
+  const partitionedTemplateDatabase = `${runPrefix}_template_partitioned`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   const { rows } = await admin.query<{ server_version: string }>('SHOW server_version');
   process.stdout.write(`PostgreSQL ${rows[0]?.server_version ?? '?'}\n`);
   await admin.query(`CREATE DATABASE ${templateDatabase}`);
+  await admin.query(`CREATE DATABASE ${partitionedTemplateDatabase}`);
   await admin.end();
   await migrateDatabase(withDatabase(adminUrl, templateDatabase));
+  await migrateDatabase(withDatabase(adminUrl, partitionedTemplateDatabase), { layout: 'partitioned' });
 
   project.provide('adminUrl', adminUrl);
   project.provide('templateDatabase', templateDatabase);
+  project.provide('partitionedTemplateDatabase', partitionedTemplateDatabase);
   project.provide('runPrefix', runPrefix);
 
   return async () => {

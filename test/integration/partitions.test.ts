@@ -1,0 +1,181 @@
+// The partitioned layout: keys partitioned by expires_at day, where Postgres cannot enforce
+// one row per scoped key across partitions. The claim function's advisory lock does.
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { partitionedStatements, partitionedStatementTexts } from '../../server/idempotency/statements';
+import { changePolicy, ensurePolicies } from '../../server/retention/policies';
+import { listPartitions } from '../../server/retention/partitions';
+import { sweepOnce } from '../../server/retention/sweeper';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
+
+const DAY_MS = 86_400_000;
+
+describe('partitioned layout', () => {
+  const db = useTestDatabase('partitioned');
+  const clients: pg.Client[] = [];
+
+  beforeAll(async () => {
+    for (let i = 0; i < 64; i += 1) {
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      clients.push(client);
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((client) => client.end()));
+  });
+
+  it('is installed partitioned, with day partitions created ahead', async () => {
+    const { rows } = await db.pool.query<{ relkind: string }>("SELECT relkind FROM pg_class WHERE oid = 'idempotency_keys'::regclass");
+    expect(rows[0]?.relkind).toBe('p');
+    const partitions = await listPartitions(db.pool);
+    expect(partitions.length).toBeGreaterThanOrEqual(4);
+    expect(partitions.every((partition) => /^idempotency_keys_p\d{8}$/.test(partition.name))).toBe(true);
+  });
+
+  it('grants exactly one of 64 claims of one key while expires_at crosses partition boundaries', async () => {
+    // One-second partitions around now + 30 days, so the claims' expiries straddle several.
+    const { rows } = await db.pool.query<{ t0: Date }>("SELECT date_trunc('second', now() + interval '30 days') AS t0");
+    const t0 = rows[0]?.t0;
+    if (!t0) throw new Error('no clock');
+    for (let i = -1; i < 6; i += 1) {
+      const from = new Date(t0.getTime() + i * 1000).toISOString();
+      const to = new Date(t0.getTime() + (i + 1) * 1000).toISOString();
+      await db.pool.query(`CREATE TABLE idempotency_keys_s${i + 1} PARTITION OF idempotency_keys FOR VALUES FROM ('${from}') TO ('${to}')`);
+    }
+    const p = principal();
+    const fingerprint = randomBytes(32);
+    const results = await Promise.all(
+      clients.map(async (client, index) => {
+        await sleep((index % 16) * 150); // 16 waves over 2.4 s: the boundary passes mid-burst
+        // Each claim in a transaction, the winner holding it open a while (as transactional
+        // mode does while its work runs): only the lock keeps the others from inserting too.
+        await client.query('BEGIN');
+        const result = await partitionedStatements.claim(client, {
+          principalId: p,
+          scope: 'POST /x',
+          key: 'k',
+          fingerprint,
+          correlationId: randomUUID(),
+          leaseMs: 30_000,
+          retentionMs: 30 * DAY_MS,
+        });
+        if (result.claimed) await sleep(400);
+        await client.query('COMMIT');
+        return result;
+      }),
+    );
+    expect(results.filter((result) => result.claimed)).toHaveLength(1);
+    for (const result of results.filter((candidate) => !candidate.claimed)) {
+      expect(result.claimed ? null : result.existing?.state).toBe('in_progress');
+    }
+    const { rows: stored } = await db.pool.query('SELECT tableoid::regclass::text AS partition FROM idempotency_keys WHERE principal_id = $1', [p]);
+    expect(stored).toHaveLength(1);
+  });
+
+  it('finds a retry`s original in an earlier partition than a new claim would go to', async () => {
+    const { store } = createTestStore(db.pool, { layout: 'partitioned' });
+    const p = principal();
+    const call = {
+      principalId: p,
+      key: 'k',
+      endpoint: 'POST /payments',
+      method: 'POST',
+      body: { amount: 3 },
+      policy: { ...testPolicy, retentionMs: 26 * 3_600_000 },
+      mode: 'claim-first' as const,
+      work: () => Promise.resolve(jsonResult(201, { first: true })),
+    };
+    const original = await store.execute(call);
+    // The original was claimed "yesterday": it expires within the hour, in today's partition,
+    // while a claim made now would expire in tomorrow's.
+    await db.pool.query(
+      "UPDATE idempotency_keys SET created_at = now() - interval '25 hours', expires_at = now() + interval '50 minutes' WHERE principal_id = $1",
+      [p],
+    );
+    const retry = await store.execute({ ...call, work: () => Promise.reject(new Error('must not run')) });
+    expect(retry.replayed).toBe(true);
+    expect(retry.body.equals(original.body)).toBe(true);
+    const { rows } = await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [p]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('drops only partitions whose every row is past its expiry, with the evidence', async () => {
+    const { rows: days } = await db.pool.query<{ yesterday: Date; today: Date }>(
+      "SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS yesterday, date_trunc('day', now(), 'UTC') AS today",
+    );
+    const yesterday = days[0]?.yesterday;
+    const today = days[0]?.today;
+    if (!yesterday || !today) throw new Error('no clock');
+    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
+    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    const old = principal();
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+         response_ref, completed_at, created_at, expires_at)
+       SELECT $1, 'POST /payments', 'old-' || i, 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, 'application/json', 'ref',
+              $2::timestamptz - interval '2 days', $2::timestamptz - interval '2 days', $2::timestamptz + (i % 3600) * interval '1 second'
+       FROM generate_series(1, 500) AS i`,
+      [old, yesterday.toISOString()],
+    );
+    const live = principal();
+    await createTestStore(db.pool, { layout: 'partitioned' }).store.execute({
+      principalId: live,
+      key: 'live',
+      endpoint: 'POST /payments',
+      method: 'POST',
+      body: {},
+      policy: { ...testPolicy, retentionMs: 60_000 },
+      mode: 'claim-first',
+      work: () => Promise.resolve(jsonResult(201, {})),
+    });
+    const result = await sweepOnce(db.pool, 'manual');
+    expect(result.status).toBe('completed');
+    expect(result.partitionsDropped).toEqual([name]);
+    expect(result.rowsDeleted).toBe(500);
+    expect(result.scopes.find((scope) => scope.scope === 'POST /payments')?.minAgeSeconds).toBeGreaterThan(2 * 86_400);
+    expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [old])).rowCount).toBe(0);
+    expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [live])).rowCount).toBe(1);
+    expect((await listPartitions(db.pool)).some((partition) => partition.name === name)).toBe(false);
+  });
+
+  it('creates partitions beyond a longer retention as soon as the policy changes', async () => {
+    const endpoint = 'POST /api/partitioned-policy';
+    const fields = { scopeMode: 'endpoint' as const, retryWindowSeconds: 86_400, retentionSeconds: 93_600, leaseMs: 30_000, lockTimeoutMs: 5_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 };
+    await ensurePolicies(db.pool, { [endpoint]: fields }, 'system');
+    await changePolicy(db.pool, { endpoint, fields: { ...fields, retentionSeconds: 12 * 86_400 }, actor: 'admin', reason: 'longer margin', expectedVersion: 1 });
+    const { rows } = await db.pool.query<{ covered: boolean }>(
+      "SELECT max(upper) > now() + interval '12 days' AS covered FROM (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']+)''\\)'))[1]::timestamptz AS upper FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'idempotency_keys'::regclass AND c.relname LIKE 'idempotency_keys_p%') p",
+    );
+    expect(rows[0]?.covered).toBe(true);
+  });
+
+  it('probes only the partitions that can hold a live row, through their primary keys', async () => {
+    const client = await db.pool.connect();
+    try {
+      const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+        `EXPLAIN (FORMAT JSON) ${partitionedStatementTexts.readKey.replace('$1', `'${randomUUID()}'`).replace('$2', "'POST /x'").replace('$3', "'k'")}`,
+      );
+      const nodes = flatten(rows[0]?.['QUERY PLAN'][0]?.Plan);
+      expect(nodes.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+      const scanned = nodes.filter((node) => node['Relation Name']?.startsWith('idempotency_keys_'));
+      expect(scanned.length).toBeGreaterThan(0);
+      for (const node of scanned) expect(node['Index Name']).toMatch(/pkey$/);
+    } finally {
+      client.release();
+    }
+  });
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function flatten(plan: PlanNode | undefined): PlanNode[] {
+  return plan ? [plan, ...(plan.Plans ?? []).flatMap(flatten)] : [];
+}
