@@ -68,8 +68,8 @@ describe('partitioned layout', () => {
       }),
     );
     expect(results.filter((result) => result.claimed)).toHaveLength(1);
-    for (const result of results.filter((candidate) => !candidate.claimed)) {
-      expect(result.claimed ? null : result.existing?.state).toBe('in_progress');
+    for (const result of results) {
+      if (!result.claimed) expect(result.existing?.state).toBe('in_progress');
     }
     const { rows: stored } = await db.pool.query('SELECT tableoid::regclass::text AS partition FROM idempotency_keys WHERE principal_id = $1', [p]);
     expect(stored).toHaveLength(1);
