@@ -13,8 +13,8 @@ export interface BenchDatabase {
   close(): Promise<void>;
 }
 
-export async function openBenchDatabase(): Promise<BenchDatabase> {
-  let adminUrl = process.env.BENCH_DATABASE_URL;
+export async function openBenchDatabase(options: { layout?: 'plain' | 'partitioned'; adminUrl?: string } = {}): Promise<BenchDatabase & { adminUrl: string }> {
+  let adminUrl = options.adminUrl ?? process.env.BENCH_DATABASE_URL;
   let cleanup: () => Promise<void> = () => Promise.resolve();
   if (!adminUrl) {
     const dir = await mkdtemp(join(tmpdir(), 'retrysafe-bench-'));
@@ -26,7 +26,7 @@ export async function openBenchDatabase(): Promise<BenchDatabase> {
       await rm(dir, { recursive: true, force: true });
     };
   }
-  const name = `retrysafe_bench_${Date.now().toString(36)}`;
+  const name = `retrysafe_bench_${Date.now().toString(36)}_${options.layout ?? 'plain'}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
@@ -34,8 +34,10 @@ export async function openBenchDatabase(): Promise<BenchDatabase> {
   await admin.end();
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
-  await migrateDatabase(url.toString());
+  await migrateDatabase(url.toString(), { layout: options.layout ?? 'plain' });
+  const admin2 = adminUrl;
   return {
+    adminUrl: admin2,
     url: url.toString(),
     serverVersion: rows[0]?.server_version ?? '?',
     async close() {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { cpus } from 'node:os';
 import { benchClaims } from './claims';
 import { openBenchDatabase } from './database';
+import { benchPartitions } from './partitions';
 import { benchSweeper } from './sweeper';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -18,7 +19,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, sweeper;
+    let claims, sweeper, partitions;
     if (wanted('claims')) {
       log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
       claims = await benchClaims(database, log);
@@ -27,8 +28,17 @@ async function main(): Promise<void> {
       log('\n== Sweeper: expiry under live claim traffic ==');
       sweeper = await benchSweeper(database, log);
     }
+    if (wanted('partitions')) {
+      log('\n== Partitioned layout: dropping a day partition under live claims ==');
+      const partitioned = await openBenchDatabase({ layout: 'partitioned', adminUrl: database.adminUrl });
+      try {
+        partitions = await benchPartitions(partitioned, log);
+      } finally {
+        await partitioned.close();
+      }
+    }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper, partitions }, null, 2));
   } finally {
     await database.close();
   }

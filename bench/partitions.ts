@@ -1,0 +1,86 @@
+// Partition removal under live claims (partitioned layout): a 2-million-row day partition
+// whose rows have all expired is detached CONCURRENTLY and dropped while 8 clients keep
+// claiming new keys. Target: no claim waits on it for more than 50 ms.
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { partitionedStatements } from '../server/idempotency/statements';
+import { dropExpiredPartitions } from '../server/retention/partitions';
+import type { BenchDatabase } from './database';
+import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
+
+const ROWS = Number(process.env.BENCH_PARTITION_ROWS ?? 2_000_000);
+const CLIENTS = 8;
+
+export interface PartitionsReport {
+  rows: number;
+  baseline: RunResult & { maxMs: number };
+  duringDrop: RunResult & { maxMs: number };
+  detachMs: number;
+  dropMs: number;
+}
+
+export async function benchPartitions(database: BenchDatabase, log: (line: string) => void): Promise<PartitionsReport> {
+  const pool = new pg.Pool({ connectionString: database.url, max: CLIENTS + 2 });
+  const { rows: days } = await pool.query<{ from: Date; to: Date }>(
+    "SELECT date_trunc('day', now(), 'UTC') - interval '2 days' AS from, date_trunc('day', now(), 'UTC') - interval '1 day' AS to",
+  );
+  const day = days[0];
+  if (!day) throw new Error('no clock');
+  const name = `idempotency_keys_p${day.from.toISOString().slice(0, 10).replaceAll('-', '')}`;
+  await pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${day.from.toISOString()}') TO ('${day.to.toISOString()}')`);
+  log(`loading ${ROWS.toLocaleString('en')} expired rows into ${name}...`);
+  const started = performance.now();
+  for (let offset = 0; offset < ROWS; offset += 250_000) {
+    await pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+         response_body, response_key_id, response_size, completed_at, created_at, expires_at)
+       SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, 'POST /api/v1/payments', 'old-' || i, 'completed',
+              sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
+              $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours', $3::timestamptz + (i % 86400) * interval '1 second'
+       FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
+      [offset, ROWS, day.from.toISOString()],
+    );
+  }
+  await pool.query(`VACUUM ANALYZE ${name}`);
+  log(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  const principals = Array.from({ length: CLIENTS }, () => randomUUID());
+  const latencies: number[] = [];
+  const claim = async (worker: number, i: number) => {
+    const began = performance.now();
+    await partitionedStatements.claim(pool, {
+      principalId: principals[worker] ?? '',
+      scope: 'POST /api/v1/payments',
+      key: `live-${worker}-${i}-${Math.random()}`,
+      fingerprint: randomBytes(32),
+      correlationId: randomUUID(),
+      leaseMs: 30_000,
+      retentionMs: 93_600_000,
+    });
+    latencies.push(performance.now() - began);
+  };
+  const maxOf = (from: number) => Math.max(...latencies.slice(from));
+
+  const beforeBaseline = latencies.length;
+  const baseline = await runClosedLoop(CLIENTS, 4_000, claim, 0);
+  const baselineMax = maxOf(beforeBaseline);
+  log(formatRun('  claims, before', baseline) + `   max ${baselineMax.toFixed(1)} ms`);
+
+  const client = await pool.connect();
+  const beforeDrop = latencies.length;
+  const during = await runWhile(CLIENTS, async () => {
+    await new Promise((done) => setTimeout(done, 500));
+    const dropped = await dropExpiredPartitions(client);
+    await new Promise((done) => setTimeout(done, 500));
+    return dropped;
+  }, claim);
+  client.release();
+  const duringMax = maxOf(beforeDrop);
+  const partition = during.value.find((candidate) => candidate.name === name);
+  if (!partition) throw new Error(`${name} was not dropped`);
+  log(formatRun('  claims, around the drop', during.run) + `   max ${duringMax.toFixed(1)} ms`);
+  log(`  DETACH CONCURRENTLY ${partition.detachMs.toFixed(0)} ms, DROP ${partition.dropMs.toFixed(0)} ms (${partition.rows.toLocaleString('en')} rows)`);
+  log(`  longest claim around the drop: ${duringMax.toFixed(1)} ms (target: no claim waits more than 50 ms)`);
+  await pool.end();
+  return { rows: partition.rows, baseline: { ...baseline, maxMs: baselineMax }, duringDrop: { ...during.run, maxMs: duringMax }, detachMs: partition.detachMs, dropMs: partition.dropMs };
+}
