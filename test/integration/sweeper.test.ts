@@ -1,5 +1,7 @@
 // The sweeper deletes only what is past its expires_at, in bounded chunks, one sweeper
 // at a time, and records what it did with the evidence compliance needs.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +12,7 @@ import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 
 const SCOPE = 'POST /api/sweep-test';
+const run = promisify(execFile);
 
 describe('sweeper', () => {
   const db = useTestDatabase();
@@ -130,6 +133,21 @@ describe('sweeper', () => {
     await Promise.all([instanceA.end(), instanceB.end()]);
     expect([a.status, b.status].sort()).toEqual(['completed', 'skipped']);
     expect((b.status === 'skipped' ? b : a).stopReason).toBe('another-sweeper-running');
+  });
+
+  it('lets one sweeper run at a time across two processes', async () => {
+    await seed(20_000, 8_000, -10);
+    const long = sweepOnce(db.pool, 'schedule', { chunkSize: 100, minPauseMs: 20 });
+    await sleep(300);
+    // While this process sweeps, another one (the CLI) finds the sweeper lock taken.
+    const other = await run(process.execPath, ['--import', 'tsx', 'server/cli/main.ts', 'sweep'], {
+      env: { ...process.env, DATABASE_URL: db.url },
+      encoding: 'utf8',
+    });
+    const mine = await long;
+    expect(JSON.parse(other.stdout)).toMatchObject({ status: 'skipped', stopReason: 'another-sweeper-running', rowsDeleted: 0 });
+    expect(mine.status).toBe('completed');
+    expect(mine.rowsDeleted).toBeGreaterThanOrEqual(20_000);
   });
 
   it('releases stale claims past the grace period, and lets an operator release one by hand, audited', async () => {
