@@ -3,13 +3,13 @@
 // replay or a 409 with Retry-After. Then the same split across two server processes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
-import { useTestDatabase } from '../helpers/database';
+import { layouts, useTestDatabase } from '../helpers/database';
 import { startServer, type RunningServer } from '../helpers/server';
 
 const REQUESTS = 64;
 
-describe('concurrent identical requests over HTTP', () => {
-  const db = useTestDatabase();
+describe.each(layouts)('concurrent identical requests over HTTP (%s layout)', (layout) => {
+  const db = useTestDatabase(layout);
   const servers: RunningServer[] = [];
   let tenant: CreatedTenant;
 
