@@ -6,6 +6,7 @@ import pg from 'pg';
 import { partitionedStatements } from '../server/idempotency/statements';
 import { dropExpiredPartitions } from '../server/retention/partitions';
 import type { BenchDatabase } from './database';
+import { loadExpiredKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const ROWS = Number(process.env.BENCH_PARTITION_ROWS ?? 2_000_000);
@@ -30,17 +31,7 @@ export async function benchPartitions(database: BenchDatabase, log: (line: strin
   await pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${day.from.toISOString()}') TO ('${day.to.toISOString()}')`);
   log(`loading ${ROWS.toLocaleString('en')} expired rows into ${name}...`);
   const started = performance.now();
-  for (let offset = 0; offset < ROWS; offset += 250_000) {
-    await pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
-         response_body, response_key_id, response_size, completed_at, created_at, expires_at)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, 'POST /api/v1/payments', 'old-' || i, 'completed',
-              sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
-              $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours', $3::timestamptz + (i % 86400) * interval '1 second'
-       FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
-      [offset, ROWS, day.from.toISOString()],
-    );
-  }
+  await loadExpiredKeys(pool, ROWS, day.from);
   await pool.query(`VACUUM ANALYZE ${name}`);
   log(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { storeStatementTexts } from '../server/idempotency/statements';
 import { sweepOnce, defaultSweepOptions, type SweepResult } from '../server/retention/sweeper';
 import type { BenchDatabase } from './database';
+import { loadExpiredKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const EXPIRED_ROWS = Number(process.env.BENCH_SWEEP_ROWS ?? 2_000_000);
@@ -27,17 +28,8 @@ export async function benchSweeper(database: BenchDatabase, log: (line: string) 
   const pool = new pg.Pool({ connectionString: database.url, max: CLIENTS + 4 });
   log(`loading ${EXPIRED_ROWS.toLocaleString('en')} expired rows...`);
   const loadStarted = performance.now();
-  for (let offset = 0; offset < EXPIRED_ROWS; offset += 250_000) {
-    await pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
-         response_body, response_key_id, response_size, completed_at, created_at, expires_at)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, 'POST /api/v1/payments', 'old-' || i, 'completed',
-              sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
-              now() - interval '3 days', now() - interval '3 days', now() - interval '1 day' + (i % 86400) * interval '1 second'
-       FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
-      [offset, EXPIRED_ROWS],
-    );
-  }
+  const { rows: clock } = await pool.query<{ from: Date }>("SELECT now() - interval '2 days' AS from");
+  await loadExpiredKeys(pool, EXPIRED_ROWS, clock[0]?.from ?? new Date(Date.now() - 2 * 86_400_000));
   await pool.query('VACUUM ANALYZE idempotency_keys');
   log(`  loaded in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s`);
 

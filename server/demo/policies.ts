@@ -20,16 +20,8 @@ export const paymentsPolicy: EndpointPolicy = {
   liveKeyQuota: 100_000,
 };
 
-export const refundsPolicy: EndpointPolicy = {
-  scopeMode: 'endpoint',
-  retryWindowMs: 24 * HOUR,
-  retentionMs: 26 * HOUR,
-  // The processor call must finish within the lease, or a retry may run it again.
-  leaseMs: 30_000,
-  lockTimeoutMs: 5_000,
-  maxResponseBytes: 4_096,
-  liveKeyQuota: 100_000,
-};
+/** The same promise; the processor call must finish within the 30-second lease, or a retry may run it again. */
+export const refundsPolicy: EndpointPolicy = { ...paymentsPolicy };
 
 /** Largest request body either endpoint accepts. */
 export const MAX_REQUEST_BYTES = 16 * 1024;

@@ -198,23 +198,10 @@ export class IdempotencyStore {
   private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Begun> {
     const { pool } = this.options;
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const started = performance.now();
-      const result = await this.sql.claim(pool, claim);
-      const latency = performance.now() - started;
-      let claimed: Claimed;
-      if (result.claimed) {
-        claimed = { attempts: result.attempts, fresh: true };
-        this.report(claim, 'new', latency);
-      } else {
-        const existing = result.existing ?? (await this.sql.read(pool, claim));
-        if (!existing) continue; // swept between the claim and the read: claim again
-        const decision = decide(existing, claim.fingerprint);
-        if (decision !== 'takeover') return { claimed: false, outcome: await this.settle(decision, existing, claim, latency, call, pool) };
-        const attempts = await this.sql.takeOver(pool, claim, existing.attempts);
-        if (attempts === null) continue; // another attempt took it over first
-        claimed = { attempts, fresh: existing.expired };
-        this.report(claim, 'takeover', latency);
-      }
+      const step = await this.claimOnce(pool, call, claim, (statement) => statement());
+      if (step.kind === 'again') continue;
+      if (step.kind === 'settled') return { claimed: false, outcome: step.outcome };
+      const claimed = step.claimed;
       if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
       const { attempts } = claimed;
       return {
@@ -250,23 +237,10 @@ export class IdempotencyStore {
         await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(call.policy.lockTimeoutMs))}`);
         let committed = false;
         try {
-          const started = performance.now();
-          const result = await this.lockBounded(claim, () => this.sql.claim(client, claim), call.policy);
-          const latency = performance.now() - started;
-          let claimed: Claimed;
-          if (result.claimed) {
-            claimed = { attempts: result.attempts, fresh: true };
-            this.report(claim, 'new', latency);
-          } else {
-            const existing = result.existing ?? (await this.sql.read(client, claim));
-            if (!existing) continue;
-            const decision = decide(existing, claim.fingerprint);
-            if (decision !== 'takeover') return await this.settle(decision, existing, claim, latency, call, client);
-            const attempts = await this.lockBounded(claim, () => this.sql.takeOver(client, claim, existing.attempts), call.policy);
-            if (attempts === null) continue;
-            claimed = { attempts, fresh: existing.expired };
-            this.report(claim, 'takeover', latency);
-          }
+          const step = await this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy));
+          if (step.kind === 'again') continue;
+          if (step.kind === 'settled') return step.outcome;
+          const claimed = step.claimed;
           const response = await call.work({ db: client, correlationId: claim.correlationId });
           const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
           // A server error is not final: nothing of this attempt survives, a retry runs again.
@@ -285,6 +259,35 @@ export class IdempotencyStore {
       // A connection whose ROLLBACK failed is discarded, not returned to the pool.
       client.release(broken);
     }
+  }
+
+  /**
+   * One round of the claim: the claim statement, then for an existing key its dispatch
+   * (replay, mismatch, conflict) or the conditional takeover. 'again' when the row changed
+   * under us (swept between claim and read, or another attempt took it over first).
+   * `bounded` wraps the statements that may wait on another transaction.
+   */
+  private async claimOnce(
+    db: Queryable,
+    call: ClaimCall,
+    claim: ClaimValues,
+    bounded: <T>(statement: () => Promise<T>) => Promise<T>,
+  ): Promise<{ kind: 'claimed'; claimed: Claimed } | { kind: 'settled'; outcome: StoreOutcome } | { kind: 'again' }> {
+    const started = performance.now();
+    const result = await bounded(() => this.sql.claim(db, claim));
+    const latency = performance.now() - started;
+    if (result.claimed) {
+      this.report(claim, 'new', latency);
+      return { kind: 'claimed', claimed: { attempts: result.attempts, fresh: true } };
+    }
+    const existing = result.existing ?? (await this.sql.read(db, claim));
+    if (!existing) return { kind: 'again' };
+    const decision = decide(existing, claim.fingerprint);
+    if (decision !== 'takeover') return { kind: 'settled', outcome: await this.settle(decision, existing, claim, latency, call, db) };
+    const attempts = await bounded(() => this.sql.takeOver(db, claim, existing.attempts));
+    if (attempts === null) return { kind: 'again' };
+    this.report(claim, 'takeover', latency);
+    return { kind: 'claimed', claimed: { attempts, fresh: existing.expired } };
   }
 
   /** Runs a statement that may wait for another transaction's row; past lock_timeout it is a 409. */
