@@ -71,7 +71,8 @@ export async function benchPartitions(database: BenchDatabase, log: (line: strin
   if (!partition) throw new Error(`${name} was not dropped`);
   log(formatRun('  claims, around the drop', during.run) + `   max ${duringMax.toFixed(1)} ms`);
   log(`  DETACH CONCURRENTLY ${partition.detachMs.toFixed(0)} ms, DROP ${partition.dropMs.toFixed(0)} ms (${partition.rows.toLocaleString('en')} rows)`);
-  log(`  longest claim around the drop: ${duringMax.toFixed(1)} ms (target: no claim waits more than 50 ms)`);
+  log(`  claim p99 around the drop / before: ${(during.run.p99Ms / baseline.p99Ms).toFixed(2)}x`);
+  log(`  longest claim around the drop: ${duringMax.toFixed(1)} ms, before it: ${baselineMax.toFixed(1)} ms (target: no claim waits more than 50 ms)`);
   await pool.end();
   return { rows: partition.rows, baseline: { ...baseline, maxMs: baselineMax }, duringDrop: { ...during.run, maxMs: duringMax }, detachMs: partition.detachMs, dropMs: partition.dropMs };
 }

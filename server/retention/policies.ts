@@ -1,7 +1,9 @@
 // Endpoint policies: the published retry window per endpoint and what is applied to keep
-// it. Every change is versioned in the same transaction (who, when, old -> new, why);
-// shortening the documented window is a breaking change that needs an explicit
-// acknowledgement and is flagged in the history. A key's expires_at is fixed when it is
+// it. Every change is versioned in the same transaction (who, when, old -> new, why).
+// Two changes break the promise to clients and need an explicit acknowledgement, and are
+// flagged in the history: shortening the documented window (late retries stop being
+// safe), and changing the scope mode (a retry after the switch no longer finds the key
+// its original was stored under, and runs again). A key's expires_at is fixed when it is
 // claimed, so a change applies to keys claimed after it; existing keys keep theirs.
 import { z } from 'zod';
 import { writeAudit } from '../audit/log';
@@ -178,6 +180,18 @@ export interface PolicyChangeResult {
   breaking: boolean;
 }
 
+/** Why a change breaks the promise to clients (empty when it does not). */
+export function breakingReasons(current: PolicyFields, next: PolicyFields): string[] {
+  const reasons: string[] = [];
+  if (next.retryWindowSeconds < current.retryWindowSeconds) {
+    reasons.push(`shortening the documented retry window from ${current.retryWindowSeconds} s to ${next.retryWindowSeconds} s makes late retries unsafe`);
+  }
+  if (next.scopeMode !== current.scopeMode) {
+    reasons.push(`changing the scope from ${current.scopeMode} to ${next.scopeMode} makes retries of earlier requests run again`);
+  }
+  return reasons;
+}
+
 /** Changes a policy, with its history entry and audit row, in one transaction. */
 export async function changePolicy(pool: Transactional, change: PolicyChange): Promise<PolicyChangeResult> {
   const next = validate(change.fields);
@@ -191,11 +205,10 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
     if (current.version !== change.expectedVersion) {
       throw new PolicyVersionConflictError(`The policy changed meanwhile (now version ${current.version})`);
     }
-    const breaking = next.retryWindowSeconds < current.retryWindowSeconds;
+    const reasons = breakingReasons(current, next);
+    const breaking = reasons.length > 0;
     if (breaking && change.acknowledgeBreakingChange !== true) {
-      throw new BreakingChangeNotAcknowledgedError(
-        `Shortening the documented retry window from ${current.retryWindowSeconds} s to ${next.retryWindowSeconds} s breaks the promise to clients that retry late; acknowledge it explicitly`,
-      );
+      throw new BreakingChangeNotAcknowledgedError(`${reasons.join('; ')}: acknowledge the breaking change explicitly`);
     }
     const version = current.version + 1;
     const updated = await db.query<PolicyRow>(

@@ -82,6 +82,15 @@ describe('endpoint policies', () => {
     expect((await policyHistory(db.pool, e))[0]).toMatchObject({ breaking: true, acknowledged: true, changedBy: 'bob' });
   });
 
+  it('treats changing the scope mode as breaking too', async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    const intent = { ...base, scopeMode: 'intent' as const };
+    await expect(changePolicy(db.pool, { endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1 })).rejects.toThrow(/scope/);
+    const result = await changePolicy(db.pool, { endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1, acknowledgeBreakingChange: true });
+    expect(result.breaking).toBe(true);
+  });
+
   it('refuses a change made against a stale version', async () => {
     const e = endpoint();
     await ensurePolicies(db.pool, { [e]: base }, 'system');
