@@ -53,6 +53,12 @@ const environmentSchema = z.object({
   STORE_LAYOUT: z.enum(['plain', 'partitioned']).default('plain'),
   /** How often each instance tries to sweep (only one sweeps at a time across instances). */
   SWEEP_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
+  /** How often each instance adds its flow counts to the shared buckets (a crash loses at most this much). */
+  METRICS_FLUSH_SECONDS: z.coerce.number().int().min(1).max(300).default(5),
+  /** Minute buckets are kept this long, then rolled up into hour buckets. */
+  METRICS_MINUTE_RETENTION_HOURS: z.coerce.number().int().min(1).max(24 * 14).default(48),
+  /** Hour buckets are kept this long. */
+  METRICS_HOUR_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(35),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
   STALE_CLAIM_RELEASE_AFTER_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
 });

@@ -16,6 +16,8 @@ import { IdempotencyStore } from '@/server/idempotency/store';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
+import { FlowRecorder } from '@/server/metrics/recorder';
+import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 
 export interface Services {
   ownerPool: pg.Pool;
@@ -23,6 +25,7 @@ export interface Services {
   policies: PolicyRegistry;
   quota: LiveKeyQuota;
   sweeper: Sweeper;
+  recorder: FlowRecorder;
   demo: DemoApi;
 }
 
@@ -57,7 +60,12 @@ async function bootServices(): Promise<Services> {
   const quota = new LiveKeyQuota(pool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
   const policies = new PolicyRegistry(pool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
   const layout = await detectStoreLayout(pool);
+  const recorder = new FlowRecorder(pool, {
+    flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
+    onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
+  });
   const store = new IdempotencyStore({
+    observer: recorder,
     pool: pool,
     layout,
     fingerprintSecret: secrets.fingerprintSecret,
@@ -96,8 +104,16 @@ async function bootServices(): Promise<Services> {
   await policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
   quota.start();
   sweeper.start();
+  recorder.start();
+  const rollup = setInterval(() => {
+    rollUpFlowMetrics(pool, {
+      minuteRetentionMs: environment.METRICS_MINUTE_RETENTION_HOURS * 3_600_000,
+      hourRetentionMs: environment.METRICS_HOUR_RETENTION_DAYS * 86_400_000,
+    }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
+  }, 5 * 60_000);
+  rollup.unref();
   logEvent('info', 'services started', { layout });
-  return { ownerPool: pool, store, policies, quota, sweeper, demo };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, demo };
 }
 
 /** The booted services (booting them on first use). A failed boot is retried on the next call. */

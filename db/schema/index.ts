@@ -4,3 +4,4 @@ export * from './key-usage';
 export * from './demo';
 export * from './retention';
 export * from './audit';
+export * from './metrics';

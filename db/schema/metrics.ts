@@ -1,0 +1,54 @@
+// Flow metrics, cluster-wide: every instance adds its counts to the same buckets, so the
+// stored figures are the sum over instances. Minute buckets roll up into hour buckets and
+// then expire (server/metrics/rollup.ts).
+import { sql } from 'drizzle-orm';
+import { bigint, check, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+
+const outcomeCheck = (column: unknown) =>
+  sql`${column} IN ('new', 'replay', 'conflict', 'mismatch', 'takeover', 'rejected', 'error')`;
+
+export const flowCountsMinute = pgTable(
+  'flow_counts_minute',
+  {
+    minute: timestamp('minute', { withTimezone: true }).notNull(),
+    scope: text('scope').notNull(),
+    outcome: text('outcome').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // Serves the flush upsert and every time-range query (prefix: minute).
+  (t) => [primaryKey({ name: 'flow_counts_minute_pkey', columns: [t.minute, t.scope, t.outcome] }), check('flow_counts_minute_outcome', outcomeCheck(t.outcome))],
+);
+
+export const flowCountsHour = pgTable(
+  'flow_counts_hour',
+  {
+    hour: timestamp('hour', { withTimezone: true }).notNull(),
+    scope: text('scope').notNull(),
+    outcome: text('outcome').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ name: 'flow_counts_hour_pkey', columns: [t.hour, t.scope, t.outcome] }), check('flow_counts_hour_outcome', outcomeCheck(t.outcome))],
+);
+
+export const claimLatencyMinute = pgTable(
+  'claim_latency_minute',
+  {
+    minute: timestamp('minute', { withTimezone: true }).notNull(),
+    scope: text('scope').notNull(),
+    // Index into the fixed log-spaced bucket bounds (server/metrics/histogram.ts).
+    bucket: smallint('bucket').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ name: 'claim_latency_minute_pkey', columns: [t.minute, t.scope, t.bucket] })],
+);
+
+export const claimLatencyHour = pgTable(
+  'claim_latency_hour',
+  {
+    hour: timestamp('hour', { withTimezone: true }).notNull(),
+    scope: text('scope').notNull(),
+    bucket: smallint('bucket').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.scope, t.bucket] })],
+);

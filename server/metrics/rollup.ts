@@ -1,0 +1,60 @@
+// Keeps the flow metrics bounded: minute buckets older than the minute retention move into
+// hour buckets (added, so several runs or instances never double count: the move deletes
+// what it adds), and hour buckets older than the hour retention are deleted. One instance
+// at a time (a transaction-scoped advisory lock); each table pair in one transaction.
+import type pg from 'pg';
+
+/** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
+const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;
+
+export interface RollupOptions {
+  minuteRetentionMs: number;
+  hourRetentionMs: number;
+}
+
+export interface RollupResult {
+  ran: boolean;
+  minuteRowsRolledUp: number;
+  hourRowsExpired: number;
+}
+
+export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): Promise<RollupResult> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ROLLUP_LOCK_KEY.toString()]);
+    if (!rows[0]?.locked) {
+      await client.query('ROLLBACK');
+      return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0 };
+    }
+    let minuteRowsRolledUp = 0;
+    let hourRowsExpired = 0;
+    for (const [minuteTable, hourTable, key] of [
+      ['flow_counts_minute', 'flow_counts_hour', 'outcome'],
+      ['claim_latency_minute', 'claim_latency_hour', 'bucket'],
+    ] as const) {
+      // Served by each table's primary key (prefix: the time column).
+      const moved = await client.query<{ n: string }>(
+        `WITH moved AS (
+           DELETE FROM ${minuteTable} WHERE minute < now() - $1::bigint * interval '1 millisecond' RETURNING minute, scope, ${key}, count
+         ), added AS (
+           INSERT INTO ${hourTable} (hour, scope, ${key}, count)
+           SELECT date_trunc('hour', minute), scope, ${key}, sum(count) FROM moved GROUP BY 1, 2, 3
+           ON CONFLICT (hour, scope, ${key}) DO UPDATE SET count = ${hourTable}.count + EXCLUDED.count
+         )
+         SELECT count(*) AS n FROM moved`,
+        [options.minuteRetentionMs],
+      );
+      minuteRowsRolledUp += Number(moved.rows[0]?.n ?? 0);
+      const expired = await client.query(`DELETE FROM ${hourTable} WHERE hour < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
+      hourRowsExpired += expired.rowCount ?? 0;
+    }
+    await client.query('COMMIT');
+    return { ran: true, minuteRowsRolledUp, hourRowsExpired };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,87 @@
+// The flow recorder: counts from several processes add up exactly in the stored buckets,
+// and percentiles read from the merged histogram are within one bucket of the truth.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { BUCKET_COUNT, bucketOf, percentileOf } from '../../server/metrics/histogram';
+import { FlowRecorder } from '../../server/metrics/recorder';
+import { rollUpFlowMetrics } from '../../server/metrics/rollup';
+import { useTestDatabase } from '../helpers/database';
+import { flowEvents } from '../helpers/flow-events';
+
+const run = promisify(execFile);
+const FIXED_MINUTE = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+describe('flow recorder', () => {
+  const db = useTestDatabase();
+
+  it('adds the counts of two processes exactly', async () => {
+    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute');
+    await Promise.all([
+      run(process.execPath, ['--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '11', '3000']),
+      run(process.execPath, ['--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '12', '2000']),
+    ]);
+    const expected = new Map<string, number>();
+    const expectedLatency = new Map<string, number>();
+    for (const [seed, count] of [[11, 3000], [12, 2000]] as const) {
+      for (const event of flowEvents(seed, count)) {
+        expected.set(`${event.scope}|${event.outcome}`, (expected.get(`${event.scope}|${event.outcome}`) ?? 0) + 1);
+        if (event.claimLatencyMs !== undefined) {
+          const key = `${event.scope}|${bucketOf(event.claimLatencyMs)}`;
+          expectedLatency.set(key, (expectedLatency.get(key) ?? 0) + 1);
+        }
+      }
+    }
+    const { rows } = await db.pool.query<{ scope: string; outcome: string; count: string; minute: Date }>('SELECT * FROM flow_counts_minute');
+    expect(new Map(rows.map((row) => [`${row.scope}|${row.outcome}`, Number(row.count)]))).toEqual(expected);
+    expect(new Set(rows.map((row) => row.minute.getTime()))).toEqual(new Set([FIXED_MINUTE]));
+    const latency = await db.pool.query<{ scope: string; bucket: number; count: string }>('SELECT scope, bucket, count FROM claim_latency_minute');
+    expect(new Map(latency.rows.map((row) => [`${row.scope}|${row.bucket}`, Number(row.count)]))).toEqual(expectedLatency);
+  });
+
+  it('gives percentiles from merged histograms within one bucket of the raw percentiles', async () => {
+    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute');
+    const recorders = [new FlowRecorder(db.pool, { now: () => FIXED_MINUTE }), new FlowRecorder(db.pool, { now: () => FIXED_MINUTE })];
+    const raw: number[] = [];
+    let i = 0;
+    for (const event of flowEvents(99, 20_000)) {
+      if (event.claimLatencyMs === undefined) continue;
+      raw.push(event.claimLatencyMs);
+      recorders[i % 2]?.record({ ...event, scope: 'POST /x' });
+      i += 1;
+    }
+    await Promise.all(recorders.map((recorder) => recorder.stop()));
+    const { rows } = await db.pool.query<{ bucket: number; count: string }>("SELECT bucket, sum(count) AS count FROM claim_latency_minute WHERE scope = 'POST /x' GROUP BY bucket");
+    const merged = new Array<number>(BUCKET_COUNT).fill(0);
+    for (const row of rows) merged[row.bucket] = Number(row.count);
+    raw.sort((a, b) => a - b);
+    for (const p of [50, 95, 99]) {
+      const truth = raw[Math.ceil((p / 100) * raw.length) - 1] ?? NaN;
+      const estimate = percentileOf(merged, p);
+      expect(Math.abs(bucketOf(estimate) - bucketOf(truth))).toBeLessThanOrEqual(1);
+      expect(estimate).toBeGreaterThanOrEqual(truth);
+    }
+  });
+
+  it('rolls minute buckets up into hours without double counting, then expires hours', async () => {
+    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour');
+    await db.pool.query(`
+      INSERT INTO flow_counts_minute (minute, scope, outcome, count)
+      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'POST /x', 'new', 2 FROM generate_series(0, 59) AS m;
+      INSERT INTO claim_latency_minute (minute, scope, bucket, count)
+      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'POST /x', 10, 3 FROM generate_series(0, 59) AS m;
+      INSERT INTO flow_counts_minute (minute, scope, outcome, count) VALUES (date_trunc('minute', now()), 'POST /x', 'new', 5);
+      INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now() - interval '60 days'), 'POST /x', 'new', 9);`);
+    const options = { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000 };
+    const first = await rollUpFlowMetrics(db.pool, options);
+    const second = await rollUpFlowMetrics(db.pool, options);
+    expect(first).toEqual({ ran: true, minuteRowsRolledUp: 120, hourRowsExpired: 1 });
+    expect(second).toEqual({ ran: true, minuteRowsRolledUp: 0, hourRowsExpired: 0 });
+    const hours = await db.pool.query<{ count: string }>('SELECT count FROM flow_counts_hour');
+    expect(hours.rows).toEqual([{ count: '120' }]);
+    const latency = await db.pool.query<{ bucket: number; count: string }>('SELECT bucket, count FROM claim_latency_hour');
+    expect(latency.rows).toEqual([{ bucket: 10, count: '180' }]);
+    const recent = await db.pool.query('SELECT 1 FROM flow_counts_minute');
+    expect(recent.rowCount).toBe(1);
+  });
+});
