@@ -87,7 +87,16 @@ async function main(): Promise<void> {
     say(`Starting the server on ${environment.HOST}:${environment.PORT}`);
     server = spawn(process.execPath, [nextBin(), 'start', '-p', String(environment.PORT), '-H', environment.HOST], {
       stdio: 'inherit',
-      env: { ...process.env, ...secrets, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: '1' },
+      env: {
+        ...process.env,
+        ...secrets,
+        DATABASE_URL: database.url,
+        PORT: String(environment.PORT),
+        HOST: environment.HOST,
+        // The demo traffic generator runs by default in embedded mode only.
+        DEMO_TRAFFIC: process.env.DEMO_TRAFFIC || (database.embedded ? '1' : '0'),
+        NEXT_TELEMETRY_DISABLED: '1',
+      },
     });
     server.once('exit', (code, signal) => {
       if (stopping) return;

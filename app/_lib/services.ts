@@ -10,6 +10,7 @@ import { readEnvironment, requireDatabaseUrl, requireStoreSecrets } from '@/serv
 import { createDemoApi, type DemoApi } from '@/server/demo/api';
 import { defaultPolicies, defaultPolicyFields } from '@/server/demo/policies';
 import { FakeProcessor } from '@/server/demo/processor';
+import { TrafficGenerator } from '@/server/demo/traffic';
 import { LiveKeyQuota } from '@/server/idempotency/quota';
 import { ResponseKeyRing } from '@/server/idempotency/response-codec';
 import { IdempotencyStore } from '@/server/idempotency/store';
@@ -112,8 +113,32 @@ async function bootServices(): Promise<Services> {
     }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
   }, 5 * 60_000);
   rollup.unref();
-  logEvent('info', 'services started', { layout });
+  if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
+  logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   return { ownerPool: pool, store, policies, quota, sweeper, recorder, demo };
+}
+
+function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): void {
+  let lastLogged = 0;
+  const traffic = new TrafficGenerator({
+    baseUrl: `http://${host === '::1' ? '[::1]' : '127.0.0.1'}:${port}`,
+    pool,
+    store,
+    policyFor: (endpoint) => policies.policyFor(endpoint),
+    onError: (error) => {
+      // At most one line a minute: the generator keeps going whatever a request does.
+      if (Date.now() - lastLogged < 60_000) return;
+      lastLogged = Date.now();
+      logEvent('error', 'demo traffic request failed', { reason: reason(error) });
+    },
+  });
+  // The server starts listening once boot is done; begin a moment later.
+  setTimeout(() => {
+    traffic.start().then(
+      () => logEvent('info', 'demo traffic started'),
+      (error: unknown) => logEvent('error', 'demo traffic did not start', { reason: reason(error) }),
+    );
+  }, 3_000).unref();
 }
 
 /** The booted services (booting them on first use). A failed boot is retried on the next call. */
