@@ -1,0 +1,37 @@
+// The demo traffic generator, running inside the started server: after a few seconds the
+// stored flow metrics show new keys, replays and the other outcomes it provokes.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TrafficGenerator } from '../../server/demo/traffic';
+import { useTestDatabase } from '../helpers/database';
+import { startServer, type RunningServer } from '../helpers/server';
+import { createTestStore, sleep, testPolicy } from '../helpers/store';
+
+describe('demo traffic', () => {
+  const db = useTestDatabase();
+  let server: RunningServer | undefined;
+
+  beforeAll(async () => {
+    server = await startServer(db.url, { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1' });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('drives the API like real clients: new keys, replays, conflicts and mismatches are recorded', async () => {
+    const wanted = ['new', 'replay', 'mismatch'];
+    let seen: string[] = [];
+    for (let attempt = 0; attempt < 60 && !wanted.every((outcome) => seen.includes(outcome)); attempt += 1) {
+      await sleep(1_000);
+      const { rows } = await db.pool.query<{ outcome: string }>('SELECT DISTINCT outcome FROM flow_counts_minute');
+      seen = rows.map((row) => row.outcome);
+    }
+    expect(seen).toEqual(expect.arrayContaining(wanted));
+    const { rows } = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM tenants WHERE name LIKE 'Demo traffic %' AND revoked_at IS NULL");
+    expect(Number(rows[0]?.n)).toBe(3);
+  });
+
+  it('refuses to send anywhere but loopback', () => {
+    const { store } = createTestStore(db.pool);
+    expect(() => new TrafficGenerator({ baseUrl: 'http://10.0.0.5:3000', pool: db.pool, store, policyFor: () => testPolicy })).toThrow(/loopback/);
+  });
+});
