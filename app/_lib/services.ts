@@ -17,7 +17,8 @@ import { IdempotencyStore } from '@/server/idempotency/store';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
-import { FlowRecorder } from '@/server/metrics/recorder';
+import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
+import { FlowRecorder, observeAll } from '@/server/metrics/recorder';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 
 export interface Services {
@@ -27,6 +28,8 @@ export interface Services {
   quota: LiveKeyQuota;
   sweeper: Sweeper;
   recorder: FlowRecorder;
+  prometheus: PrometheusMetrics;
+  metricsToken: string | undefined;
   demo: DemoApi;
 }
 
@@ -65,8 +68,9 @@ async function bootServices(): Promise<Services> {
     flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
     onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
   });
+  const prometheus = createPrometheusMetrics(pool);
   const store = new IdempotencyStore({
-    observer: recorder,
+    observer: observeAll(recorder, prometheus.observer),
     pool: pool,
     layout,
     fingerprintSecret: secrets.fingerprintSecret,
@@ -115,7 +119,7 @@ async function bootServices(): Promise<Services> {
   rollup.unref();
   if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, demo };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, demo };
 }
 
 function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): void {

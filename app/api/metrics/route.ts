@@ -1,0 +1,19 @@
+// GET /api/metrics: Prometheus text exposition; needs `Authorization: Bearer $METRICS_TOKEN` when it is set.
+import { randomUUID } from 'node:crypto';
+import { runtime } from '@/app/_lib/runtime';
+import { problemResponse } from '@/server/idempotency/http';
+import { metricsAuthorized } from '@/server/metrics/prometheus';
+
+export const dynamic = 'force-dynamic';
+
+export async function GET(request: Request): Promise<Response> {
+  const services = await runtime();
+  if (!metricsAuthorized(request.headers.get('authorization'), services.metricsToken)) {
+    return problemResponse(
+      { status: 401, slug: 'unauthenticated', title: 'A valid metrics token is required', headers: { 'WWW-Authenticate': 'Bearer' } },
+      randomUUID(),
+    );
+  }
+  const body = await services.prometheus.registry.metrics();
+  return new Response(body, { headers: { 'Content-Type': services.prometheus.registry.contentType, 'Cache-Control': 'no-store' } });
+}

@@ -1,0 +1,100 @@
+// The Prometheus exposition (GET /api/metrics), with prom-client on a registry of its own.
+// Flow counters and the claim-latency histogram are this instance's (Prometheus sums
+// instances); store gauges are read at scrape time from catalog- and index-served queries,
+// so every instance reports the same store. Conventional names: retrysafe_*_total for
+// counters, *_seconds and *_bytes units.
+import { timingSafeEqual } from 'node:crypto';
+import type pg from 'pg';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { FlowObserver } from '../idempotency/events';
+import { BUCKET_BOUNDS_MS } from './histogram';
+import { readStoreFigures } from './store-figures';
+
+export interface PrometheusMetrics {
+  registry: Registry;
+  /** Feed it the store's flow events (alongside the recorder). */
+  observer: FlowObserver;
+}
+
+export function createPrometheusMetrics(pool: pg.Pool): PrometheusMetrics {
+  const registry = new Registry();
+  const claims = new Counter({
+    name: 'retrysafe_claims_total',
+    help: 'Claims by scope and outcome (new, replay, conflict, mismatch, takeover, rejected, error), this instance',
+    labelNames: ['scope', 'outcome'],
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'retrysafe_claim_duration_seconds',
+    help: 'Latency of the claim statement, this instance',
+    labelNames: ['scope'],
+    buckets: BUCKET_BOUNDS_MS.filter(Number.isFinite).map((bound) => bound / 1000),
+    registers: [registry],
+  });
+
+  // Store gauges: one query per scrape, shared by all of them.
+  let pending: ReturnType<typeof readStoreFigures> | null = null;
+  const figures = () => {
+    pending ??= readStoreFigures(pool).finally(() => setTimeout(() => (pending = null), 1_000).unref());
+    return pending;
+  };
+  const storeGauge = (name: string, help: string, pick: (value: Awaited<ReturnType<typeof readStoreFigures>>) => number | null) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        const value = pick(await figures());
+        if (value !== null) this.set(value);
+      },
+    });
+  storeGauge('retrysafe_store_rows_estimate', 'Estimated rows in the key store (catalog statistics)', (f) => f.estimatedRows);
+  storeGauge('retrysafe_store_table_bytes', 'Heap bytes of the key store', (f) => f.tableBytes);
+  storeGauge('retrysafe_store_index_bytes', 'Index bytes of the key store', (f) => f.indexBytes);
+  storeGauge('retrysafe_store_toast_bytes', 'TOAST bytes of the key store', (f) => f.toastBytes);
+  storeGauge('retrysafe_store_oldest_row_age_seconds', 'Age of the row that expires first', (f) => f.oldestRowAgeSeconds);
+  storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far past its expiry the oldest surviving row is', (f) => f.cleanupLagSeconds);
+  storeGauge('retrysafe_stale_claims', 'In-progress claims whose lease has passed', (f) => f.staleClaims);
+
+  new Gauge({
+    name: 'retrysafe_sweep_last_run_timestamp_seconds',
+    help: 'When the last sweep run finished',
+    labelNames: ['status'],
+    registers: [registry],
+    async collect() {
+      const { rows } = await pool.query<{ status: string; finished: number | null }>(
+        'SELECT status, extract(epoch FROM finished_at)::float8 AS finished FROM sweep_runs ORDER BY id DESC LIMIT 1',
+      );
+      this.reset();
+      const row = rows[0];
+      if (row?.finished != null) this.set({ status: row.status }, row.finished);
+    },
+  });
+  new Gauge({
+    name: 'retrysafe_sweep_last_rows_deleted',
+    help: 'Rows deleted by the last finished sweep run',
+    registers: [registry],
+    async collect() {
+      const { rows } = await pool.query<{ rows_deleted: string }>('SELECT rows_deleted FROM sweep_runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1');
+      this.set(Number(rows[0]?.rows_deleted ?? 0));
+    },
+  });
+
+  return {
+    registry,
+    observer: {
+      record(event) {
+        claims.inc({ scope: event.scope, outcome: event.outcome });
+        if (event.claimLatencyMs !== undefined) latency.observe({ scope: event.scope }, event.claimLatencyMs / 1000);
+      },
+    },
+  };
+}
+
+/** Bearer-token check for /api/metrics; constant-time, and open when no token is configured. */
+export function metricsAuthorized(authorization: string | null, token: string | undefined): boolean {
+  if (!token) return true;
+  const expected = Buffer.from(`Bearer ${token}`);
+  const given = Buffer.from(authorization ?? '');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}

@@ -1,0 +1,64 @@
+// Figures about the key store that are cheap on an 86-million-row table: catalog
+// statistics and index-served extremes, never count(*) over the table.
+import type { Queryable } from '../idempotency/statements';
+
+export interface StoreFigures {
+  /** Estimated rows (pg_class.reltuples, summed over partitions). */
+  estimatedRows: number;
+  /** Bytes of the table, its indexes and its TOAST data (summed over partitions). */
+  tableBytes: number;
+  indexBytes: number;
+  toastBytes: number;
+  /** Age of the row that expires first (normally the oldest), seconds; null when empty. Served by the expires_at index. */
+  oldestRowAgeSeconds: number | null;
+  /** How far past its expires_at the oldest surviving row is, seconds (0 when none has expired). */
+  cleanupLagSeconds: number;
+  /** In-progress claims whose lease has passed (partial index). */
+  staleClaims: number;
+}
+
+/**
+ * Catalog figures for idempotency_keys and its partitions (pg_class, pg_inherits); the oldest
+ * expiry through the expires_at index (min); stale claims through the partial index.
+ */
+export async function readStoreFigures(db: Queryable): Promise<StoreFigures> {
+  const { rows } = await db.query<{
+    estimated_rows: string;
+    table_bytes: string;
+    index_bytes: string;
+    toast_bytes: string;
+    oldest_expiry_lag: number | null;
+    oldest_created_age: number | null;
+    stale: number;
+  }>({
+    name: 'metrics_store_figures',
+    text: `
+WITH rels AS (
+  SELECT c.oid, c.reltuples, c.reltoastrelid FROM pg_class c WHERE c.oid = 'idempotency_keys'::regclass
+  UNION ALL
+  SELECT c.oid, c.reltuples, c.reltoastrelid FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+  WHERE i.inhparent = 'idempotency_keys'::regclass
+), oldest AS (
+  SELECT expires_at, created_at FROM idempotency_keys ORDER BY expires_at LIMIT 1
+)
+SELECT
+  coalesce(sum(greatest(reltuples, 0)), 0)::bigint AS estimated_rows,
+  coalesce(sum(pg_relation_size(oid)), 0)::bigint AS table_bytes,
+  coalesce(sum(pg_indexes_size(oid)), 0)::bigint AS index_bytes,
+  coalesce(sum(CASE WHEN reltoastrelid <> 0 THEN pg_total_relation_size(reltoastrelid) ELSE 0 END), 0)::bigint AS toast_bytes,
+  (SELECT extract(epoch FROM now() - expires_at)::float8 FROM oldest) AS oldest_expiry_lag,
+  (SELECT extract(epoch FROM now() - created_at)::float8 FROM oldest) AS oldest_created_age,
+  (SELECT count(*)::int FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()) AS stale
+FROM rels`,
+  });
+  const row = rows[0];
+  return {
+    estimatedRows: Number(row?.estimated_rows ?? 0),
+    tableBytes: Number(row?.table_bytes ?? 0),
+    indexBytes: Number(row?.index_bytes ?? 0),
+    toastBytes: Number(row?.toast_bytes ?? 0),
+    oldestRowAgeSeconds: row?.oldest_created_age ?? null,
+    cleanupLagSeconds: Math.max(0, row?.oldest_expiry_lag ?? 0),
+    staleClaims: row?.stale ?? 0,
+  };
+}
