@@ -20,6 +20,7 @@ import { Sweeper } from '@/server/retention/sweeper';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
 import { FlowRecorder, observeAll } from '@/server/metrics/recorder';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
+import { sampleStoreStats } from '@/server/metrics/sampler';
 
 export interface Services {
   ownerPool: pg.Pool;
@@ -117,6 +118,10 @@ async function bootServices(): Promise<Services> {
     }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
   }, 5 * 60_000);
   rollup.unref();
+  const sampler = setInterval(() => {
+    sampleStoreStats(pool).catch((error: unknown) => logEvent('error', 'store statistics sample failed', { reason: reason(error) }));
+  }, 60_000);
+  sampler.unref();
   if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, demo };

@@ -2,7 +2,7 @@
 // stored figures are the sum over instances. Minute buckets roll up into hour buckets and
 // then expire (server/metrics/rollup.ts).
 import { sql } from 'drizzle-orm';
-import { bigint, check, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, check, doublePrecision, integer, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
 
 const outcomeCheck = (column: unknown) =>
   sql`${column} IN ('new', 'replay', 'conflict', 'mismatch', 'takeover', 'rejected', 'error')`;
@@ -51,4 +51,24 @@ export const claimLatencyHour = pgTable(
     count: bigint('count', { mode: 'number' }).notNull(),
   },
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.scope, t.bucket] })],
+);
+
+export const storeStats = pgTable(
+  'store_stats',
+  {
+    // One sample a minute, by the sampling leader.
+    sampledAt: timestamp('sampled_at', { withTimezone: true }).primaryKey(),
+    estimatedRows: bigint('estimated_rows', { mode: 'number' }).notNull(),
+    // Expected rows at steady state: per scope, new keys over its trailing retention.
+    baselineRows: bigint('baseline_rows', { mode: 'number' }).notNull(),
+    tableBytes: bigint('table_bytes', { mode: 'number' }).notNull(),
+    indexBytes: bigint('index_bytes', { mode: 'number' }).notNull(),
+    toastBytes: bigint('toast_bytes', { mode: 'number' }).notNull(),
+    oldestRowAgeSeconds: doublePrecision('oldest_row_age_seconds'),
+    cleanupLagSeconds: doublePrecision('cleanup_lag_seconds').notNull(),
+    staleClaims: integer('stale_claims').notNull(),
+    lastSweepRunId: bigint('last_sweep_run_id', { mode: 'number' }),
+  },
+  // The primary key serves every time-range read of the series.
+  () => [],
 );

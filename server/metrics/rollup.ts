@@ -49,6 +49,9 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const expired = await client.query(`DELETE FROM ${hourTable} WHERE hour < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += expired.rowCount ?? 0;
     }
+    // The store statistics series is kept as long as the hour buckets. Primary key range.
+    const samples = await client.query(`DELETE FROM store_stats WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
+    hourRowsExpired += samples.rowCount ?? 0;
     await client.query('COMMIT');
     return { ran: true, minuteRowsRolledUp, hourRowsExpired };
   } catch (error) {

@@ -3,7 +3,10 @@
 import type { Queryable } from '../idempotency/statements';
 
 export interface StoreFigures {
-  /** Estimated rows (pg_class.reltuples, summed over partitions). */
+  /**
+   * Estimated rows, as the planner estimates them: tuples per page from the last ANALYZE
+   * times the current pages (summed over partitions); exact for a small, never-analysed table.
+   */
   estimatedRows: number;
   /** Bytes of the table, its indexes and its TOAST data (summed over partitions). */
   tableBytes: number;
@@ -30,30 +33,44 @@ export async function readStoreFigures(db: Queryable): Promise<StoreFigures> {
     oldest_expiry_lag: number | null;
     oldest_created_age: number | null;
     stale: number;
+    small_unanalysed: boolean;
   }>({
     name: 'metrics_store_figures',
     text: `
 WITH rels AS (
-  SELECT c.oid, c.reltuples, c.reltoastrelid FROM pg_class c WHERE c.oid = 'idempotency_keys'::regclass
+  SELECT c.oid, c.reltuples, c.relpages, c.reltoastrelid FROM pg_class c WHERE c.oid = 'idempotency_keys'::regclass
   UNION ALL
-  SELECT c.oid, c.reltuples, c.reltoastrelid FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+  SELECT c.oid, c.reltuples, c.relpages, c.reltoastrelid FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
   WHERE i.inhparent = 'idempotency_keys'::regclass
+), estimates AS (
+  SELECT oid, reltoastrelid,
+         CASE WHEN relpages > 0 AND reltuples >= 0
+              THEN reltuples / relpages * (pg_relation_size(oid) / current_setting('block_size')::int)
+              ELSE 0 END AS rows
+  FROM rels
 ), oldest AS (
   SELECT expires_at, created_at FROM idempotency_keys ORDER BY expires_at LIMIT 1
 )
 SELECT
-  coalesce(sum(greatest(reltuples, 0)), 0)::bigint AS estimated_rows,
+  coalesce(sum(rows), 0)::bigint AS estimated_rows,
   coalesce(sum(pg_relation_size(oid)), 0)::bigint AS table_bytes,
   coalesce(sum(pg_indexes_size(oid)), 0)::bigint AS index_bytes,
   coalesce(sum(CASE WHEN reltoastrelid <> 0 THEN pg_total_relation_size(reltoastrelid) ELSE 0 END), 0)::bigint AS toast_bytes,
   (SELECT extract(epoch FROM now() - expires_at)::float8 FROM oldest) AS oldest_expiry_lag,
   (SELECT extract(epoch FROM now() - created_at)::float8 FROM oldest) AS oldest_created_age,
-  (SELECT count(*)::int FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()) AS stale
-FROM rels`,
+  (SELECT count(*)::int FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()) AS stale,
+  -- Never analysed yet (a new install): the statistics say nothing, and the table is small.
+  bool_and(rows = 0) AND coalesce(sum(pg_relation_size(oid)), 0) < 16 * 1024 * 1024 AS small_unanalysed
+FROM estimates`,
   });
   const row = rows[0];
+  let estimatedRows = Number(row?.estimated_rows ?? 0);
+  if (row?.small_unanalysed) {
+    const counted = await db.query<{ n: string }>('SELECT count(*) AS n FROM idempotency_keys');
+    estimatedRows = Number(counted.rows[0]?.n ?? 0);
+  }
   return {
-    estimatedRows: Number(row?.estimated_rows ?? 0),
+    estimatedRows,
     tableBytes: Number(row?.table_bytes ?? 0),
     indexBytes: Number(row?.index_bytes ?? 0),
     toastBytes: Number(row?.toast_bytes ?? 0),

@@ -1,0 +1,68 @@
+// Store statistics: catalog- and index-served figures, the baseline from the flow history,
+// and one sample a minute however many instances try.
+import { describe, expect, it } from 'vitest';
+import { ensurePolicies } from '../../server/retention/policies';
+import { readBaseline, sampleStoreStats } from '../../server/metrics/sampler';
+import { readStoreFigures } from '../../server/metrics/store-figures';
+import { useTestDatabase } from '../helpers/database';
+
+const policy = (retentionSeconds: number, scopeMode: 'endpoint' | 'intent' = 'endpoint') => ({
+  scopeMode,
+  retryWindowSeconds: Math.min(retentionSeconds, 3_600),
+  retentionSeconds,
+  leaseMs: 30_000,
+  lockTimeoutMs: 5_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 1_000,
+});
+
+describe('store statistics', () => {
+  const db = useTestDatabase();
+
+  it('computes the baseline per scope from new keys within its trailing retention', async () => {
+    await ensurePolicies(db.pool, { 'POST /a': policy(7_200), 'POST /b': policy(86_400), 'POST /c': policy(14_400, 'intent') }, 'system');
+    await db.pool.query(`
+      INSERT INTO flow_counts_minute (minute, scope, outcome, count) VALUES
+        (date_trunc('minute', now()) - interval '10 minutes', 'POST /a', 'new', 100),
+        (date_trunc('minute', now()) - interval '10 minutes', 'POST /a', 'replay', 999),
+        (date_trunc('minute', now()) - interval '3 hours', 'POST /a', 'new', 50),
+        (date_trunc('minute', now()) - interval '3 hours', 'POST /b', 'new', 40),
+        (date_trunc('minute', now()) - interval '1 hour', 'intent', 'new', 7);
+      INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES
+        (date_trunc('hour', now()) - interval '20 hours', 'POST /b', 'new', 60),
+        (date_trunc('hour', now()) - interval '30 hours', 'POST /b', 'new', 1000);`);
+    const baseline = await readBaseline(db.pool);
+    expect(baseline).toEqual([
+      { scope: 'POST /a', retentionSeconds: 7_200, newKeys: 100 },
+      { scope: 'POST /b', retentionSeconds: 86_400, newKeys: 100 },
+      { scope: 'intent', retentionSeconds: 14_400, newKeys: 7 },
+    ]);
+  });
+
+  it('reads the figures from the catalog and the indexes', async () => {
+    await db.pool.query(`
+      INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, created_at, expires_at)
+      SELECT gen_random_uuid(), 'POST /a', 'k' || i, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+             now() - interval '1 minute', now() - interval '3 hours', now() - interval '1 hour' + i * interval '1 second'
+      FROM generate_series(1, 10) AS i`);
+    const figures = await readStoreFigures(db.pool);
+    expect(figures.estimatedRows).toBe(10);
+    expect(figures.staleClaims).toBe(10);
+    expect(figures.cleanupLagSeconds).toBeGreaterThan(3_590);
+    expect(figures.cleanupLagSeconds).toBeLessThan(3_700);
+    expect(figures.oldestRowAgeSeconds).toBeGreaterThan(3 * 3_600 - 10);
+    expect(figures.tableBytes).toBeGreaterThan(0);
+    expect(figures.indexBytes).toBeGreaterThan(0);
+  });
+
+  it('takes one sample a minute however many instances try', async () => {
+    // Keep the whole test inside one minute.
+    const second = new Date().getUTCSeconds();
+    if (second > 50) await new Promise((done) => setTimeout(done, (61 - second) * 1000));
+    const results = await Promise.all([sampleStoreStats(db.pool), sampleStoreStats(db.pool), sampleStoreStats(db.pool)]);
+    expect(results.filter((result) => result !== null)).toHaveLength(1);
+    const { rows } = await db.pool.query<{ estimated_rows: string; baseline_rows: string }>('SELECT estimated_rows, baseline_rows FROM store_stats');
+    expect(rows).toEqual([{ estimated_rows: '10', baseline_rows: '207' }]);
+    expect(await sampleStoreStats(db.pool)).toBeNull(); // this minute is taken
+  });
+});
