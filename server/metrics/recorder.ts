@@ -61,7 +61,11 @@ export class FlowRecorder implements FlowObserver {
     await this.flush();
   }
 
-  /** Adds everything recorded so far to the stored buckets; one flush at a time. */
+  /**
+   * Adds everything recorded so far to the stored buckets; one flush at a time. Rows are
+   * upserted in primary-key order, so instances flushing the same buckets at once lock
+   * them in the same order and cannot deadlock.
+   */
   flush(): Promise<void> {
     this.flushing ??= this.flushOnce().finally(() => (this.flushing = null));
     return this.flushing;
@@ -85,10 +89,12 @@ export class FlowRecorder implements FlowObserver {
 WITH counted AS (
   INSERT INTO flow_counts_minute (minute, scope, outcome, count)
   SELECT to_timestamp(m / 1000.0), s, o, c FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS t(m, s, o, c)
+  ORDER BY 1, 2, 3
   ON CONFLICT (minute, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
 )
 INSERT INTO claim_latency_minute (minute, scope, bucket, count)
 SELECT to_timestamp(m / 1000.0), s, b, c FROM unnest($5::bigint[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, s, b, c)
+ORDER BY 1, 2, 3
 ON CONFLICT (minute, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,
         values: [
           counts.map((cell) => cell.minute),
