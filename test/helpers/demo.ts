@@ -3,6 +3,8 @@ import type pg from 'pg';
 import { createDemoApi, type DemoApi } from '../../server/demo/api';
 import { FakeProcessor } from '../../server/demo/processor';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
+import type { EndpointPolicy } from '../../server/idempotency/policy';
+import type { LiveKeyQuota } from '../../server/idempotency/quota';
 import { createTestStore } from './store';
 
 export interface DemoHarness {
@@ -11,7 +13,7 @@ export interface DemoHarness {
   tenant(name?: string): Promise<CreatedTenant>;
 }
 
-export function createDemoHarness(pool: pg.Pool): DemoHarness {
+export function createDemoHarness(pool: pg.Pool, options: { policyFor?: (endpoint: string) => EndpointPolicy; quota?: LiveKeyQuota } = {}): DemoHarness {
   const control = { failNext: false };
   const processor = new FakeProcessor({
     latencyMs: 0,
@@ -22,8 +24,8 @@ export function createDemoHarness(pool: pg.Pool): DemoHarness {
       return fail;
     },
   });
-  const { store } = createTestStore(pool);
-  const api = createDemoApi({ store, pool, processor });
+  const { store } = createTestStore(pool, { quota: options.quota });
+  const api = createDemoApi({ store, pool, processor, policyFor: options.policyFor });
   return { api, processor: control, tenant: (name = 'tenant') => createTenant(pool, name) };
 }
 

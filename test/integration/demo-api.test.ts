@@ -137,6 +137,23 @@ describe('demo payments API', () => {
     expect(bare.headers.get('idempotent-replayed')).toBe('true');
   });
 
+  it('answers 429 with Retry-After over the live-key quota, and still replays existing keys', async () => {
+    const { LiveKeyQuota } = await import('../../server/idempotency/quota');
+    const { paymentsPolicy } = await import('../../server/demo/policies');
+    const quota = new LiveKeyQuota(db.pool);
+    const demo = createDemoHarness(db.pool, { quota, policyFor: () => ({ ...paymentsPolicy, liveKeyQuota: 2 }) });
+    const tenant = await demo.tenant();
+    const body = { amount: 5, currency: 'EUR' };
+    for (const key of ['q-1', 'q-2']) expect((await demo.api.payments(post(PAYMENTS, { apiKey: tenant.apiKey, key, body }))).status).toBe(201);
+    const refused = await demo.api.payments(post(PAYMENTS, { apiKey: tenant.apiKey, key: 'q-3', body }));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('content-type')).toBe('application/problem+json');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    const replay = await demo.api.payments(post(PAYMENTS, { apiKey: tenant.apiKey, key: 'q-1', body }));
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    await quota.stop();
+  });
+
   it('refuses a body over the limit with 413 and stores nothing', async () => {
     const demo = createDemoHarness(db.pool);
     const tenant = await demo.tenant();
