@@ -3,6 +3,7 @@
 // what it adds), and hour buckets older than the hour retention are deleted. One instance
 // at a time (a transaction-scoped advisory lock); each table pair in one transaction.
 import type pg from 'pg';
+import { inTransaction } from '../../db/transaction';
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
 const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;
@@ -19,14 +20,9 @@ export interface RollupResult {
 }
 
 export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): Promise<RollupResult> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ROLLUP_LOCK_KEY.toString()]);
-    if (!rows[0]?.locked) {
-      await client.query('ROLLBACK');
-      return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0 };
-    }
+    if (!rows[0]?.locked) return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0 };
     let minuteRowsRolledUp = 0;
     let hourRowsExpired = 0;
     for (const [minuteTable, hourTable, key] of [
@@ -52,12 +48,6 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     // The store statistics series is kept as long as the hour buckets. Primary key range.
     const samples = await client.query(`DELETE FROM store_stats WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
     hourRowsExpired += samples.rowCount ?? 0;
-    await client.query('COMMIT');
     return { ran: true, minuteRowsRolledUp, hourRowsExpired };
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

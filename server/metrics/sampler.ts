@@ -4,6 +4,7 @@
 // its trailing retention (claim rate over the window x the retention). A ratio well above
 // 1 means expiry is not keeping up.
 import type pg from 'pg';
+import { inTransaction } from '../../db/transaction';
 import type { Queryable } from '../idempotency/statements';
 import { readStoreFigures, type StoreFigures } from './store-figures';
 
@@ -49,14 +50,9 @@ export interface StoreSample extends StoreFigures {
 
 /** Takes this minute's sample unless another instance is taking or has taken it. */
 export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | null> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     const { rows: lock } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [SAMPLER_LOCK_KEY.toString()]);
-    if (!lock[0]?.locked) {
-      await client.query('ROLLBACK');
-      return null;
-    }
+    if (!lock[0]?.locked) return null;
     const figures = await readStoreFigures(client);
     const baseline = (await readBaseline(client)).reduce((sum, scope) => sum + scope.newKeys, 0);
     const { rows } = await client.query<{ sampled_at: Date; last_sweep_run_id: string | null }>(
@@ -67,14 +63,8 @@ export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | nul
        RETURNING sampled_at, last_sweep_run_id`,
       [figures.estimatedRows, baseline, figures.tableBytes, figures.indexBytes, figures.toastBytes, figures.oldestRowAgeSeconds, figures.cleanupLagSeconds, figures.staleClaims],
     );
-    await client.query('COMMIT');
     const row = rows[0];
     if (!row) return null;
     return { ...figures, sampledAt: row.sampled_at, baselineRows: baseline, lastSweepRunId: row.last_sweep_run_id === null ? null : Number(row.last_sweep_run_id) };
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

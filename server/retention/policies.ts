@@ -6,6 +6,7 @@
 // its original was stored under, and runs again). A key's expires_at is fixed when it is
 // claimed, so a change applies to keys claimed after it; existing keys keep theirs.
 import { z } from 'zod';
+import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import type { EndpointPolicy } from '../idempotency/policy';
 import type { Queryable } from '../idempotency/statements';
@@ -120,24 +121,8 @@ export async function getPolicy(db: Queryable, endpoint: string): Promise<Policy
   return row ? toRecord(row) : null;
 }
 
-export interface Transactional {
-  connect(): Promise<Queryable & { release(error?: Error): void }>;
-}
-
-async function inTransaction<T>(pool: Transactional, run: (db: Queryable) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await run(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+/** Anything that hands out a connection for a transaction (a pg.Pool). */
+export type Transactional = Connectable;
 
 /** Creates the policies that do not exist yet (first start); existing ones are left alone. */
 export async function ensurePolicies(pool: Transactional, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {

@@ -2,6 +2,7 @@
 // Found through the partial index idempotency_keys_in_progress_lease_idx, which holds
 // only in-progress rows. The store already lets a retry take such a key over; releasing
 // marks it failed and retryable, so it no longer shows as running.
+import { inTransaction } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import type { KeyIdentity, Queryable } from '../idempotency/statements';
 import type { Transactional } from './policies';
@@ -54,22 +55,14 @@ export class ClaimNotStaleError extends Error {
 
 /** An operator releases one stale claim by hand; audited in the same transaction. Primary key lookup. */
 export async function releaseStaleClaim(pool: Transactional, id: KeyIdentity, actor: string, reason: string): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await client.query(
+  await inTransaction(pool, async (db) => {
+    const result = await db.query(
       `UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
        WHERE principal_id = $1 AND scope = $2 AND key = $3 AND state = 'in_progress' AND lease_expires_at < now()
        RETURNING attempts`,
       [id.principalId, id.scope, id.key],
     );
     if (result.rowCount !== 1) throw new ClaimNotStaleError();
-    await writeAudit(client, { actor, action: 'stale_claim.release', target: { principalId: id.principalId, scope: id.scope, key: id.key }, reason });
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+    await writeAudit(db, { actor, action: 'stale_claim.release', target: { principalId: id.principalId, scope: id.scope, key: id.key }, reason });
+  });
 }
