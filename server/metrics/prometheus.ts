@@ -7,6 +7,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FlowObserver } from '../idempotency/events';
+import { evaluateAlerts, readAlertInputs } from './alerts';
 import { BUCKET_BOUNDS_MS } from './histogram';
 import { readStoreFigures } from './store-figures';
 
@@ -77,6 +78,17 @@ export function createPrometheusMetrics(pool: pg.Pool): PrometheusMetrics {
     async collect() {
       const { rows } = await pool.query<{ rows_deleted: string }>('SELECT rows_deleted FROM sweep_runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1');
       this.set(Number(rows[0]?.rows_deleted ?? 0));
+    },
+  });
+
+  new Gauge({
+    name: 'retrysafe_alert_firing',
+    help: 'Alerts firing now (1), by name and severity, evaluated from the stored series',
+    labelNames: ['name', 'severity'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const alert of evaluateAlerts(await readAlertInputs(pool))) this.set({ name: alert.name, severity: alert.severity }, 1);
     },
   });
 

@@ -2,6 +2,7 @@
 // and one sample a minute however many instances try.
 import { describe, expect, it } from 'vitest';
 import { ensurePolicies } from '../../server/retention/policies';
+import { evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { readBaseline, sampleStoreStats } from '../../server/metrics/sampler';
 import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
@@ -64,5 +65,17 @@ describe('store statistics', () => {
     const { rows } = await db.pool.query<{ estimated_rows: string; baseline_rows: string }>('SELECT estimated_rows, baseline_rows FROM store_stats');
     expect(rows).toEqual([{ estimated_rows: '10', baseline_rows: '207' }]);
     expect(await sampleStoreStats(db.pool)).toBeNull(); // this minute is taken
+  });
+
+  it('evaluates alerts from the stored series', async () => {
+    await db.pool.query(`
+      DELETE FROM store_stats;
+      INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
+      SELECT date_trunc('minute', now()) - m * interval '1 minute', 5000, 1000, 0, 0, 0, 7200, 1 FROM generate_series(0, 20) AS m;
+      INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+      VALUES (gen_random_uuid(), 'POST /a', 'crashed', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+              now() - interval '20 minutes', now() + interval '1 day');`);
+    const alerts = evaluateAlerts(await readAlertInputs(db.pool));
+    expect(alerts.map((alert) => alert.name)).toEqual(expect.arrayContaining(['rows_over_baseline', 'cleanup_lag', 'stale_claims']));
   });
 });

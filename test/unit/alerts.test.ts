@@ -1,0 +1,77 @@
+// Each alert fires on a crafted series that meets its rule for its whole duration, and
+// clears when the series recovers (or when the rule held for less than the duration).
+import { describe, expect, it } from 'vitest';
+import { evaluateAlerts, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
+import { BUCKET_COUNT, bucketOf } from '../../server/metrics/histogram';
+
+const now = new Date('2026-12-02T12:00:00Z');
+const minutesAgo = (m: number) => new Date(now.getTime() - m * 60_000);
+
+function store(minutes: number, point: (m: number) => Partial<StoreSamplePoint>): StoreSamplePoint[] {
+  return Array.from({ length: minutes + 1 }, (_, i) => ({
+    at: minutesAgo(minutes - i),
+    estimatedRows: 1_000,
+    baselineRows: 1_000,
+    cleanupLagSeconds: 0,
+    oldestStaleSeconds: 0,
+    ...point(minutes - i),
+  }));
+}
+
+function histogram(latencyMs: number, count: number): number[] {
+  const buckets = new Array<number>(BUCKET_COUNT).fill(0);
+  buckets[bucketOf(latencyMs)] = count;
+  return buckets;
+}
+
+function flow(minutes: number, point: (m: number) => Partial<FlowMinutePoint>): FlowMinutePoint[] {
+  return Array.from({ length: minutes + 1 }, (_, i) => ({ at: minutesAgo(minutes - i), claims: 100, mismatches: 0, conflicts: 0, latency: histogram(2, 100), ...point(minutes - i) }));
+}
+
+const names = (input: Parameters<typeof evaluateAlerts>[0]) => evaluateAlerts(input).map((alert) => alert.name);
+const quiet = { now, store: store(20, () => ({})), flow: flow(10, () => ({})), policies: [] };
+
+describe('alerts', () => {
+  it('stays quiet on a healthy series', () => {
+    expect(names(quiet)).toEqual([]);
+  });
+
+  it('fires rows_over_baseline after 15 minutes over 1.25x, and not after 10', () => {
+    expect(names({ ...quiet, store: store(20, () => ({ estimatedRows: 1_300 })) })).toEqual(['rows_over_baseline']);
+    expect(names({ ...quiet, store: store(20, (m) => ({ estimatedRows: m <= 10 ? 1_300 : 1_000 })) })).toEqual([]);
+    expect(names({ ...quiet, store: store(20, (m) => ({ estimatedRows: m === 0 ? 1_000 : 1_300 })) })).toEqual([]);
+  });
+
+  it('fires cleanup_lag over an hour', () => {
+    expect(names({ ...quiet, store: store(20, () => ({ cleanupLagSeconds: 3_700 })) })).toEqual(['cleanup_lag']);
+    expect(names({ ...quiet, store: store(20, () => ({ cleanupLagSeconds: 3_500 })) })).toEqual([]);
+  });
+
+  it('fires stale_claims when one is 10 minutes past its lease', () => {
+    expect(names({ ...quiet, store: store(20, (m) => ({ oldestStaleSeconds: m === 0 ? 660 : 0 })) })).toEqual(['stale_claims']);
+    expect(names({ ...quiet, store: store(20, (m) => ({ oldestStaleSeconds: m === 0 ? 300 : 0 })) })).toEqual([]);
+  });
+
+  it('fires claim_p99 over the objective for 5 minutes', () => {
+    expect(names({ ...quiet, flow: flow(10, () => ({ latency: histogram(80, 100) })) })).toEqual(['claim_p99']);
+    expect(names({ ...quiet, flow: flow(10, (m) => ({ latency: histogram(m === 0 ? 2 : 80, 100) })) })).toEqual([]);
+    // Too little traffic to judge: no alert.
+    expect(names({ ...quiet, flow: flow(10, () => ({ claims: 3, latency: histogram(80, 3) })) })).toEqual([]);
+  });
+
+  it('fires mismatch_rate and conflict_rate over their shares', () => {
+    expect(names({ ...quiet, flow: flow(10, () => ({ mismatches: 8 })) })).toEqual(['mismatch_rate']);
+    expect(names({ ...quiet, flow: flow(10, () => ({ conflicts: 15 })) })).toEqual(['conflict_rate']);
+    expect(names({ ...quiet, flow: flow(10, () => ({ mismatches: 2, conflicts: 5 })) })).toEqual([]);
+  });
+
+  it('always fires retention_below_window as critical', () => {
+    const alerts = evaluateAlerts({ ...quiet, policies: [{ endpoint: 'POST /x', retryWindowSeconds: 86_400, retentionSeconds: 3_600 }] });
+    expect(alerts.map((alert) => [alert.name, alert.severity])).toEqual([['retention_below_window', 'critical']]);
+    expect(alerts[0]?.action).toMatch(/Raise the retention/);
+  });
+
+  it('needs history covering the whole duration', () => {
+    expect(names({ ...quiet, store: store(5, () => ({ estimatedRows: 5_000 })) })).toEqual([]);
+  });
+});
