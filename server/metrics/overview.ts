@@ -1,0 +1,177 @@
+// The dashboard's overview for a time range: flow rates per second and as a share of
+// claims, claim latency percentiles from the merged histograms, the store series against
+// its baseline, the last sweep and the current alerts. Aggregates only: no key, response
+// body or fingerprint is read. Every query is a primary-key range scan on a time column.
+import { z } from 'zod';
+import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
+import type { Queryable } from '../idempotency/statements';
+import { evaluateAlerts, readAlertInputs, type Alert } from './alerts';
+import { BUCKET_COUNT, percentileOf } from './histogram';
+
+export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
+export type OverviewRange = keyof typeof overviewRanges;
+
+/** Step per range (seconds), so a chart has 60 to 170 points. Hour buckets past a day. */
+const steps: Record<OverviewRange, number> = { '1h': 60, '6h': 300, '24h': 900, '7d': 3_600, '30d': 21_600 };
+
+export const overviewQuery = z.strictObject({
+  range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
+  scope: z.string().min(1).max(200).optional(),
+});
+export type OverviewQuery = z.infer<typeof overviewQuery>;
+
+export interface FlowPoint {
+  t: string;
+  claims: number;
+  counts: Record<ClaimOutcome, number>;
+  perSecond: Record<ClaimOutcome, number>;
+  /** Share of claims, 0..1 (0 when there were none). */
+  share: Record<ClaimOutcome, number>;
+  p50Ms: number | null;
+  p95Ms: number | null;
+  p99Ms: number | null;
+}
+
+export interface StorePoint {
+  t: string;
+  rows: number;
+  baseline: number;
+  ratio: number | null;
+  tableBytes: number;
+  indexBytes: number;
+  toastBytes: number;
+  oldestRowAgeSeconds: number | null;
+  cleanupLagSeconds: number;
+  staleClaims: number;
+}
+
+export interface Overview {
+  range: OverviewRange;
+  stepSeconds: number;
+  from: string;
+  to: string;
+  scope: string | null;
+  scopes: string[];
+  flow: FlowPoint[];
+  store: StorePoint[];
+  lastSweep: { id: number; finishedAt: string | null; status: string; rowsDeleted: number; staleReleased: number; stopReason: string | null } | null;
+  alerts: Alert[];
+}
+
+const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
+const finite = (value: number) => (Number.isFinite(value) ? value : null);
+
+export async function readOverview(db: Queryable, query: OverviewQuery): Promise<Overview> {
+  const rangeSeconds = overviewRanges[query.range];
+  const step = steps[query.range];
+  const hourly = rangeSeconds > 86_400;
+  const { rows: clock } = await db.query<{ to: Date; from: Date }>(
+    `SELECT date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
+            date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' - $2::int * interval '1 second' AS from`,
+    [step, rangeSeconds],
+  );
+  const window = clock[0];
+  if (!window) throw new Error('no clock');
+  const [countTable, latencyTable, timeColumn] = hourly ? ['flow_counts_hour', 'claim_latency_hour', 'hour'] : ['flow_counts_minute', 'claim_latency_minute', 'minute'];
+  const params = [step, window.from, window.to, query.scope ?? null];
+  const bucket = `date_bin($1::int * interval '1 second', ${timeColumn}, 'epoch')`;
+  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>(
+    `SELECT ${bucket} AS t, outcome, sum(count) AS n FROM ${countTable}
+     WHERE ${timeColumn} >= $2 AND ${timeColumn} < $3 AND ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+    params,
+  );
+  const latency = await db.query<{ t: Date; bucket: number; n: string }>(
+    `SELECT ${bucket} AS t, bucket, sum(count) AS n FROM ${latencyTable}
+     WHERE ${timeColumn} >= $2 AND ${timeColumn} < $3 AND ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+    params,
+  );
+  const scopes = await db.query<{ scope: string }>(
+    `SELECT DISTINCT scope FROM ${countTable} WHERE ${timeColumn} >= $1 AND ${timeColumn} < $2 ORDER BY scope`,
+    [window.from, window.to],
+  );
+  const samples = await db.query<{
+    t: Date;
+    estimated_rows: string;
+    baseline_rows: string;
+    table_bytes: string;
+    index_bytes: string;
+    toast_bytes: string;
+    oldest_row_age_seconds: number | null;
+    cleanup_lag_seconds: number;
+    stale_claims: number;
+  }>(
+    `SELECT DISTINCT ON (1) date_bin($1::int * interval '1 second', sampled_at, 'epoch') AS t, estimated_rows, baseline_rows,
+            table_bytes, index_bytes, toast_bytes, oldest_row_age_seconds, cleanup_lag_seconds, stale_claims
+     FROM store_stats WHERE sampled_at >= $2 AND sampled_at < $3 ORDER BY 1, sampled_at DESC`,
+    [step, window.from, window.to],
+  );
+  const sweep = await db.query<{ id: string; finished_at: Date | null; status: string; rows_deleted: string; stale_released: number; stop_reason: string | null }>(
+    'SELECT id, finished_at, status, rows_deleted, stale_released, stop_reason FROM sweep_runs ORDER BY id DESC LIMIT 1',
+  );
+
+  const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
+  for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
+  for (const row of counts.rows) {
+    const point = flow.get(row.t.getTime());
+    if (point) point.counts[row.outcome] += Number(row.n);
+  }
+  for (const row of latency.rows) {
+    const point = flow.get(row.t.getTime());
+    if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
+  }
+  const lastSweep = sweep.rows[0];
+  return {
+    range: query.range,
+    stepSeconds: step,
+    from: window.from.toISOString(),
+    to: window.to.toISOString(),
+    scope: query.scope ?? null,
+    scopes: scopes.rows.map((row) => row.scope),
+    flow: [...flow.entries()].map(([t, point]) => {
+      const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
+      const perSecond = zeroes();
+      const share = zeroes();
+      for (const outcome of claimOutcomes) {
+        perSecond[outcome] = point.counts[outcome] / step;
+        share[outcome] = claims > 0 ? point.counts[outcome] / claims : 0;
+      }
+      return {
+        t: new Date(t).toISOString(),
+        claims,
+        counts: point.counts,
+        perSecond,
+        share,
+        p50Ms: finite(percentileOf(point.latency, 50)),
+        p95Ms: finite(percentileOf(point.latency, 95)),
+        p99Ms: finite(percentileOf(point.latency, 99)),
+      };
+    }),
+    store: samples.rows.map((row) => {
+      const rows = Number(row.estimated_rows);
+      const baseline = Number(row.baseline_rows);
+      return {
+        t: row.t.toISOString(),
+        rows,
+        baseline,
+        ratio: baseline > 0 ? rows / baseline : null,
+        tableBytes: Number(row.table_bytes),
+        indexBytes: Number(row.index_bytes),
+        toastBytes: Number(row.toast_bytes),
+        oldestRowAgeSeconds: row.oldest_row_age_seconds,
+        cleanupLagSeconds: row.cleanup_lag_seconds,
+        staleClaims: row.stale_claims,
+      };
+    }),
+    lastSweep: lastSweep
+      ? {
+          id: Number(lastSweep.id),
+          finishedAt: lastSweep.finished_at?.toISOString() ?? null,
+          status: lastSweep.status,
+          rowsDeleted: Number(lastSweep.rows_deleted),
+          staleReleased: lastSweep.stale_released,
+          stopReason: lastSweep.stop_reason,
+        }
+      : null,
+    alerts: evaluateAlerts(await readAlertInputs(db)),
+  };
+}

@@ -1,0 +1,70 @@
+// The overview read model: rates, shares and percentiles per step from the stored buckets,
+// the store series, and nothing of any stored response.
+import { describe, expect, it } from 'vitest';
+import { bucketOf } from '../../server/metrics/histogram';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+
+describe('overview', () => {
+  const db = useTestDatabase();
+
+  it('aggregates a range into steps with rates, shares and latency percentiles', async () => {
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - interval '5 minutes', s, o, c FROM (VALUES
+         ('POST /a', 'new', 60), ('POST /a', 'replay', 30), ('POST /a', 'mismatch', 10), ('POST /b', 'new', 120)) AS v(s, o, c);
+       INSERT INTO claim_latency_minute (minute, scope, bucket, count) VALUES
+         (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $1, 95),
+         (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $2, 5);
+       INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
+       VALUES (date_trunc('minute', now()) - interval '2 minutes', 1500, 1000, 8192, 16384, 0, 12, 0);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
+    );
+    const all = await readOverview(db.pool, overviewQuery.parse({ range: '1h' }));
+    expect(all.stepSeconds).toBe(60);
+    expect(all.flow).toHaveLength(60);
+    expect(all.scopes).toEqual(['POST /a', 'POST /b']);
+    const busy = all.flow.filter((point) => point.claims > 0);
+    expect(busy).toHaveLength(1);
+    expect(busy[0]).toMatchObject({ claims: 220, counts: { new: 180, replay: 30, mismatch: 10 } });
+    expect(busy[0]?.perSecond.new).toBeCloseTo(3, 5);
+    const a = await readOverview(db.pool, overviewQuery.parse({ range: '1h', scope: 'POST /a' }));
+    const point = a.flow.find((candidate) => candidate.claims > 0);
+    expect(point?.share.mismatch).toBeCloseTo(0.1, 5);
+    expect(point?.p50Ms).toBeLessThan(2);
+    expect(point?.p99Ms).toBeGreaterThan(30);
+    expect(a.store).toEqual([expect.objectContaining({ rows: 1500, baseline: 1000, ratio: 1.5, indexBytes: 16384 })]);
+  });
+
+  it('reads hour buckets for week and month ranges', async () => {
+    await db.pool.query(
+      `INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'POST /a', 'new', 7200)`,
+    );
+    const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d' }));
+    expect(week.stepSeconds).toBe(3_600);
+    expect(week.flow.reduce((sum, point) => sum + point.counts.new, 0)).toBe(7200);
+  });
+
+  it('refuses unknown parameters and ranges', () => {
+    expect(overviewQuery.safeParse({ range: '2h' }).success).toBe(false);
+    expect(overviewQuery.safeParse({ range: '1h', body: 'x' }).success).toBe(false);
+  });
+
+  it('never carries a stored response or a fingerprint', async () => {
+    const sentinel = 'SENTINEL-overview-7f3a';
+    const { store } = createTestStore(db.pool);
+    await store.execute({
+      principalId: principal(),
+      key: sentinel,
+      endpoint: 'POST /a',
+      method: 'POST',
+      body: { sentinel },
+      policy: testPolicy,
+      mode: 'claim-first',
+      work: () => Promise.resolve(jsonResult(201, { sentinel })),
+    });
+    const json = JSON.stringify(await readOverview(db.pool, overviewQuery.parse({ range: '24h' })));
+    expect(json).not.toContain(sentinel);
+    expect(json).not.toMatch(/fingerprint|response_body|responseBody/);
+  });
+});
