@@ -2,7 +2,7 @@
 // expired, loaded in batches of 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
 
-/** Loads `rows` expired keys whose expiries spread over the day after `expiresFrom`. */
+/** Loads `rows` keys whose expiries spread over the day after `expiresFrom` (in the past: expired). */
 export async function loadExpiredKeys(pool: pg.Pool, rows: number, expiresFrom: Date): Promise<void> {
   for (let offset = 0; offset < rows; offset += 250_000) {
     await pool.query(

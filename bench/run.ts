@@ -7,6 +7,7 @@ import { cpus } from 'node:os';
 import { benchClaims } from './claims';
 import { openBenchDatabase } from './database';
 import { benchPartitions } from './partitions';
+import { benchStatsQueries } from './stats-queries';
 import { benchSweeper } from './sweeper';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, sweeper, partitions;
+    let claims, sweeper, partitions, statsQueries;
     if (wanted('claims')) {
       log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
       claims = await benchClaims(database, log);
@@ -27,6 +28,15 @@ async function main(): Promise<void> {
     if (wanted('sweeper')) {
       log('\n== Sweeper: expiry under live claim traffic ==');
       sweeper = await benchSweeper(database, log);
+    }
+    if (wanted('stats')) {
+      log('\n== Monitoring queries on a 10-million-row store ==');
+      const big = await openBenchDatabase({ adminUrl: database.adminUrl });
+      try {
+        statsQueries = await benchStatsQueries(big, log);
+      } finally {
+        await big.close();
+      }
     }
     if (wanted('partitions')) {
       log('\n== Partitioned layout: dropping a day partition under live claims ==');
@@ -38,7 +48,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper, partitions }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper, partitions, statsQueries }, null, 2));
   } finally {
     await database.close();
   }
