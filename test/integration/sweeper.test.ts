@@ -137,7 +137,8 @@ describe('sweeper', () => {
 
   it('lets one sweeper run at a time across two processes', async () => {
     await seed(20_000, 8_000, -10);
-    const long = sweepOnce(db.pool, 'schedule', { chunkSize: 100, minPauseMs: 20 });
+    // At least 200 chunks x 40 ms: long enough for a second process to start under load.
+    const long = sweepOnce(db.pool, 'schedule', { chunkSize: 100, minPauseMs: 40 });
     await sleep(300);
     // While this process sweeps, another one (the CLI) finds the sweeper lock taken.
     const other = await run(process.execPath, ['--import', 'tsx', 'server/cli/main.ts', 'sweep'], {
