@@ -1,6 +1,7 @@
 // One zod-validated view of the environment. Empty variables count as unset, so
 // `DATABASE_URL= npm start` means "use the default", not "connect to ''".
 import { z } from 'zod';
+import { alertThresholdOverrides } from './metrics/alerts';
 
 const postgresUrl = z
   .string()
@@ -59,6 +60,19 @@ const environmentSchema = z.object({
   METRICS_MINUTE_RETENTION_HOURS: z.coerce.number().int().min(1).max(24 * 14).default(48),
   /** Hour buckets are kept this long. */
   METRICS_HOUR_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(35),
+  /** Overrides of the alert thresholds, as a JSON object (see server/metrics/alerts.ts). */
+  ALERT_THRESHOLDS: z
+    .string()
+    .transform((value, context) => {
+      try {
+        return JSON.parse(value) as unknown;
+      } catch {
+        context.addIssue({ code: 'custom', message: 'must be a JSON object' });
+        return z.NEVER;
+      }
+    })
+    .pipe(alertThresholdOverrides)
+    .optional(),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
   STALE_CLAIM_RELEASE_AFTER_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
 });

@@ -17,6 +17,7 @@ import { IdempotencyStore } from '@/server/idempotency/store';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
+import { thresholdsWith, type AlertThresholds } from '@/server/metrics/alerts';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
 import { FlowRecorder, observeAll } from '@/server/metrics/recorder';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
@@ -31,6 +32,7 @@ export interface Services {
   recorder: FlowRecorder;
   prometheus: PrometheusMetrics;
   metricsToken: string | undefined;
+  alertThresholds: AlertThresholds;
   demo: DemoApi;
 }
 
@@ -69,7 +71,8 @@ async function bootServices(): Promise<Services> {
     flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
     onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
   });
-  const prometheus = createPrometheusMetrics(pool);
+  const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
+  const prometheus = createPrometheusMetrics(pool, thresholds);
   const store = new IdempotencyStore({
     observer: observeAll(recorder, prometheus.observer),
     pool: pool,
@@ -124,7 +127,7 @@ async function bootServices(): Promise<Services> {
   sampler.unref();
   if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, demo };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo };
 }
 
 function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): void {

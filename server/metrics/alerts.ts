@@ -2,6 +2,7 @@
 // every instance sees the same ones. Each rule has a named threshold, a duration for which
 // the condition must hold on every sample, a severity and a one-line action. Thresholds are
 // configuration with defaults (alertThresholds).
+import { z } from 'zod';
 import type { Queryable } from '../idempotency/statements';
 import { BUCKET_COUNT, percentileOf } from './histogram';
 
@@ -33,6 +34,26 @@ export const alertThresholds: AlertThresholds = {
   rateMinutes: 5,
   minimumClaimsPerMinute: 20,
 };
+
+/** ALERT_THRESHOLDS: a JSON object overriding any of the defaults, e.g. {"claimP99ObjectiveMs": 30}. */
+export const alertThresholdOverrides = z
+  .strictObject({
+    rowsOverBaselineRatio: z.number().positive(),
+    rowsOverBaselineMinutes: z.number().int().positive(),
+    cleanupLagSeconds: z.number().positive(),
+    staleClaimMinutes: z.number().positive(),
+    claimP99ObjectiveMs: z.number().positive(),
+    claimP99Minutes: z.number().int().positive(),
+    mismatchShare: z.number().min(0).max(1),
+    conflictShare: z.number().min(0).max(1),
+    rateMinutes: z.number().int().positive(),
+    minimumClaimsPerMinute: z.number().int().min(0),
+  })
+  .partial();
+
+export function thresholdsWith(overrides: z.infer<typeof alertThresholdOverrides> = {}): AlertThresholds {
+  return { ...alertThresholds, ...overrides };
+}
 
 export interface StoreSamplePoint {
   at: Date;

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
 import type { Queryable } from '../idempotency/statements';
-import { evaluateAlerts, readAlertInputs, type Alert } from './alerts';
+import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { BUCKET_COUNT, percentileOf } from './histogram';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
@@ -61,7 +61,7 @@ export interface Overview {
 const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
 const finite = (value: number) => (Number.isFinite(value) ? value : null);
 
-export async function readOverview(db: Queryable, query: OverviewQuery): Promise<Overview> {
+export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds): Promise<Overview> {
   const rangeSeconds = overviewRanges[query.range];
   const step = steps[query.range];
   const hourly = rangeSeconds > 86_400;
@@ -172,6 +172,6 @@ export async function readOverview(db: Queryable, query: OverviewQuery): Promise
           stopReason: lastSweep.stop_reason,
         }
       : null,
-    alerts: evaluateAlerts(await readAlertInputs(db)),
+    alerts: evaluateAlerts(await readAlertInputs(db), thresholds),
   };
 }

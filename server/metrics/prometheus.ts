@@ -7,7 +7,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FlowObserver } from '../idempotency/events';
-import { evaluateAlerts, readAlertInputs } from './alerts';
+import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds } from './alerts';
 import { BUCKET_BOUNDS_MS } from './histogram';
 import { readStoreFigures } from './store-figures';
 
@@ -17,7 +17,7 @@ export interface PrometheusMetrics {
   observer: FlowObserver;
 }
 
-export function createPrometheusMetrics(pool: pg.Pool): PrometheusMetrics {
+export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThresholds = alertThresholds): PrometheusMetrics {
   const registry = new Registry();
   const claims = new Counter({
     name: 'retrysafe_claims_total',
@@ -88,7 +88,7 @@ export function createPrometheusMetrics(pool: pg.Pool): PrometheusMetrics {
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool))) this.set({ name: alert.name, severity: alert.severity }, 1);
+      for (const alert of evaluateAlerts(await readAlertInputs(pool), thresholds)) this.set({ name: alert.name, severity: alert.severity }, 1);
     },
   });
 

@@ -25,8 +25,18 @@ describe('readEnvironment', () => {
     { RESPONSE_ENCRYPTION_KEYS: 'k1:dG9vLXNob3J0' },
     { RESPONSE_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')},k1:${Buffer.alloc(32).toString('base64')}` },
     { DEMO_TRAFFIC: 'yes' },
+    { ALERT_THRESHOLDS: 'not json' },
+    { ALERT_THRESHOLDS: '{"claimP99ObjectiveMs": -1}' },
+    { ALERT_THRESHOLDS: '{"unknownThreshold": 1}' },
   ])('refuses %o', (source) => {
     expect(() => readEnvironment(source)).toThrow(ConfigurationError);
+  });
+
+  it('reads alert threshold overrides as JSON', () => {
+    expect(readEnvironment({ ALERT_THRESHOLDS: '{"claimP99ObjectiveMs": 30, "mismatchShare": 0.01}' }).ALERT_THRESHOLDS).toEqual({
+      claimP99ObjectiveMs: 30,
+      mismatchShare: 0.01,
+    });
   });
 
   it('parses encryption keys, first one first, and never echoes a value it refuses', () => {

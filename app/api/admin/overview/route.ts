@@ -25,6 +25,6 @@ export async function GET(request: Request): Promise<Response> {
       randomUUID(),
     );
   }
-  const overview = await readOverview(services.ownerPool, parsed.data);
+  const overview = await readOverview(services.ownerPool, parsed.data, services.alertThresholds);
   return Response.json(overview, { headers: { 'Cache-Control': 'no-store' } });
 }
