@@ -1,10 +1,7 @@
 // Connection pools. The owner pool serves the store, the demo API and migrations;
-// the dashboard gets its own restricted role once the auth work lands.
-import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+// the dashboard gets its own restricted role once the auth work lands. (Queries are
+// named pg statements; Drizzle is used for the schema and migrations.)
 import pg from 'pg';
-import * as schema from './schema';
-
-export type Database = NodePgDatabase<typeof schema>;
 
 export interface PoolOptions {
   /** Shown in pg_stat_activity, so an operator can tell the app's connections apart. */
@@ -25,8 +22,4 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
   // the pool discards it and the next checkout reconnects.
   pool.on('error', () => undefined);
   return pool;
-}
-
-export function createDatabase(pool: pg.Pool): Database {
-  return drizzle(pool, { schema });
 }

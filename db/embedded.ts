@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
-import { isProcessAlive, withFileLock } from './file-lock';
+import { withFileLock } from './file-lock';
 
 const run = promisify(execFile);
 const DATABASE_NAME = 'retrysafe';
@@ -200,6 +200,16 @@ function runningPort(pgdata: string): number | undefined {
   const port = Number(lines[3]);
   if (!Number.isInteger(pid) || !isProcessAlive(pid) || !Number.isInteger(port)) return undefined;
   return port;
+}
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 async function ensureDatabase(adminUrl: string, name: string): Promise<void> {

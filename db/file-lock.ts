@@ -6,16 +6,6 @@ import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import lockfile from 'proper-lockfile';
 
-export function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Runs `fn` while holding the lock named by `path` (created as `path.lock`). */
 export async function withFileLock<T>(path: string, fn: () => Promise<T>, timeoutMs = 300_000): Promise<T> {
   await mkdir(dirname(path), { recursive: true });

@@ -20,10 +20,19 @@ const journalSchema = z.object({
 });
 export type MigrationEntry = z.infer<typeof journalSchema>['entries'][number];
 
-/** The migrations this build ships, oldest first. */
-export async function readJournal(folder = MIGRATIONS_FOLDER): Promise<MigrationEntry[]> {
-  const text = await readFile(join(folder, 'meta', '_journal.json'), 'utf8');
-  return journalSchema.parse(JSON.parse(text)).entries.sort((a, b) => a.idx - b.idx);
+const journals = new Map<string, Promise<MigrationEntry[]>>();
+
+/** The migrations this build ships, oldest first (read once per folder: /api/health asks often). */
+export function readJournal(folder = MIGRATIONS_FOLDER): Promise<MigrationEntry[]> {
+  let journal = journals.get(folder);
+  if (!journal) {
+    journal = readFile(join(folder, 'meta', '_journal.json'), 'utf8').then((text) =>
+      journalSchema.parse(JSON.parse(text)).entries.sort((a, b) => a.idx - b.idx),
+    );
+    journal.catch(() => journals.delete(folder));
+    journals.set(folder, journal);
+  }
+  return journal;
 }
 
 export interface MigrationStatus {

@@ -27,16 +27,3 @@ export const INTENT_SCOPE = 'intent';
 export function scopeFor(policy: EndpointPolicy, endpoint: string): string {
   return policy.scopeMode === 'intent' ? INTENT_SCOPE : endpoint;
 }
-
-export class PolicyError extends Error {
-  readonly code = 'INVALID_POLICY';
-}
-
-export function assertValidPolicy(policy: EndpointPolicy): void {
-  if (policy.retentionMs < policy.retryWindowMs) {
-    throw new PolicyError(`retention (${policy.retentionMs} ms) is shorter than the documented retry window (${policy.retryWindowMs} ms)`);
-  }
-  for (const [name, value] of Object.entries(policy)) {
-    if (typeof value === 'number' && (!Number.isFinite(value) || value <= 0)) throw new PolicyError(`${name} must be positive`);
-  }
-}

@@ -7,6 +7,7 @@ import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
 import type { Queryable } from '../idempotency/statements';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { BUCKET_COUNT, percentileOf } from './histogram';
+import type { StoreFigures } from './store-figures';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -32,17 +33,12 @@ export interface FlowPoint {
   p99Ms: number | null;
 }
 
-export interface StorePoint {
+/** One store_stats sample: the store's figures, named for the chart, against its baseline. */
+export interface StorePoint extends Omit<StoreFigures, 'estimatedRows'> {
   t: string;
   rows: number;
   baseline: number;
   ratio: number | null;
-  tableBytes: number;
-  indexBytes: number;
-  toastBytes: number;
-  oldestRowAgeSeconds: number | null;
-  cleanupLagSeconds: number;
-  staleClaims: number;
 }
 
 export interface Overview {
