@@ -121,10 +121,12 @@ async function bootServices(): Promise<Services> {
     }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
   }, 5 * 60_000);
   rollup.unref();
-  const sampler = setInterval(() => {
+  const sample = () => {
     sampleStoreStats(pool).catch((error: unknown) => logEvent('error', 'store statistics sample failed', { reason: reason(error) }));
-  }, 60_000);
-  sampler.unref();
+  };
+  // The first sample soon after boot, so a new dashboard has a store point within seconds.
+  setTimeout(sample, 5_000).unref();
+  setInterval(sample, 60_000).unref();
   if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo };

@@ -72,3 +72,20 @@ export const storeStats = pgTable(
   // The primary key serves every time-range read of the series.
   () => [],
 );
+
+export const storeStatsScopes = pgTable(
+  'store_stats_scopes',
+  {
+    // Taken with the store_stats sample of the same minute, from a bounded page sample of the
+    // key table (server/metrics/scope-sample.ts): an estimate, not a count.
+    sampledAt: timestamp('sampled_at', { withTimezone: true }).notNull(),
+    scope: text('scope').notNull(),
+    estimatedRows: bigint('estimated_rows', { mode: 'number' }).notNull(),
+    // Stored (sealed) response bytes of the scope: one verbose endpoint can dominate the table.
+    responseBytes: bigint('response_bytes', { mode: 'number' }).notNull(),
+    // Share of the table's pages the estimate read (1 = the whole table, exact).
+    sampledFraction: doublePrecision('sampled_fraction').notNull(),
+  },
+  // Serves "the sample at or before t" (max(sampled_at) then the rows of that minute) and the expiry range delete.
+  (t) => [primaryKey({ name: 'store_stats_scopes_pkey', columns: [t.sampledAt, t.scope] })],
+);

@@ -7,6 +7,7 @@ import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
 import type { Queryable } from '../idempotency/statements';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { BUCKET_COUNT, percentileOf } from './histogram';
+import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
@@ -50,6 +51,8 @@ export interface Overview {
   scopes: string[];
   flow: FlowPoint[];
   store: StorePoint[];
+  /** Each scope's estimated rows and stored response bytes, from the last sample in the range (null: none yet). */
+  storeByScope: { sampledAt: string; scopes: { scope: string; estimatedRows: number; responseBytes: number }[] } | null;
   lastSweep: { id: number; finishedAt: string | null; status: string; rowsDeleted: number; staleReleased: number; stopReason: string | null } | null;
   alerts: Alert[];
 }
@@ -96,9 +99,15 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     cleanup_lag_seconds: number;
     stale_claims: number;
   }>(
-    `SELECT DISTINCT ON (1) date_bin($1::int * interval '1 second', sampled_at, 'epoch') AS t, estimated_rows, baseline_rows,
-            table_bytes, index_bytes, toast_bytes, oldest_row_age_seconds, cleanup_lag_seconds, stale_claims
-     FROM store_stats WHERE sampled_at >= $2 AND sampled_at < $3 ORDER BY 1, sampled_at DESC`,
+    // The last sample of each step: one backward primary-key probe per step, so a 30-day range
+    // reads 120 samples rather than 43,000.
+    `SELECT g.t, s.estimated_rows, s.baseline_rows, s.table_bytes, s.index_bytes, s.toast_bytes,
+            s.oldest_row_age_seconds, s.cleanup_lag_seconds, s.stale_claims
+     FROM generate_series($2::timestamptz, $3::timestamptz - $1::int * interval '1 second', $1::int * interval '1 second') AS g(t)
+     CROSS JOIN LATERAL (
+       SELECT * FROM store_stats WHERE sampled_at >= g.t AND sampled_at < g.t + $1::int * interval '1 second'
+       ORDER BY sampled_at DESC LIMIT 1
+     ) s ORDER BY g.t`,
     [step, window.from, window.to],
   );
   const sweep = await db.query<{ id: string; finished_at: Date | null; status: string; rows_deleted: string; stale_released: number; stop_reason: string | null }>(
@@ -115,6 +124,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     const point = flow.get(row.t.getTime());
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
+  const scopeSample = (await readLatestScopeFigures(db, window.to)).filter((figure) => figure.sampledAt >= window.from);
   const lastSweep = sweep.rows[0];
   return {
     range: query.range,
@@ -158,6 +168,15 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
         staleClaims: row.stale_claims,
       };
     }),
+    storeByScope:
+      scopeSample[0] === undefined
+        ? null
+        : {
+            sampledAt: scopeSample[0].sampledAt.toISOString(),
+            scopes: scopeSample
+              .filter((figure) => query.scope === undefined || figure.scope === query.scope)
+              .map(({ scope, estimatedRows, responseBytes }) => ({ scope, estimatedRows, responseBytes })),
+          },
     lastSweep: lastSweep
       ? {
           id: Number(lastSweep.id),

@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FlowObserver } from '../idempotency/events';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds } from './alerts';
 import { BUCKET_BOUNDS_MS } from './histogram';
+import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
 
 export interface PrometheusMetrics {
@@ -34,11 +35,7 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   });
 
   // Store gauges: one query per scrape, shared by all of them.
-  let pending: ReturnType<typeof readStoreFigures> | null = null;
-  const figures = () => {
-    pending ??= readStoreFigures(pool).finally(() => setTimeout(() => (pending = null), 1_000).unref());
-    return pending;
-  };
+  const figures = sharedPerScrape(() => readStoreFigures(pool));
   const storeGauge = (name: string, help: string, pick: (value: Awaited<ReturnType<typeof readStoreFigures>>) => number | null) =>
     new Gauge({
       name,
@@ -56,6 +53,24 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   storeGauge('retrysafe_store_oldest_row_age_seconds', 'Age of the row that expires first', (f) => f.oldestRowAgeSeconds);
   storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far past its expiry the oldest surviving row is', (f) => f.cleanupLagSeconds);
   storeGauge('retrysafe_stale_claims', 'In-progress claims whose lease has passed', (f) => f.staleClaims);
+
+  // Per scope, from the sampler's last sample (a page sample of the table, not redone per scrape).
+  const scopeFigures = sharedPerScrape(() => readLatestScopeFigures(pool));
+  for (const [name, help, pick] of [
+    ['retrysafe_store_scope_rows_estimate', 'Estimated rows of each scope in the key store (page sample, once a minute)', (figure) => figure.estimatedRows],
+    ['retrysafe_store_response_bytes', 'Estimated stored response bytes of each scope (page sample, once a minute)', (figure) => figure.responseBytes],
+  ] as const satisfies readonly (readonly [string, string, (figure: Awaited<ReturnType<typeof readLatestScopeFigures>>[number]) => number])[]) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['scope'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const figure of await scopeFigures()) this.set({ scope: figure.scope }, pick(figure));
+      },
+    });
+  }
 
   new Gauge({
     name: 'retrysafe_sweep_last_run_timestamp_seconds',
@@ -101,6 +116,12 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
       },
     },
   };
+}
+
+/** One read shared by the gauges of a scrape: later callers within a second get the same promise. */
+function sharedPerScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | null = null;
+  return () => (pending ??= read().finally(() => setTimeout(() => (pending = null), 1_000).unref()));
 }
 
 /** Bearer-token check for /api/metrics; constant-time, and open when no token is configured. */

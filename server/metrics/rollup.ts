@@ -46,8 +46,10 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       hourRowsExpired += expired.rowCount ?? 0;
     }
     // The store statistics series is kept as long as the hour buckets. Primary key range.
-    const samples = await client.query(`DELETE FROM store_stats WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
-    hourRowsExpired += samples.rowCount ?? 0;
+    for (const table of ['store_stats', 'store_stats_scopes'] as const) {
+      const samples = await client.query(`DELETE FROM ${table} WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
+      hourRowsExpired += samples.rowCount ?? 0;
+    }
     return { ran: true, minuteRowsRolledUp, hourRowsExpired };
   });
 }

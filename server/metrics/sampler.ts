@@ -2,10 +2,12 @@
 // lock, and the minute as primary key) samples the store's figures and its baseline, the
 // rows a store that expires on time should hold: per scope, the new keys created within
 // its trailing retention (claim rate over the window x the retention). A ratio well above
-// 1 means expiry is not keeping up.
+// 1 means expiry is not keeping up. With it, each scope's rows and stored response bytes
+// (estimated from a bounded page sample, server/metrics/scope-sample.ts).
 import type pg from 'pg';
 import { inTransaction } from '../../db/transaction';
 import type { Queryable } from '../idempotency/statements';
+import { insertScopeFigures, sampleScopeFigures, type ScopeFigures } from './scope-sample';
 import { readStoreFigures, type StoreFigures } from './store-figures';
 
 /** pg_advisory_xact_lock key: the bytes of "rsstat" as an integer. */
@@ -46,6 +48,7 @@ export interface StoreSample extends StoreFigures {
   sampledAt: Date;
   baselineRows: number;
   lastSweepRunId: number | null;
+  scopes: ScopeFigures[];
 }
 
 /** Takes this minute's sample unless another instance is taking or has taken it. */
@@ -65,6 +68,8 @@ export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | nul
     );
     const row = rows[0];
     if (!row) return null;
-    return { ...figures, sampledAt: row.sampled_at, baselineRows: baseline, lastSweepRunId: row.last_sweep_run_id === null ? null : Number(row.last_sweep_run_id) };
+    const scopes = await sampleScopeFigures(client, figures.tableBytes);
+    await insertScopeFigures(client, row.sampled_at, scopes);
+    return { ...figures, sampledAt: row.sampled_at, baselineRows: baseline, lastSweepRunId: row.last_sweep_run_id === null ? null : Number(row.last_sweep_run_id), scopes };
   });
 }

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { bucketOf } from '../../server/metrics/histogram';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { sampleStoreStats } from '../../server/metrics/sampler';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 
@@ -18,7 +19,12 @@ describe('overview', () => {
          (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $1, 95),
          (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $2, 5);
        INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
-       VALUES (date_trunc('minute', now()) - interval '2 minutes', 1500, 1000, 8192, 16384, 0, 12, 0);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
+       VALUES (date_trunc('minute', now()) - interval '2 minutes', 1500, 1000, 8192, 16384, 0, 12, 0),
+              (date_trunc('minute', now()) - interval '3 minutes', 1400, 1000, 8192, 16384, 0, 12, 0);
+       INSERT INTO store_stats_scopes (sampled_at, scope, estimated_rows, response_bytes, sampled_fraction) VALUES
+         (date_trunc('minute', now()) - interval '3 minutes', 'POST /a', 100, 1, 1),
+         (date_trunc('minute', now()) - interval '2 minutes', 'POST /a', 900, 90000, 1),
+         (date_trunc('minute', now()) - interval '2 minutes', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
     );
     const all = await readOverview(db.pool, overviewQuery.parse({ range: '1h' }));
     expect(all.stepSeconds).toBe(60);
@@ -33,7 +39,15 @@ describe('overview', () => {
     expect(point?.share.mismatch).toBeCloseTo(0.1, 5);
     expect(point?.p50Ms).toBeLessThan(2);
     expect(point?.p99Ms).toBeGreaterThan(30);
-    expect(a.store).toEqual([expect.objectContaining({ rows: 1500, baseline: 1000, ratio: 1.5, indexBytes: 16384 })]);
+    expect(a.store).toEqual([
+      expect.objectContaining({ rows: 1400, baseline: 1000 }),
+      expect.objectContaining({ rows: 1500, baseline: 1000, ratio: 1.5, indexBytes: 16384 }),
+    ]);
+    expect(all.storeByScope?.scopes).toEqual([
+      { scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 },
+      { scope: 'POST /b', estimatedRows: 600, responseBytes: 6000 },
+    ]);
+    expect(a.storeByScope?.scopes).toEqual([{ scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 }]);
   });
 
   it('reads hour buckets for week and month ranges', async () => {
@@ -43,6 +57,13 @@ describe('overview', () => {
     const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d' }));
     expect(week.stepSeconds).toBe(3_600);
     expect(week.flow.reduce((sum, point) => sum + point.counts.new, 0)).toBe(7200);
+    // One sample per step: the last one of each hour.
+    await db.pool.query(
+      `INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
+       SELECT date_trunc('hour', now()) - interval '2 days' + m * interval '1 minute', m, 1, 0, 0, 0, 0, 0 FROM generate_series(0, 119) AS m`,
+    );
+    const month = await readOverview(db.pool, overviewQuery.parse({ range: '7d' }));
+    expect(month.store.filter((point) => point.baseline === 1).map((point) => point.rows)).toEqual([59, 119]);
   });
 
   it('refuses unknown parameters and ranges', () => {
@@ -63,7 +84,10 @@ describe('overview', () => {
       mode: 'claim-first',
       work: () => Promise.resolve(jsonResult(201, { sentinel })),
     });
-    const json = JSON.stringify(await readOverview(db.pool, overviewQuery.parse({ range: '24h' })));
+    await sampleStoreStats(db.pool);
+    const overview = await readOverview(db.pool, overviewQuery.parse({ range: '24h' }));
+    expect(overview.storeByScope?.scopes.map((figure) => figure.scope)).toContain('POST /a');
+    const json = JSON.stringify(overview);
     expect(json).not.toContain(sentinel);
     expect(json).not.toMatch(/fingerprint|response_body|responseBody/);
   });

@@ -50,7 +50,7 @@ describe('demo traffic', () => {
     expect(claims?.type).toBe('COUNTER');
     expect(claims?.metrics.some((sample) => sample.labels?.outcome === 'new' && sample.labels.scope === 'POST /api/v1/payments')).toBe(true);
     expect(byName.get('retrysafe_claim_duration_seconds')?.type).toBe('HISTOGRAM');
-    for (const gauge of ['retrysafe_store_rows_estimate', 'retrysafe_stale_claims', 'retrysafe_store_cleanup_lag_seconds']) {
+    for (const gauge of ['retrysafe_store_rows_estimate', 'retrysafe_stale_claims', 'retrysafe_store_cleanup_lag_seconds', 'retrysafe_store_response_bytes', 'retrysafe_store_scope_rows_estimate']) {
       expect(byName.get(gauge)?.type).toBe('GAUGE');
     }
   });
