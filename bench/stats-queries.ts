@@ -5,7 +5,9 @@ import { storeStatementTexts } from '../server/idempotency/statements';
 import { readAlertInputs } from '../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';
+import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
+import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
@@ -28,23 +30,6 @@ async function median(run: () => Promise<unknown>): Promise<number> {
   }
   times.sort((a, b) => a - b);
   return times[2] ?? NaN;
-}
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function summarise(plan: PlanNode): string {
-  const parts: string[] = [];
-  const walk = (node: PlanNode) => {
-    if (node['Relation Name'] || node['Index Name']) parts.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ` ${node['Relation Name'] ?? ''}`}`);
-    for (const child of node.Plans ?? []) walk(child);
-  };
-  walk(plan);
-  return [...new Set(parts)].join('; ') || plan['Node Type'];
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<QueryTiming[]> {
@@ -70,24 +55,30 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
     SELECT date_trunc('hour', now()) - h * interval '1 hour', s, 'new', 600
     FROM generate_series(49, 840) AS h, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;
     INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', 10000000, 9000000, 0, 0, 0, 30, 0 FROM generate_series(0, 43200) AS m;`);
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', 10000000, 9000000, 0, 0, 0, 30, 0 FROM generate_series(0, 43200) AS m;
+    INSERT INTO store_stats_scopes (sampled_at, scope, estimated_rows, response_bytes, sampled_fraction)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', s, 5000000, 2000000000, 0.003
+    FROM generate_series(0, 43200) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;`);
   await pool.query('VACUUM ANALYZE');
   log(`  loaded in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 
-  const explain = async (text: string, values: unknown[] = []) => {
+  const explain = async (text: string, values: readonly unknown[] = []): Promise<PlanNode[]> => {
     const client = await pool.connect();
     try {
-      await client.query(`PREPARE bench_q AS ${text}`);
-      const literals = values.map((value) => (typeof value === 'number' ? String(value) : client.escapeLiteral(String(value))));
-      const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
-        `EXPLAIN (FORMAT JSON) EXECUTE bench_q${literals.length > 0 ? `(${literals.join(', ')})` : ''}`,
-      );
-      await client.query('DEALLOCATE bench_q');
-      const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
-      return plan ? summarise(plan) : '?';
+      return await explainPrepared(client, text, values);
     } finally {
       client.release();
     }
+  };
+  // Seq Scans worth a flag: on the key table, which grows with traffic x retention. The metric
+  // series are bounded by their retention whatever the traffic (minutes x scopes x outcomes),
+  // so for a range covering most of it the planner rightly reads it in order.
+  const large = /^idempotency_keys/;
+  const flagged: string[] = [];
+  const planLine = (name: string, nodes: PlanNode[]) => {
+    const seq = nodes.filter((node) => node['Node Type'] === 'Seq Scan' && large.test(node['Relation Name'] ?? ''));
+    if (seq.length > 0) flagged.push(name);
+    return `${summarisePlan(nodes)}${seq.length > 0 ? '   <-- SEQ SCAN' : ''}`;
   };
 
   const timings: QueryTiming[] = [];
@@ -96,21 +87,38 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
     timings.push({ name, medianMs, plan });
     log(`  ${name.padEnd(34)} ${medianMs.toFixed(2).padStart(9)} ms   ${plan}`);
   };
+  /** A read of several statements: its total time, then each statement's plan on its own line. */
+  const measureComposite = async (name: string, run: (db: pg.Pool) => Promise<unknown>) => {
+    const recorded = recordingQueryable(pool);
+    await run(recorded.db);
+    await measure(name, () => run(pool), `${recorded.statements.length} statements:`);
+    for (const statement of recorded.statements) {
+      const label = statement.text.replace(/\s+/g, ' ').trim().slice(0, 60);
+      log(`  ${''.padEnd(48)}- ${label.padEnd(60)}  ${planLine(name, await explain(statement.text, statement.values))}`);
+    }
+  };
 
   log('');
-  await measure('store figures (catalog + indexes)', () => readStoreFigures(pool), 'composite: catalog rows, one expires_at index probe, the stale-claim count below');
-  await measure('baseline (flow buckets)', () => readBaseline(pool), 'composite: sums over the flow minute and hour tables (time ranges)');
-  await measure('alert inputs (30 min)', () => readAlertInputs(pool), 'composite: 30 minutes of store_stats, flow and latency buckets');
+  const { tableBytes } = await readStoreFigures(pool);
+  await measureComposite('store figures (catalog + indexes)', (db) => readStoreFigures(db));
+  await measureComposite('baseline (flow buckets)', (db) => readBaseline(db));
+  await measureComposite('scope sample (~2,000 pages)', (db) => sampleScopeFigures(db, tableBytes));
+  await measureComposite('latest scope figures', (db) => readLatestScopeFigures(db));
+  await measureComposite('alert inputs (30 min)', (db) => readAlertInputs(db));
   for (const range of ['1h', '24h', '30d'] as const) {
-    await measure(`overview ${range}`, () => readOverview(pool, overviewQuery.parse({ range })), 'composite: flow, latency and store_stats over the range');
+    await measureComposite(`overview ${range}`, (db) => readOverview(db, overviewQuery.parse({ range })));
   }
-  await measure('stale claims count', () => pool.query("SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()"),
-    await explain("SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()"));
-  await measure('oldest expiry', () => pool.query('SELECT min(expires_at) FROM idempotency_keys'), await explain('SELECT min(expires_at) FROM idempotency_keys'));
-  await measure('claim statement (for scale)', () => pool.query({ name: 'bench_stats_claim', text: storeStatementTexts.claim, values: ['00000000-0000-0000-0000-000000000001', 'POST /api/v1/payments', 'old-1', Buffer.alloc(32), '00000000-0000-0000-0000-000000000002', 30_000, 93_600_000] }), await explain(storeStatementTexts.claim, ['00000000-0000-0000-0000-000000000001', 'POST /api/v1/payments', 'old-1', '\\x' + '00'.repeat(32), '00000000-0000-0000-0000-000000000002', 30_000, 93_600_000]));
-  await measure('count(*), for comparison', () => pool.query('SELECT count(*) FROM idempotency_keys'), await explain('SELECT count(*) FROM idempotency_keys'));
+  const single = async (name: string, text: string, values: readonly unknown[] = []) =>
+    measure(name, () => pool.query(text, [...values]), planLine(name, await explain(text, values)));
+  await single('stale claims count', "SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()");
+  await single('oldest expiry', 'SELECT min(expires_at) FROM idempotency_keys');
+  const claimValues = ['00000000-0000-0000-0000-000000000001', 'POST /api/v1/payments', 'old-1', Buffer.alloc(32), '00000000-0000-0000-0000-000000000002', 30_000, 93_600_000];
+  await single('claim statement (for scale)', storeStatementTexts.claim, claimValues);
+  await single('count(*), for comparison', 'SELECT count(*) FROM idempotency_keys');
   const slow = timings.filter((timing) => !timing.name.startsWith('count(*)') && timing.medianMs >= 50);
   log(`  ${slow.length === 0 ? 'every monitoring query under 50 ms' : `OVER 50 ms: ${slow.map((timing) => timing.name).join(', ')}`} (count(*) ${timings.at(-1)?.medianMs.toFixed(0)} ms)`);
+  const scanned = flagged.filter((name) => !name.startsWith('count(*)'));
+  log(`  ${scanned.length === 0 ? 'no monitoring statement scans the key table' : `KEY TABLE SEQ SCANS in: ${[...new Set(scanned)].join(', ')}`}`);
   await pool.end();
   return timings;
 }

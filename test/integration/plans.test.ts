@@ -2,46 +2,17 @@
 // table large enough for the planner to prefer a sequential scan if it could, for both
 // the custom and the generic plan (prepared statements switch to the generic one).
 import { randomBytes, randomUUID } from 'node:crypto';
-import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { storeStatementTexts } from '../../server/idempotency/statements';
 import { staleClaimTexts } from '../../server/retention/stale-claims';
 import { sweepChunkText } from '../../server/retention/sweeper';
+import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../db/plan';
+import { readAlertInputs } from '../../server/metrics/alerts';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { readBaseline } from '../../server/metrics/sampler';
+import { readLatestScopeFigures, sampleScopeFigures } from '../../server/metrics/scope-sample';
+import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Conflict Arbiter Indexes'?: string[];
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
-async function explain(client: pg.PoolClient, text: string, values: unknown[], mode: 'force_custom_plan' | 'force_generic_plan'): Promise<PlanNode[]> {
-  await client.query(`SET plan_cache_mode = ${mode}`);
-  const name = `plan_${randomBytes(4).toString('hex')}`;
-  await client.query(`PREPARE ${name} AS ${text}`);
-  // EXPLAIN takes no bind parameters: the values go in as literals.
-  const literal = (value: unknown): string => {
-    if (value === null) return 'NULL';
-    if (typeof value === 'number') return String(value);
-    if (Buffer.isBuffer(value)) return `'\\x${value.toString('hex')}'`;
-    if (Array.isArray(value)) return client.escapeLiteral(`{${(value as string[]).map((item) => `"${item}"`).join(',')}}`);
-    if (typeof value === 'string') return client.escapeLiteral(value);
-    throw new Error(`no literal form for ${typeof value}`);
-  };
-  const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
-    `EXPLAIN (FORMAT JSON) EXECUTE ${name}(${values.map(literal).join(', ')})`,
-  );
-  await client.query(`DEALLOCATE ${name}`);
-  const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
-  if (!plan) throw new Error('no plan');
-  return nodes(plan);
-}
 
 const ROWS = 200_000;
 
@@ -109,7 +80,6 @@ describe('hot-path plans', () => {
         for (const node of scans) expect(allowed).toContain(node['Index Name']);
         if (name !== 'claim') expect(scans.length).toBeGreaterThan(0);
       } finally {
-        await client.query('RESET plan_cache_mode');
         client.release();
       }
     });
@@ -166,6 +136,34 @@ describe('hot-path plans', () => {
       expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_expires_at_idx')).toBe(true);
       expect(plan.some((node) => node['Node Type'] === 'Tid Scan')).toBe(true);
       expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+    } finally {
+      client.release();
+    }
+  });
+
+  // Monitoring reads are several statements each: record them, then check every statement's
+  // plan. None may scan the key table; the per-scope figures read it only by a page sample.
+  it('serves every monitoring statement without scanning the key table', async () => {
+    const recorded = recordingQueryable(db.pool);
+    const figures = await readStoreFigures(recorded.db);
+    await readBaseline(recorded.db);
+    await sampleScopeFigures(recorded.db, figures.tableBytes);
+    await readAlertInputs(recorded.db);
+    for (const range of ['1h', '30d'] as const) await readOverview(recorded.db, overviewQuery.parse({ range, scope }));
+    await readLatestScopeFigures(recorded.db);
+    const texts = recorded.statements.filter((statement) => !/^(BEGIN|COMMIT|ROLLBACK)$/.test(statement.text.trim()));
+    expect(texts.length).toBeGreaterThan(10);
+    const client = await db.pool.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        for (const statement of texts) {
+          const plan: PlanNode[] = await explain(client, statement.text, statement.values, mode);
+          const onKeys = plan.filter((node) => node['Relation Name']?.startsWith('idempotency_keys'));
+          const wholeScans = onKeys.filter((node) => node['Node Type'] === 'Seq Scan');
+          expect({ statement: statement.text, wholeScans }).toEqual({ statement: statement.text, wholeScans: [] });
+          if (onKeys.some((node) => node['Node Type'] === 'Sample Scan')) expect(statement.text).toMatch(/TABLESAMPLE SYSTEM/);
+        }
+      }
     } finally {
       client.release();
     }

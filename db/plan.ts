@@ -1,0 +1,80 @@
+// Plans of statements as the application runs them: prepared, with its values, under a
+// chosen plan cache mode; and a recorder that captures every statement a read model issues,
+// so composite reads (several statements) can have each plan checked. Used by the plan
+// tests and the 10-million-row bench, never on a request path.
+import type pg from 'pg';
+
+export interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Conflict Arbiter Indexes'?: string[];
+  Plans?: PlanNode[];
+}
+
+export type PlanCacheMode = 'force_custom_plan' | 'force_generic_plan';
+
+/** Every node of a plan, root first. */
+export function planNodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(planNodes)];
+}
+
+/** The scans of a plan in one line: "Index Only Scan idempotency_keys_expires_at_idx; Seq Scan endpoint_policies". */
+export function summarisePlan(nodes: PlanNode[]): string {
+  const scans = nodes
+    .filter((node) => node['Relation Name'] !== undefined || node['Index Name'] !== undefined)
+    .map((node) => `${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`);
+  return [...new Set(scans)].join('; ') || (nodes[0]?.['Node Type'] ?? '?');
+}
+
+let counter = 0;
+
+/** EXPLAIN of `text` prepared and executed with `values`, as a prepared statement would run. */
+export async function explainPrepared(client: pg.PoolClient, text: string, values: readonly unknown[] = [], mode: PlanCacheMode = 'force_custom_plan'): Promise<PlanNode[]> {
+  counter += 1;
+  const name = `explain_${process.pid}_${counter}`;
+  // EXPLAIN takes no bind parameters: the values go in as literals.
+  const literal = (value: unknown): string => {
+    if (value === null || value === undefined) return 'NULL';
+    if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+    if (typeof value === 'boolean') return value ? 'true' : 'false';
+    if (value instanceof Date) return client.escapeLiteral(value.toISOString());
+    if (Buffer.isBuffer(value)) return `'\\x${value.toString('hex')}'`;
+    if (Array.isArray(value)) return client.escapeLiteral(`{${value.map((item) => `"${String(item)}"`).join(',')}}`);
+    if (typeof value === 'string') return client.escapeLiteral(value);
+    throw new Error(`no literal form for ${typeof value}`);
+  };
+  await client.query(`SET plan_cache_mode = ${mode}`);
+  try {
+    await client.query(`PREPARE ${name} AS ${text}`);
+    const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE ${name}${values.length > 0 ? `(${values.map(literal).join(', ')})` : ''}`,
+    );
+    await client.query(`DEALLOCATE ${name}`);
+    const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
+    if (!plan) throw new Error('no plan');
+    return planNodes(plan);
+  } finally {
+    await client.query('RESET plan_cache_mode');
+  }
+}
+
+export interface RecordedStatement {
+  text: string;
+  values: readonly unknown[];
+}
+
+/**
+ * A stand-in for a pool or client that forwards every query and records its text and values.
+ * Pass it where a read model takes its database (query functions take the database first).
+ */
+export function recordingQueryable<T extends Pick<pg.ClientBase, 'query'>>(db: T): { db: T; statements: RecordedStatement[] } {
+  const statements: RecordedStatement[] = [];
+  const forward = db.query.bind(db) as (config: unknown, values?: unknown) => unknown;
+  const query = (config: string | pg.QueryConfig, values?: readonly unknown[]) => {
+    if (typeof config === 'string') statements.push({ text: config, values: values ?? [] });
+    else statements.push({ text: config.text, values: (config.values as readonly unknown[] | undefined) ?? values ?? [] });
+    return forward(config, values);
+  };
+  return { db: { query } as unknown as T, statements };
+}
