@@ -2,14 +2,17 @@
 // exits non-zero with a message on stderr on error. Uses DATABASE_URL, else the
 // embedded database that `npm start` uses (starting it if it is not running).
 import { migrateDatabase } from '../../db/migrate';
-import { openDatabase } from '../../db/database-url';
+import { DATA_DIR, openDatabase } from '../../db/database-url';
 import pg from 'pg';
-import { readEnvironment } from '../config';
+import { ConfigurationError, readEnvironment } from '../config';
 import { createPool } from '../../db/client';
 import { defaultPolicyFields } from '../demo/policies';
 import { createTenant } from '../demo/tenants';
 import { ensurePolicies } from '../retention/policies';
 import { sweepOnce } from '../retention/sweeper';
+import { loadOrCreateLocalSecrets } from '../../db/local-secrets';
+import { rotateResponseKeys } from '../idempotency/key-rotation';
+import { ResponseKeyRing } from '../idempotency/response-codec';
 
 type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
 
@@ -28,6 +31,24 @@ const commands: Record<string, Command> = {
       const result = await sweepOnce(pool, 'manual');
       if (result.status === 'failed') throw new Error(`sweep run ${result.runId} failed: ${result.error ?? 'unknown error'}`);
       return result;
+    } finally {
+      await pool.end();
+    }
+  },
+  async 'rotate-keys'(args, databaseUrl) {
+    expectNoArguments('rotate-keys', args);
+    // The keys `npm start` hands the server: RESPONSE_ENCRYPTION_KEYS, else in embedded
+    // mode (no DATABASE_URL) the ones kept under .data/.
+    const environment = readEnvironment();
+    let keys = environment.RESPONSE_ENCRYPTION_KEYS;
+    if (!keys && !environment.DATABASE_URL) {
+      const local = await loadOrCreateLocalSecrets(DATA_DIR);
+      keys = readEnvironment({ ...process.env, RESPONSE_ENCRYPTION_KEYS: local.responseEncryptionKeys }).RESPONSE_ENCRYPTION_KEYS;
+    }
+    if (!keys) throw new ConfigurationError('RESPONSE_ENCRYPTION_KEYS must be set when DATABASE_URL is set');
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-rotate-keys', max: 1 });
+    try {
+      return await rotateResponseKeys(pool, new ResponseKeyRing(keys));
     } finally {
       await pool.end();
     }
