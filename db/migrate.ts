@@ -7,6 +7,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { z } from 'zod';
+import { applyDashboardGrants, type GrantsResult } from './dashboard-access';
 
 export const MIGRATIONS_FOLDER = resolve(process.cwd(), 'db', 'migrations');
 /** Where drizzle records applied migrations (its defaults, stated so queries can name them). */
@@ -67,6 +68,8 @@ export async function migrationStatus(client: pg.ClientBase | pg.Pool, folder = 
 export interface MigrateResult {
   applied: string[];
   current: string | null;
+  /** The dashboard role's grants (db/dashboard-access.ts), re-applied after every migration. */
+  dashboardGrants: GrantsResult;
 }
 
 export type StoreLayout = 'plain' | 'partitioned';
@@ -92,7 +95,8 @@ export async function migrateDatabase(connectionString: string, options: Migrate
         migrationsTable: MIGRATIONS_TABLE,
       });
       const after = await migrationStatus(client, folder);
-      return { applied: before.pending.filter((tag) => !after.pending.includes(tag)), current: after.current };
+      const dashboardGrants = await applyDashboardGrants(client);
+      return { applied: before.pending.filter((tag) => !after.pending.includes(tag)), current: after.current, dashboardGrants };
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY.toString()]);
     }

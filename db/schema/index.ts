@@ -5,3 +5,4 @@ export * from './demo';
 export * from './retention';
 export * from './audit';
 export * from './metrics';
+export * from './operators';

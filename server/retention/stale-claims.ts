@@ -2,10 +2,7 @@
 // Found through the partial index idempotency_keys_in_progress_lease_idx, which holds
 // only in-progress rows. The store already lets a retry take such a key over; releasing
 // marks it failed and retryable, so it no longer shows as running.
-import { inTransaction } from '../../db/transaction';
-import { writeAudit } from '../audit/log';
 import type { KeyIdentity, Queryable } from '../idempotency/statements';
-import type { Transactional } from './policies';
 
 const COUNT_STALE_SQL = `SELECT count(*)::int AS n FROM idempotency_keys
            WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`;
@@ -53,16 +50,16 @@ export class ClaimNotStaleError extends Error {
   }
 }
 
-/** An operator releases one stale claim by hand; audited in the same transaction. Primary key lookup. */
-export async function releaseStaleClaim(pool: Transactional, id: KeyIdentity, actor: string, reason: string): Promise<void> {
-  await inTransaction(pool, async (db) => {
-    const result = await db.query(
-      `UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
-       WHERE principal_id = $1 AND scope = $2 AND key = $3 AND state = 'in_progress' AND lease_expires_at < now()
-       RETURNING attempts`,
-      [id.principalId, id.scope, id.key],
-    );
-    if (result.rowCount !== 1) throw new ClaimNotStaleError();
-    await writeAudit(db, { actor, action: 'stale_claim.release', target: { principalId: id.principalId, scope: id.scope, key: id.key }, reason });
+/**
+ * An operator releases one stale claim by hand, audited in the same transaction: one call of
+ * the SECURITY DEFINER function retrysafe_release_stale_claim (migration 0009), which the
+ * dashboard's role may execute although it cannot write the store. Primary key lookup.
+ */
+export async function releaseStaleClaim(db: Queryable, id: KeyIdentity, actor: string, reason: string): Promise<void> {
+  const { rows } = await db.query<{ released: boolean }>({
+    name: 'retention_release_one_stale',
+    text: 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5) AS released',
+    values: [id.principalId, id.scope, id.key, actor, reason],
   });
+  if (rows[0]?.released !== true) throw new ClaimNotStaleError();
 }

@@ -4,10 +4,13 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { withDatabase } from './database-url';
+import { DASHBOARD_LOGIN } from '../../db/dashboard-access';
 
 export interface TestDatabase {
   /** Connection string of this file's database (owner role). */
   url: string;
+  /** The same database as the dashboard's restricted role (no response bodies, no store writes). */
+  dashboardUrl: string;
   /** A pool on it, closed after the file's tests. */
   pool: pg.Pool;
 }
@@ -66,6 +69,7 @@ export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
   beforeAll(async () => {
     created = await createTestDatabase({ layout });
     handle.url = created.url;
+    handle.dashboardUrl = dashboardUrlFor(created.url);
     handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
   });
   afterAll(async () => {
@@ -73,4 +77,12 @@ export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
     await created?.drop();
   });
   return handle;
+}
+
+/** `url`'s database reached as the dashboard's login role. */
+export function dashboardUrlFor(url: string): string {
+  const dashboard = new URL(url);
+  dashboard.username = DASHBOARD_LOGIN;
+  dashboard.password = inject('dashboardPassword');
+  return dashboard.toString();
 }

@@ -7,6 +7,8 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { acquireEmbeddedPostgres, type EmbeddedCluster } from '../../db/embedded';
 import { migrateDatabase } from '../../db/migrate';
+import { ensureDashboardLogin } from '../../db/dashboard-access';
+import { randomBytes } from 'node:crypto';
 import { withDatabase } from '../helpers/database-url';
 
 declare module 'vitest' {
@@ -19,6 +21,8 @@ declare module 'vitest' {
     partitionedTemplateDatabase: string;
     /** Prefix of every database this run creates, so teardown can drop them all. */
     runPrefix: string;
+    /** Password of the dashboard's login role (db/dashboard-access.ts) for this run. */
+    dashboardPassword: string;
   }
 }
 
@@ -53,6 +57,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('templateDatabase', templateDatabase);
   project.provide('partitionedTemplateDatabase', partitionedTemplateDatabase);
   project.provide('runPrefix', runPrefix);
+  const dashboardPassword = randomBytes(18).toString('base64url');
+  const login = new pg.Client({ connectionString: adminUrl });
+  await login.connect();
+  await ensureDashboardLogin(login, adminUrl, dashboardPassword).finally(() => login.end());
+  project.provide('dashboardPassword', dashboardPassword);
 
   return async () => {
     const client = new pg.Client({ connectionString: adminUrl });

@@ -1,0 +1,133 @@
+// Least privilege for the dashboard. It reads through its own database role, which can
+// select every key-store column except the response body, cannot write the store at all,
+// writes only the audit log, operator accounts, policies and the sign-in throttle, and
+// releases stale claims through a SECURITY DEFINER function. If dashboard code ever tried
+// to read a body, Postgres itself would refuse. The SQL is one text: applied after every
+// migration when the owner may create roles, and printed by `npm run cli -- db grants` for
+// a DBA when it may not.
+import type pg from 'pg';
+
+/** The group role holding the grants (NOLOGIN); a login role is made a member of it. */
+export const DASHBOARD_ROLE = 'retrysafe_dashboard';
+/** The login role embedded mode and the tests create (DASHBOARD_DATABASE_URL's user there). */
+export const DASHBOARD_LOGIN = 'retrysafe_dashboard_login';
+
+/** Every key-store column but response_body: metadata only. */
+const keyMetadataColumns = [
+  'created_at',
+  'expires_at',
+  'lease_expires_at',
+  'completed_at',
+  'principal_id',
+  'correlation_id',
+  'response_size',
+  'attempts',
+  'response_status',
+  'scope',
+  'key',
+  'state',
+  'fingerprint',
+  'response_content_type',
+  'response_key_id',
+  'response_ref',
+];
+
+const readOnly = [
+  'flow_counts_minute',
+  'flow_counts_hour',
+  'claim_latency_minute',
+  'claim_latency_hour',
+  'store_stats',
+  'store_stats_scopes',
+  'endpoint_policy_history',
+  'sweep_runs',
+  'sweep_run_scopes',
+  'idempotency_key_usage',
+];
+const operatorTables = ['operators', 'operator_sessions', 'operator_accounts', 'operator_verifications', 'sign_in_throttle'];
+
+/** The grants, as statements (idempotent; REVOKE first so the result is exactly this). */
+export function dashboardGrantStatements(databaseName: string): string[] {
+  const role = DASHBOARD_ROLE;
+  return [
+    `DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} NOLOGIN; END IF;
+     END $$`,
+    `GRANT CONNECT ON DATABASE "${databaseName.replaceAll('"', '""')}" TO ${role}`,
+    `GRANT USAGE ON SCHEMA public TO ${role}`,
+    `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`,
+    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`,
+    `GRANT SELECT (${keyMetadataColumns.join(', ')}) ON idempotency_keys TO ${role}`,
+    // Tenants by id and name only: never the API key hash.
+    `GRANT SELECT (id, name, created_at, revoked_at) ON tenants TO ${role}`,
+    `GRANT SELECT ON ${readOnly.join(', ')} TO ${role}`,
+    // Admins change policies from the dashboard (history and audit in the same transaction).
+    `GRANT SELECT, INSERT, UPDATE ON endpoint_policies TO ${role}`,
+    `GRANT INSERT ON endpoint_policy_history TO ${role}`,
+    `GRANT USAGE ON SEQUENCE endpoint_policy_history_id_seq TO ${role}`,
+    // Append-only: a trigger refuses UPDATE and DELETE for every role; this one may not even try.
+    `GRANT SELECT, INSERT ON audit_log TO ${role}`,
+    `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${operatorTables.join(', ')} TO ${role}`,
+    `GRANT EXECUTE ON FUNCTION retrysafe_release_stale_claim(uuid, text, text, text, text) TO ${role}`,
+  ];
+}
+
+export type GrantsResult = { applied: true } | { applied: false; reason: string };
+
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * Applies the grants in one transaction (the dashboard never sees a half-granted state).
+ * Returns applied: false when this role may not create roles or grant (a managed database):
+ * the DBA applies `npm run cli -- db grants` instead.
+ */
+export async function applyDashboardGrants(client: pg.ClientBase): Promise<GrantsResult> {
+  const { rows } = await client.query<{ db: string; exists: boolean; may_create: boolean }>(
+    `SELECT current_database() AS db, EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS exists,
+            (SELECT rolcreaterole OR rolsuper FROM pg_roles WHERE rolname = current_user) AS may_create`,
+    [DASHBOARD_ROLE],
+  );
+  const state = rows[0];
+  if (!state) throw new Error('no database');
+  if (!state.exists && !state.may_create) return { applied: false, reason: `role ${DASHBOARD_ROLE} does not exist and ${'the migrating role'} may not create roles` };
+  await client.query('BEGIN');
+  try {
+    for (const statement of dashboardGrantStatements(state.db)) await client.query(statement);
+    await client.query('COMMIT');
+    return { applied: true };
+  } catch (error) {
+    await client.query('ROLLBACK');
+    const code = (error as { code?: string }).code;
+    // Two databases of one cluster creating the role at once: the other one won.
+    if (code === '23505' || code === '42710') return applyDashboardGrants(client);
+    if (code === INSUFFICIENT_PRIVILEGE) return { applied: false, reason: (error as Error).message };
+    throw error;
+  }
+}
+
+/**
+ * Creates (or re-passwords) the dashboard's login role, a member of the group role, and
+ * returns the URL to reach `ownerUrl`'s database with it. Embedded mode and tests.
+ */
+export async function ensureDashboardLogin(client: pg.ClientBase, ownerUrl: string, password: string): Promise<string> {
+  const literal = client.escapeLiteral(password);
+  await client.query(
+    `DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${DASHBOARD_LOGIN}') THEN
+         CREATE ROLE ${DASHBOARD_LOGIN} LOGIN PASSWORD ${literal} IN ROLE ${DASHBOARD_ROLE};
+       ELSE
+         ALTER ROLE ${DASHBOARD_LOGIN} LOGIN PASSWORD ${literal};
+         GRANT ${DASHBOARD_ROLE} TO ${DASHBOARD_LOGIN};
+       END IF;
+     END $$`,
+  ).catch(async (error: unknown) => {
+    // Two processes creating it at once: the other one won; set the password again.
+    if ((error as { code?: string }).code !== '23505' && (error as { code?: string }).code !== '42710') throw error;
+    await client.query(`ALTER ROLE ${DASHBOARD_LOGIN} LOGIN PASSWORD ${literal}`);
+  });
+  const url = new URL(ownerUrl);
+  url.username = DASHBOARD_LOGIN;
+  url.password = password;
+  return url.toString();
+}
