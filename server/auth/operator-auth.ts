@@ -1,0 +1,201 @@
+// Operator sign-in with better-auth: email and password (argon2id), sessions stored in
+// Postgres and looked up on every request (no cookie cache, so ending a session ends access
+// at once), an HttpOnly SameSite=Strict cookie, Secure when the dashboard is served over
+// TLS. Sign-up is off: operators are created by an admin or the CLI (./operators.ts). Sign-in
+// runs in one adapter transaction with its audit row; failures are throttled and audited.
+import { runWithTransaction } from '@better-auth/core/context';
+import { generateId } from '@better-auth/core/utils/id';
+import { betterAuth } from 'better-auth/minimal';
+import { drizzleAdapter } from 'better-auth/adapters/drizzle';
+import { APIError, createAuthMiddleware } from 'better-auth/api';
+import { getCurrentAdapter, type BetterAuthPlugin } from 'better-auth';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
+import { z } from 'zod';
+import { auditLog } from '../../db/schema/audit';
+import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
+import { inTransaction } from '../../db/transaction';
+import { writeAudit } from '../audit/log';
+import { hashPassword, verifyPassword } from './passwords';
+import { isOperatorRole, type OperatorRole } from './roles';
+import { clearAccountFailures, lockedForSeconds, recordFailure, subjects, type ThrottleLimits } from './throttle';
+
+export interface OperatorAuthOptions {
+  /** The dashboard's pool (its restricted role). */
+  pool: pg.Pool;
+  /** Signs the session cookie; at least 32 characters. */
+  secret: string;
+  /** Where operators reach the dashboard; an https URL makes the cookie Secure. */
+  baseURL: string;
+  /** Framework glue, e.g. better-auth's nextCookies() in the Next app (it must come last). */
+  plugins?: BetterAuthPlugin[];
+  /** Session lifetime. */
+  sessionSeconds?: number;
+  throttle?: ThrottleLimits;
+}
+
+const SESSION_SECONDS = 8 * 3_600;
+
+/** The audit log as a better-auth model, so a sign-in's audit row shares its transaction. */
+const auditModel = {
+  id: 'retrysafe-audit',
+  schema: {
+    auditLog: {
+      disableMigration: true,
+      fields: {
+        at: { type: 'date', required: false, input: false },
+        actor: { type: 'string', required: true },
+        action: { type: 'string', required: true },
+        target: { type: 'json', required: true },
+        reason: { type: 'string', required: false },
+        details: { type: 'json', required: false },
+      },
+    },
+  },
+} satisfies BetterAuthPlugin;
+
+export function createOperatorAuth(options: OperatorAuthOptions) {
+  const db = drizzle(options.pool);
+  return betterAuth({
+    appName: 'Retrysafe',
+    baseURL: options.baseURL,
+    secret: options.secret,
+    telemetry: { enabled: false },
+    database: drizzleAdapter(db, {
+      provider: 'pg',
+      transaction: true,
+      schema: { user: operators, session: operatorSessions, account: operatorAccounts, verification: operatorVerifications, auditLog },
+    }),
+    emailAndPassword: {
+      enabled: true,
+      disableSignUp: true,
+      autoSignIn: false,
+      minPasswordLength: 12,
+      maxPasswordLength: 128,
+      password: { hash: hashPassword, verify: verifyPassword },
+    },
+    user: {
+      additionalFields: {
+        role: { type: 'string', required: false, input: false },
+        banned: { type: 'boolean', required: false, input: false },
+      },
+    },
+    session: { expiresIn: options.sessionSeconds ?? SESSION_SECONDS, updateAge: 3_600, cookieCache: { enabled: false } },
+    // Sign-in goes through signInOperator (server actions), which throttles per account and
+    // address in Postgres; the HTTP endpoints are not mounted.
+    rateLimit: { enabled: false },
+    advanced: {
+      cookiePrefix: 'retrysafe',
+      useSecureCookies: options.baseURL.startsWith('https://'),
+      defaultCookieAttributes: { sameSite: 'strict', httpOnly: true },
+      // The audit log's bigserial fills its own id; better-auth's ids elsewhere.
+      database: { generateId: ({ model, size }) => (model === 'auditLog' ? false : generateId(size)) },
+    },
+    databaseHooks: {
+      session: {
+        create: {
+          // A disabled operator gets no new session (live ones were deleted when disabled).
+          async before(session) {
+            const { rows } = await options.pool.query<{ banned: boolean }>('SELECT banned FROM operators WHERE id = $1', [session.userId]);
+            if (rows[0]?.banned !== false) throw new APIError('FORBIDDEN', { message: 'This operator is disabled' });
+          },
+        },
+      },
+    },
+    hooks: {
+      after: createAuthMiddleware(async (ctx) => {
+        const created = ctx.context.newSession;
+        if (ctx.path !== '/sign-in/email' || !created) return;
+        // Inside signInOperator's transaction: the session and this row commit together.
+        const adapter = await getCurrentAdapter(ctx.context.adapter);
+        await adapter.create({
+          model: 'auditLog',
+          data: {
+            actor: created.user.email,
+            action: 'auth.sign_in',
+            target: { operatorId: created.user.id },
+            details: { address: created.session.ipAddress ?? null },
+          },
+        });
+      }),
+    },
+    plugins: [auditModel, ...(options.plugins ?? [])],
+  });
+}
+
+export type OperatorAuth = ReturnType<typeof createOperatorAuth>;
+
+export interface SessionOperator {
+  id: string;
+  email: string;
+  name: string;
+  role: OperatorRole;
+  sessionId: string;
+}
+
+/** The operator behind a request's session cookie, or null (no session, expired, disabled, unknown role). */
+export async function readOperatorSession(auth: OperatorAuth, headers: Headers): Promise<SessionOperator | null> {
+  const found = await auth.api.getSession({ headers });
+  if (!found) return null;
+  const { user, session } = found;
+  if (user.banned === true || !isOperatorRole(user.role)) return null;
+  return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id };
+}
+
+export const signInSchema = z.object({
+  email: z.string().trim().max(254).transform((email) => email.toLowerCase()),
+  password: z.string().max(1_024),
+});
+
+export type SignInResult = { ok: true; setCookie: string[] } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'locked'; retryAfterSeconds: number };
+
+/**
+ * Signs an operator in; the session cookie is returned as Set-Cookie values (and set by the
+ * framework glue plugin where there is one). Locked subjects are
+ * refused before the password is checked; a failure counts against the account and the
+ * address and is audited; a success is audited in the session's own transaction.
+ */
+export async function signInOperator(
+  auth: OperatorAuth,
+  pool: pg.Pool,
+  input: { email: string; password: string },
+  request: { headers: Headers; address: string | null },
+  limits?: ThrottleLimits,
+): Promise<SignInResult> {
+  const { email, password } = signInSchema.parse(input);
+  const keys = subjects(email, request.address);
+  const locked = await lockedForSeconds(pool, keys);
+  if (locked > 0) {
+    await writeAudit(pool, { actor: email, action: 'auth.sign_in_locked', target: { email }, details: { address: request.address } });
+    return { ok: false, reason: 'locked', retryAfterSeconds: locked };
+  }
+  const context = await auth.$context;
+  let setCookie: string[];
+  try {
+    const signedIn = await runWithTransaction(context.adapter, () =>
+      auth.api.signInEmail({ body: { email, password, rememberMe: false }, headers: request.headers, returnHeaders: true }),
+    );
+    setCookie = signedIn.headers.getSetCookie();
+  } catch (error) {
+    if (!(error instanceof APIError)) throw error;
+    await inTransaction(pool, async (db) => {
+      await recordFailure(db, email, request.address, limits);
+      await writeAudit(db, {
+        actor: email,
+        action: 'auth.sign_in_failed',
+        target: { email },
+        details: { address: request.address, status: error.status },
+      });
+    });
+    return { ok: false, reason: 'invalid' };
+  }
+  await clearAccountFailures(pool, email);
+  return { ok: true, setCookie };
+}
+
+/** Ends the request's session server-side (the row is deleted) and audits it. */
+export async function signOutOperator(auth: OperatorAuth, pool: pg.Pool, headers: Headers): Promise<void> {
+  const operator = await readOperatorSession(auth, headers);
+  await auth.api.signOut({ headers });
+  if (operator) await writeAudit(pool, { actor: operator.email, action: 'auth.sign_out', target: { operatorId: operator.id, sessionId: operator.sessionId } });
+}

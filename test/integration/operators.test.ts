@@ -1,0 +1,93 @@
+// Operator accounts through the dashboard's restricted role: argon2id credentials, sign-in
+// in one transaction with its audit row, throttling and lockout, sign-out and disabling
+// that end sessions server-side at once, and every change audited.
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOperatorAuth, readOperatorSession, signInOperator, signOutOperator, type OperatorAuth } from '../../server/auth/operator-auth';
+import { changeOperator, createOperator, OperatorExistsError } from '../../server/auth/operators';
+import { useTestDatabase } from '../helpers/database';
+
+const PASSWORD = 'correct horse battery';
+const limits = { accountFailures: 3, addressFailures: 10, windowSeconds: 900, lockSeconds: 900 };
+
+/** A request's headers carrying the cookies a sign-in set. */
+function withCookies(setCookie: string[]): Headers {
+  return new Headers({ cookie: setCookie.map((line) => line.split(';')[0]).join('; ') });
+}
+
+describe('operators', () => {
+  const db = useTestDatabase();
+  let dashboard: pg.Pool;
+  let auth: OperatorAuth;
+  const request = (address: string | null = '192.0.2.1') => ({ headers: new Headers(), address });
+
+  beforeAll(async () => {
+    dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
+    auth = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000' });
+  });
+  afterAll(async () => {
+    await dashboard.end();
+  });
+
+  it('creates an operator with an argon2id hash, audited, and refuses a duplicate email', async () => {
+    const created = await createOperator(dashboard, { email: 'Ops@Example.com', password: PASSWORD, role: 'operator' }, 'cli');
+    expect(created).toMatchObject({ email: 'ops@example.com', role: 'operator', disabled: false });
+    const { rows } = await db.pool.query<{ password: string }>('SELECT password FROM operator_accounts WHERE user_id = $1', [created.id]);
+    expect(rows[0]?.password).toMatch(/^\$argon2id\$/);
+    await expect(createOperator(dashboard, { email: 'ops@example.com', password: PASSWORD, role: 'viewer' }, 'cli')).rejects.toBeInstanceOf(OperatorExistsError);
+    await expect(createOperator(dashboard, { email: 'short@example.com', password: 'short', role: 'viewer' }, 'cli')).rejects.toThrow(/12 characters/);
+    const audit = await db.pool.query<{ actor: string; action: string }>("SELECT actor, action FROM audit_log WHERE action = 'operator.create'");
+    expect(audit.rows).toEqual([{ actor: 'cli', action: 'operator.create' }]);
+  });
+
+  it('signs in, reads the session on every request, and signs out server-side', async () => {
+    const result = await signInOperator(auth, dashboard, { email: 'ops@example.com', password: PASSWORD }, request());
+    if (!result.ok) throw new Error(`sign-in failed: ${result.reason}`);
+    const cookie = result.setCookie.find((line) => line.startsWith('retrysafe.session_token='));
+    expect(cookie).toMatch(/HttpOnly/i);
+    expect(cookie).toMatch(/SameSite=Strict/i);
+    const headers = withCookies(result.setCookie);
+    expect(await readOperatorSession(auth, headers)).toMatchObject({ email: 'ops@example.com', role: 'operator' });
+    const signIns = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'auth.sign_in'");
+    expect(signIns.rows).toEqual([{ actor: 'ops@example.com' }]);
+    await signOutOperator(auth, dashboard, headers);
+    expect(await readOperatorSession(auth, headers)).toBeNull();
+    const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM operator_sessions');
+    expect(rows[0]?.n).toBe(0);
+  });
+
+  it('throttles: wrong passwords are audited, then the account is locked even for the right one', async () => {
+    for (let attempt = 0; attempt < limits.accountFailures; attempt += 1) {
+      expect(await signInOperator(auth, dashboard, { email: 'ops@example.com', password: 'wrong password!' }, request(), limits)).toEqual({ ok: false, reason: 'invalid' });
+    }
+    const locked = await signInOperator(auth, dashboard, { email: 'ops@example.com', password: PASSWORD }, request('198.51.100.7'), limits);
+    expect(locked).toMatchObject({ ok: false, reason: 'locked' });
+    if (!locked.ok && locked.reason === 'locked') expect(locked.retryAfterSeconds).toBeGreaterThan(800);
+    const { rows } = await db.pool.query<{ action: string; n: number }>(
+      "SELECT action, count(*)::int AS n FROM audit_log WHERE action LIKE 'auth.sign_in_%' GROUP BY action ORDER BY action",
+    );
+    expect(rows).toEqual([
+      { action: 'auth.sign_in_failed', n: 3 },
+      { action: 'auth.sign_in_locked', n: 1 },
+    ]);
+    const sessions = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM operator_sessions');
+    expect(sessions.rows[0]?.n).toBe(0);
+    await db.pool.query('DELETE FROM sign_in_throttle');
+  });
+
+  it('ends a disabled operator\'s live session at once and refuses new ones', async () => {
+    const created = await createOperator(dashboard, { email: 'leaver@example.com', password: PASSWORD, role: 'compliance' }, 'admin@example.com');
+    const result = await signInOperator(auth, dashboard, { email: 'leaver@example.com', password: PASSWORD }, request());
+    if (!result.ok) throw new Error('sign-in failed');
+    const headers = withCookies(result.setCookie);
+    expect(await readOperatorSession(auth, headers)).not.toBeNull();
+    const changed = await changeOperator(dashboard, created.id, { disabled: true, reason: 'left the team' }, 'admin@example.com');
+    expect(changed.disabled).toBe(true);
+    expect(await readOperatorSession(auth, headers)).toBeNull();
+    expect(await signInOperator(auth, dashboard, { email: 'leaver@example.com', password: PASSWORD }, request())).toEqual({ ok: false, reason: 'invalid' });
+    const { rows } = await db.pool.query<{ reason: string; details: { sessionsEnded: number } }>("SELECT reason, details FROM audit_log WHERE action = 'operator.disable'");
+    expect(rows).toEqual([{ reason: 'left the team', details: expect.objectContaining({ sessionsEnded: 1 }) as unknown }]);
+    const role = await changeOperator(dashboard, created.id, { role: 'viewer', disabled: false, reason: 'came back' }, 'admin@example.com');
+    expect(role).toMatchObject({ role: 'viewer', disabled: false });
+  });
+});
