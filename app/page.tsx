@@ -1,10 +1,12 @@
 // Home: what this instance is and whether its database is fit to serve.
 import { checkHealth } from '@/server/health';
 import { ownerPool } from '@/app/_lib/runtime';
+import { requirePageOperator } from '@/app/_lib/dashboard';
 
 export const dynamic = 'force-dynamic';
 
 export default async function HomePage() {
+  await requirePageOperator('/');
   const health = await checkHealth(ownerPool());
   const ok = health.status === 'ok';
   return (

@@ -90,7 +90,7 @@ export async function applyDashboardGrants(client: pg.ClientBase): Promise<Grant
   );
   const state = rows[0];
   if (!state) throw new Error('no database');
-  if (!state.exists && !state.may_create) return { applied: false, reason: `role ${DASHBOARD_ROLE} does not exist and ${'the migrating role'} may not create roles` };
+  if (!state.exists && !state.may_create) return { applied: false, reason: `role ${DASHBOARD_ROLE} does not exist and the migrating role may not create roles` };
   await client.query('BEGIN');
   try {
     for (const statement of dashboardGrantStatements(state.db)) await client.query(statement);

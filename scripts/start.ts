@@ -8,7 +8,10 @@ import pg from 'pg';
 import { detectStoreLayout, migrateDatabase } from '../db/migrate';
 import { DATA_DIR } from '../db/database-url';
 import { loadOrCreateLocalSecrets } from '../db/local-secrets';
-import { readEnvironment, requireStoreSecrets } from '../server/config';
+import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
+import { ensureDashboardLogin } from '../db/dashboard-access';
+import { createPool } from '../db/client';
+import { ensureFirstAdmin } from '../server/auth/bootstrap';
 import { buildIfStale, nextBin } from './build';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
@@ -20,6 +23,15 @@ async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>
     return await run(client);
   } finally {
     await client.end();
+  }
+}
+
+async function withPool<T>(url: string, run: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = createPool(url, { applicationName: 'retrysafe-start', max: 2 });
+  try {
+    return await run(pool);
+  } finally {
+    await pool.end();
   }
 }
 
@@ -61,14 +73,16 @@ async function main(): Promise<void> {
   try {
     say(environment.DATABASE_URL ? 'Using the database at DATABASE_URL' : 'No DATABASE_URL: using embedded Postgres (data in .data/)');
     database = await openDatabase(environment.DATABASE_URL, say);
-    // Embedded mode generates the store's secrets once (kept in .data/); otherwise they are required.
+    // Embedded mode generates its secrets once (kept in .data/); otherwise they are required.
     const secrets: Record<string, string> = {};
-    if (database.embedded) {
-      const local = await loadOrCreateLocalSecrets(DATA_DIR);
+    const local = database.embedded ? await loadOrCreateLocalSecrets(DATA_DIR) : undefined;
+    if (local) {
       secrets.IDEMPOTENCY_SECRET = process.env.IDEMPOTENCY_SECRET || local.idempotencySecret;
       secrets.RESPONSE_ENCRYPTION_KEYS = process.env.RESPONSE_ENCRYPTION_KEYS || local.responseEncryptionKeys;
+      secrets.AUTH_SECRET = process.env.AUTH_SECRET || local.authSecret;
     } else {
       requireStoreSecrets(environment);
+      requireDashboardSettings(environment);
     }
     const migrated = await migrateDatabase(database.url, { layout: environment.STORE_LAYOUT });
     say(
@@ -76,6 +90,16 @@ async function main(): Promise<void> {
         ? `Applied migrations: ${migrated.applied.join(', ')}`
         : `Schema is current (${migrated.current ?? 'no migrations'})`,
     );
+    if (!migrated.dashboardGrants.applied) {
+      say(`The dashboard role's grants could not be applied (${migrated.dashboardGrants.reason}): have a DBA run the SQL printed by \`npm run cli -- db grants\``);
+    }
+    if (local && !environment.DASHBOARD_DATABASE_URL) {
+      // The dashboard reads through its own restricted role (no response bodies, no store writes).
+      const ownerUrl = database.url;
+      secrets.DASHBOARD_DATABASE_URL = await withClient(ownerUrl, (client) => ensureDashboardLogin(client, ownerUrl, local.dashboardPassword));
+    }
+    const admin = await withPool(database.url, (pool) => ensureFirstAdmin(pool, { email: environment.ADMIN_EMAIL, password: environment.ADMIN_PASSWORD }));
+    if (admin.created) say(`Created the first admin: ${admin.email}${admin.generatedPassword ? ` with the generated password ${admin.generatedPassword} (shown once: keep it)` : ' (password from ADMIN_PASSWORD)'}`);
     const layout = await withClient(database.url, detectStoreLayout);
     say(`Key store layout: ${layout}`);
     if (layout !== environment.STORE_LAYOUT) {
@@ -107,7 +131,14 @@ async function main(): Promise<void> {
     });
     const host = environment.HOST === '0.0.0.0' || environment.HOST === '::' ? '127.0.0.1' : environment.HOST;
     await waitUntilHealthy(`http://${host.includes(':') ? `[${host}]` : host}:${environment.PORT}/api/health`, server, 60_000);
-    say(`Ready: open http://localhost:${environment.PORT} in your browser`);
+    const signIn = !admin.email
+      ? 'no admin is enabled: create one with npm run cli -- user create --email E --password P --role admin'
+      : admin.created && admin.generatedPassword
+        ? `sign in as ${admin.email} with password ${admin.generatedPassword}`
+        : admin.created
+          ? `sign in as ${admin.email} with ADMIN_PASSWORD`
+          : `sign in as ${admin.email} (password printed on the first start; npm run cli -- user create adds operators)`;
+    say(`Ready: open http://localhost:${environment.PORT} in your browser and ${signIn}`);
   } catch (error) {
     say(`Start failed: ${error instanceof Error ? error.message : String(error)}`);
     await stop(1);

@@ -47,6 +47,13 @@ const environmentSchema = z.object({
   RESPONSE_ENCRYPTION_KEYS: encryptionKeys.optional(),
   DEMO_TRAFFIC: flag.optional(),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Signs operator session cookies. */
+  AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** Where operators reach the dashboard (an https URL makes the session cookie Secure). */
+  PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** The first admin, created when no operator exists. */
+  ADMIN_EMAIL: z.email().optional(),
+  ADMIN_PASSWORD: z.string().min(12, 'must be at least 12 characters').max(128).optional(),
   /** Simulated external processor behind POST /api/v1/refunds. */
   DEMO_PROCESSOR_LATENCY_MS: z.coerce.number().int().min(0).max(60_000).default(40),
   DEMO_PROCESSOR_FAILURE_RATE: z.coerce.number().min(0).max(1).default(0.02),
@@ -120,5 +127,24 @@ export function requireStoreSecrets(environment: Environment = readEnvironment()
   return {
     fingerprintSecret: Buffer.from(environment.IDEMPOTENCY_SECRET, 'utf8'),
     encryptionKeys: environment.RESPONSE_ENCRYPTION_KEYS,
+  };
+}
+
+export interface DashboardSettings {
+  databaseUrl: string;
+  authSecret: string;
+  publicUrl: string;
+}
+
+/** The dashboard's restricted database role and session secret; outside embedded mode both must be configured. */
+export function requireDashboardSettings(environment: Environment = readEnvironment()): DashboardSettings {
+  const missing = [environment.DASHBOARD_DATABASE_URL ? undefined : 'DASHBOARD_DATABASE_URL', environment.AUTH_SECRET ? undefined : 'AUTH_SECRET'].filter(Boolean);
+  if (!environment.DASHBOARD_DATABASE_URL || !environment.AUTH_SECRET) {
+    throw new ConfigurationError(`${missing.join(' and ')} must be set when DATABASE_URL is set`);
+  }
+  return {
+    databaseUrl: environment.DASHBOARD_DATABASE_URL,
+    authSecret: environment.AUTH_SECRET,
+    publicUrl: environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`,
   };
 }

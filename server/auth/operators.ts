@@ -87,9 +87,21 @@ export const operatorChangeSchema = z
   .refine((change) => change.role !== undefined || change.disabled !== undefined, 'change the role, disabled, or both');
 export type OperatorChange = z.infer<typeof operatorChangeSchema>;
 
-/** Changes a role and/or disables or enables; disabling deletes the operator's sessions in the same transaction. */
+export class LastAdminError extends Error {
+  readonly code = 'LAST_ADMIN';
+  constructor() {
+    super('This is the last enabled admin: make another admin first');
+  }
+}
+
+/**
+ * Changes a role and/or disables or enables; disabling deletes the operator's sessions in the
+ * same transaction. The admins' rows are locked first, so two admins demoting each other at
+ * once cannot leave none.
+ */
 export async function changeOperator(pool: Connectable, operatorId: string, change: OperatorChange, actor: string): Promise<Operator> {
   return inTransaction(pool, async (db) => {
+    await db.query("SELECT id FROM operators WHERE role = 'admin' ORDER BY id FOR UPDATE");
     const { rows } = await db.query<{ id: string; email: string; name: string; role: OperatorRole; banned: boolean; created_at: Date; old_role: OperatorRole; was_banned: boolean }>(
       `UPDATE operators o SET role = coalesce($2, o.role), banned = coalesce($3, o.banned),
          ban_reason = CASE WHEN $3 THEN $4 WHEN $3 = false THEN NULL ELSE o.ban_reason END, updated_at = now()
@@ -100,6 +112,10 @@ export async function changeOperator(pool: Connectable, operatorId: string, chan
     );
     const row = rows[0];
     if (!row) throw new OperatorNotFoundError();
+    if (row.old_role === 'admin' && !row.was_banned && (row.role !== 'admin' || row.banned)) {
+      const admins = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM operators WHERE role = 'admin' AND NOT banned");
+      if ((admins.rows[0]?.n ?? 0) === 0) throw new LastAdminError();
+    }
     let sessionsEnded = 0;
     if (row.banned) {
       const ended = await db.query('DELETE FROM operator_sessions WHERE user_id = $1', [operatorId]);

@@ -10,6 +10,8 @@ import { defaultPolicyFields } from '../demo/policies';
 import { createTenant } from '../demo/tenants';
 import { ensurePolicies } from '../retention/policies';
 import { sweepOnce } from '../retention/sweeper';
+import { createOperator, newOperatorSchema } from '../auth/operators';
+import { DASHBOARD_ROLE, dashboardGrantStatements } from '../../db/dashboard-access';
 import { loadOrCreateLocalSecrets } from '../../db/local-secrets';
 import { rotateResponseKeys } from '../idempotency/key-rotation';
 import { ResponseKeyRing } from '../idempotency/response-codec';
@@ -53,6 +55,28 @@ const commands: Record<string, Command> = {
       await pool.end();
     }
   },
+  async user(args, databaseUrl) {
+    const [action, ...rest] = args;
+    if (action !== 'create') throw new UsageError('usage: user create --email E --password P --role viewer|operator|compliance|admin');
+    const options = parseOptions(rest, ['email', 'password', 'role']);
+    const parsed = newOperatorSchema.safeParse(options);
+    if (!parsed.success) throw new UsageError(`user create: ${parsed.error.issues.map((issue) => `--${issue.path.join('.')} ${issue.message}`).join('; ')}`);
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-user', max: 2 });
+    try {
+      const operator = await createOperator(pool, parsed.data, 'cli');
+      return { id: operator.id, email: operator.email, role: operator.role };
+    } finally {
+      await pool.end();
+    }
+  },
+  db(args, databaseUrl) {
+    if (args.join(' ') !== 'grants') throw new UsageError('usage: db grants');
+    // For a DBA when the migrating role may not create roles: apply as a role that may,
+    // then create a login role in it and set DASHBOARD_DATABASE_URL to that login.
+    const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
+    const sql = `${dashboardGrantStatements(database).join(';\n')};\n-- then: CREATE ROLE <login> LOGIN PASSWORD '<secret>' IN ROLE ${DASHBOARD_ROLE};`;
+    return Promise.resolve({ role: DASHBOARD_ROLE, database, sql });
+  },
   async tenant(args, databaseUrl) {
     const [action, ...rest] = args;
     if (action !== 'create') throw new UsageError('usage: tenant create <name>');
@@ -70,6 +94,20 @@ const commands: Record<string, Command> = {
 
 class UsageError extends Error {
   readonly code = 'USAGE';
+}
+
+/** `--name value` pairs; each name at most once, no others. */
+function parseOptions(args: string[], names: string[]): Record<string, string> {
+  const options: Record<string, string> = {};
+  for (let i = 0; i < args.length; i += 2) {
+    const name = args[i]?.replace(/^--/, '') ?? '';
+    const value = args[i + 1];
+    if (!args[i]?.startsWith('--') || !names.includes(name) || value === undefined || name in options) {
+      throw new UsageError(`unexpected argument ${args[i] ?? ''}: expected ${names.map((known) => `--${known} <value>`).join(' ')}`);
+    }
+    options[name] = value;
+  }
+  return options;
 }
 
 function expectNoArguments(command: string, args: string[]): void {

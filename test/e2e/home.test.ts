@@ -5,7 +5,7 @@ import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARTIFACTS_DIR, hasChromium, launchBrowser } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
-import { startServer, type RunningServer } from '../helpers/server';
+import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 
 describe.skipIf(!hasChromium)('home page in Chromium', () => {
   const db = useTestDatabase();
@@ -21,16 +21,33 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     await server?.stop();
   });
 
-  it('serves the home page with the instance status', async () => {
+  it('sends a newcomer to /login, signs in with the bootstrapped admin, and shows the instance status', async () => {
     if (!browser || !server) throw new Error('set-up failed');
     const page = await browser.newPage();
-    const response = await page.goto(server.baseUrl);
-    expect(response?.status()).toBe(200);
+    await page.goto(server.baseUrl);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await mkdir(join(ARTIFACTS_DIR, 'screenshots'), { recursive: true });
+    await page.getByLabel('Email').fill(testAdmin.email);
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    // (Next's route announcer is an alert region too: pick ours by its text.)
+    await page.getByRole('alert').filter({ hasText: 'Wrong email or password' }).waitFor();
+    await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'login-failed.png'), fullPage: true });
+    await page.getByLabel('Password').fill(testAdmin.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((url) => url.pathname === '/');
+    const cookies = await browser.cookies(server.baseUrl);
+    const session = cookies.find((cookie) => cookie.name === 'retrysafe.session_token');
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     await expect(page.getByRole('heading', { name: 'Retrysafe', level: 1 }).isVisible()).resolves.toBe(true);
     const status = page.getByRole('region', { name: 'Instance status' });
     await expect(status.getByText('ok', { exact: true }).isVisible()).resolves.toBe(true);
-    await mkdir(join(ARTIFACTS_DIR, 'screenshots'), { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'home.png'), fullPage: true });
+    // Sign-out ends the session server-side: the old cookie no longer opens anything.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL((url) => url.pathname === '/login');
+    const replayed = await fetch(`${server.baseUrl}/api/admin/overview`, { headers: { cookie: `${session?.name ?? ''}=${session?.value ?? ''}` } });
+    expect(replayed.status).toBe(401);
   });
 
   it('answers /api/health with 200, the database and the schema version', async () => {

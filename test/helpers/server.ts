@@ -3,12 +3,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { freePort } from '../../db/embedded';
+import { dashboardUrlFor } from './database';
 
-/** One set per test process, so several servers on one database agree on fingerprints and keys. */
+/** One set per test process, so several servers on one database agree on fingerprints, keys and sessions. */
 export const testSecrets = {
   IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
   RESPONSE_ENCRYPTION_KEYS: `t1:${randomBytes(32).toString('base64')}`,
+  AUTH_SECRET: randomBytes(32).toString('base64url'),
 };
+
+/** The first admin every test server bootstraps. */
+export const testAdmin = { email: 'admin@test.example', password: randomBytes(12).toString('base64url') };
 
 export interface RunningServer {
   baseUrl: string;
@@ -26,6 +31,11 @@ export async function startServer(databaseUrl: string, extraEnv: Record<string, 
       HOST: '127.0.0.1',
       IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
       RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
+      AUTH_SECRET: testSecrets.AUTH_SECRET,
+      DASHBOARD_DATABASE_URL: dashboardUrlFor(databaseUrl),
+      PUBLIC_URL: `http://127.0.0.1:${port}`,
+      ADMIN_EMAIL: testAdmin.email,
+      ADMIN_PASSWORD: testAdmin.password,
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

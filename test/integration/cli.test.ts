@@ -58,4 +58,28 @@ describe('npm run cli', () => {
     expect(result.stderr).toContain('DATABASE_URL');
     expect(result.stderr).not.toContain('hunter2');
   });
+
+  it('user create makes an operator and prints it; bad input is a usage error', async () => {
+    const result = cli(['user', 'create', '--email', 'Compliance@Example.com', '--password', 'a long enough secret', '--role', 'compliance'], { DATABASE_URL: db.url });
+    expect(result.code).toBe(0);
+    const printed = JSON.parse(result.stdout) as { id: string; email: string; role: string };
+    expect(printed).toEqual({ id: expect.any(String) as string, email: 'compliance@example.com', role: 'compliance' });
+    expect(result.stdout).not.toContain('a long enough secret');
+    const { rows } = await db.pool.query<{ role: string }>('SELECT role FROM operators WHERE id = $1', [printed.id]);
+    expect(rows[0]?.role).toBe('compliance');
+    const bad = cli(['user', 'create', '--email', 'x@example.com', '--password', 'short', '--role', 'root'], { DATABASE_URL: db.url });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--password.*12 characters/);
+    expect(bad.stderr).toMatch(/--role/);
+    expect(bad.stderr).not.toContain('short');
+  });
+
+  it('db grants prints the dashboard role SQL for a DBA', () => {
+    const result = cli(['db', 'grants'], { DATABASE_URL: db.url });
+    expect(result.code).toBe(0);
+    const printed = JSON.parse(result.stdout) as { role: string; sql: string };
+    expect(printed.role).toBe('retrysafe_dashboard');
+    expect(printed.sql).toContain('GRANT SELECT (created_at');
+    expect(printed.sql).not.toMatch(/response_body/);
+  });
 });

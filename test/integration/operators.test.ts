@@ -4,7 +4,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperatorAuth, readOperatorSession, signInOperator, signOutOperator, type OperatorAuth } from '../../server/auth/operator-auth';
-import { changeOperator, createOperator, OperatorExistsError } from '../../server/auth/operators';
+import { changeOperator, createOperator, LastAdminError, OperatorExistsError } from '../../server/auth/operators';
 import { useTestDatabase } from '../helpers/database';
 
 const PASSWORD = 'correct horse battery';
@@ -21,7 +21,7 @@ describe('operators', () => {
   let auth: OperatorAuth;
   const request = (address: string | null = '192.0.2.1') => ({ headers: new Headers(), address });
 
-  beforeAll(async () => {
+  beforeAll(() => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
     auth = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000' });
   });
@@ -89,5 +89,20 @@ describe('operators', () => {
     expect(rows).toEqual([{ reason: 'left the team', details: expect.objectContaining({ sessionsEnded: 1 }) as unknown }]);
     const role = await changeOperator(dashboard, created.id, { role: 'viewer', disabled: false, reason: 'came back' }, 'admin@example.com');
     expect(role).toMatchObject({ role: 'viewer', disabled: false });
+  });
+
+  it('never leaves the dashboard without an enabled admin', async () => {
+    const only = await createOperator(dashboard, { email: 'root@example.com', password: PASSWORD, role: 'admin' }, 'system');
+    await expect(changeOperator(dashboard, only.id, { disabled: true, reason: 'oops' }, 'root@example.com')).rejects.toBeInstanceOf(LastAdminError);
+    await expect(changeOperator(dashboard, only.id, { role: 'viewer', reason: 'oops' }, 'root@example.com')).rejects.toBeInstanceOf(LastAdminError);
+    const second = await createOperator(dashboard, { email: 'second@example.com', password: PASSWORD, role: 'admin' }, 'root@example.com');
+    // Two admins demoting each other at once: one of them must fail.
+    const results = await Promise.allSettled([
+      changeOperator(dashboard, only.id, { role: 'viewer', reason: 'swap' }, 'second@example.com'),
+      changeOperator(dashboard, second.id, { role: 'viewer', reason: 'swap' }, 'root@example.com'),
+    ]);
+    expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
+    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM operators WHERE role = 'admin' AND NOT banned");
+    expect(rows[0]?.n).toBe(1);
   });
 });

@@ -1,0 +1,35 @@
+// Who may use each page and route, in one table. Pages and route handlers look their rule up
+// here (so a route cannot be written without one), and a test walks app/ to check that every
+// page and route file is listed and that its rule holds over HTTP.
+import type { OperatorRole } from '@/server/auth/roles';
+
+export type Access =
+  | { kind: 'public' }
+  /** The demo API: a tenant's API key (Authorization: Bearer). */
+  | { kind: 'api-key' }
+  /** Prometheus: METRICS_TOKEN when set. */
+  | { kind: 'metrics-token' }
+  /** An operator session with at least this role. */
+  | { kind: 'operator'; role: OperatorRole };
+
+const operator = <R extends OperatorRole>(role: R) => ({ kind: 'operator', role }) as const;
+
+export const routeAccess = {
+  '/': operator('viewer'),
+  '/login': { kind: 'public' },
+  '/api/health': { kind: 'public' },
+  '/api/metrics': { kind: 'metrics-token' },
+  '/api/v1/payments': { kind: 'api-key' },
+  '/api/v1/refunds': { kind: 'api-key' },
+  '/api/admin/overview': operator('viewer'),
+  '/api/admin/operators': operator('admin'),
+  '/api/admin/operators/[id]': operator('admin'),
+  '/api/admin/audit': operator('compliance'),
+} as const satisfies Record<string, Access>;
+
+export type RoutePath = keyof typeof routeAccess;
+export type OperatorRoute = { [P in RoutePath]: (typeof routeAccess)[P] extends { kind: 'operator' } ? P : never }[RoutePath];
+
+export function requiredRole(path: OperatorRoute): OperatorRole {
+  return routeAccess[path].role;
+}

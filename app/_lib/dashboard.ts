@@ -1,0 +1,78 @@
+// The bridge from dashboard pages and admin routes to server/auth: the dashboard's own pool
+// (its restricted database role), the operator auth, and the role checks every page, route
+// handler and server action makes on the server.
+import 'server-only';
+import { randomUUID } from 'node:crypto';
+import { nextCookies } from 'better-auth/next-js';
+import { headers } from 'next/headers';
+import { forbidden, redirect } from 'next/navigation';
+import type pg from 'pg';
+import { createPool } from '@/db/client';
+import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
+import { roleIncludes } from '@/server/auth/roles';
+import { readEnvironment, requireDashboardSettings } from '@/server/config';
+import { problemResponse } from '@/server/idempotency/http';
+import { requiredRole, type OperatorRoute } from './access';
+
+const slot = Symbol.for('retrysafe.dashboard');
+type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
+
+function dashboard() {
+  const holder = globalThis as Holder;
+  if (!holder[slot]) {
+    const settings = requireDashboardSettings(readEnvironment());
+    const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: 10 });
+    const auth = createOperatorAuth({ pool, secret: settings.authSecret, baseURL: settings.publicUrl, plugins: [nextCookies()] });
+    holder[slot] = { pool, auth, publicUrl: settings.publicUrl };
+  }
+  return holder[slot];
+}
+
+/** The dashboard's pool: its role cannot read response bodies or write the store. */
+export function dashboardPool(): pg.Pool {
+  return dashboard().pool;
+}
+
+export function operatorAuth(): OperatorAuth {
+  return dashboard().auth;
+}
+
+export async function currentOperator(): Promise<SessionOperator | null> {
+  return readOperatorSession(operatorAuth(), await headers());
+}
+
+/** For pages and server actions: the signed-in operator with the route's role, else /login or 403. */
+export async function requirePageOperator(path: OperatorRoute): Promise<SessionOperator> {
+  const operator = await currentOperator();
+  if (!operator) redirect(`/login?next=${encodeURIComponent(path)}`);
+  if (!roleIncludes(operator.role, requiredRole(path))) forbidden();
+  return operator;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * For route handlers: the operator, or the problem response to return (401 without a
+ * session, 403 below the route's role, 403 for a mutation from another origin: CSRF).
+ */
+export async function authorizeRoute(request: Request, path: OperatorRoute): Promise<SessionOperator | Response> {
+  const correlationId = randomUUID();
+  if (!SAFE_METHODS.has(request.method) && !sameOrigin(request)) {
+    return problemResponse({ status: 403, slug: 'cross-origin', title: 'Cross-origin request refused' }, correlationId);
+  }
+  const operator = await readOperatorSession(operatorAuth(), request.headers);
+  if (!operator) return problemResponse({ status: 401, slug: 'unauthenticated', title: 'Sign in first' }, correlationId);
+  if (!roleIncludes(operator.role, requiredRole(path))) {
+    return problemResponse({ status: 403, slug: 'forbidden', title: `This needs the ${requiredRole(path)} role` }, correlationId);
+  }
+  return operator;
+}
+
+/** A mutation must come from a page of this dashboard: Origin (or Referer) matches the host it was sent to. */
+function sameOrigin(request: Request): boolean {
+  const source = request.headers.get('origin') ?? request.headers.get('referer');
+  if (!source || !URL.canParse(source)) return false;
+  const host = request.headers.get('x-forwarded-host') ?? request.headers.get('host');
+  const origin = new URL(source);
+  return origin.host === host || origin.origin === new URL(dashboard().publicUrl).origin;
+}

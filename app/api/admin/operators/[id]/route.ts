@@ -1,0 +1,24 @@
+// PATCH /api/admin/operators/:id {role?, disabled?, reason}: change a role, disable (ending
+// every live session at once) or enable an operator (admin); audited with the reason.
+import { z } from 'zod';
+import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { changeOperator, operatorChangeSchema } from '@/server/auth/operators';
+
+export const dynamic = 'force-dynamic';
+
+const idSchema = z.string().min(1).max(64);
+
+export async function PATCH(request: Request, context: { params: Promise<{ id: string }> }): Promise<Response> {
+  const operator = await authorizeRoute(request, '/api/admin/operators/[id]');
+  if (operator instanceof Response) return operator;
+  const id = idSchema.safeParse((await context.params).id);
+  if (!id.success) return invalid(id.error);
+  const change = operatorChangeSchema.safeParse(await readJson(request));
+  if (!change.success) return invalid(change.error);
+  try {
+    return adminJson(await changeOperator(dashboardPool(), id.data, change.data, operator.email));
+  } catch (error) {
+    return problemFor(error, { OPERATOR_NOT_FOUND: 404, LAST_ADMIN: 409 });
+  }
+}

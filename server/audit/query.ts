@@ -1,0 +1,70 @@
+// The audit log as compliance reads it: newest first, filtered by actor, action and time,
+// paged by keyset (at, id). Each filter has an index that leads with it (audit_log_at_idx,
+// audit_log_actor_at_idx, audit_log_action_at_idx); the statement names only the filters
+// given, so the planner sees the real ones rather than "$n IS NULL OR ...".
+import { z } from 'zod';
+import type { Queryable } from '../idempotency/statements';
+
+const cursorSchema = z
+  .string()
+  .regex(/^\d+\.\d+$/, 'must be a cursor from a previous page')
+  .transform((value) => {
+    const [micros, id] = value.split('.');
+    return { atMicros: micros ?? '0', id: id ?? '0' };
+  });
+
+export const auditQuerySchema = z.strictObject({
+  actor: z.string().trim().min(1).max(254).optional(),
+  action: z.string().trim().min(1).max(100).optional(),
+  from: z.iso.datetime({ offset: true }).optional(),
+  to: z.iso.datetime({ offset: true }).optional(),
+  after: cursorSchema.optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+export type AuditQuery = z.infer<typeof auditQuerySchema>;
+
+export interface AuditEntry {
+  id: string;
+  at: string;
+  actor: string;
+  action: string;
+  target: Record<string, unknown>;
+  reason: string | null;
+  details: Record<string, unknown> | null;
+}
+
+export interface AuditPage {
+  entries: AuditEntry[];
+  /** Pass as `after` for the next (older) page; null at the end. */
+  next: string | null;
+}
+
+export async function listAudit(db: Queryable, query: AuditQuery): Promise<AuditPage> {
+  const conditions: string[] = [];
+  const values: unknown[] = [];
+  const add = (condition: (placeholder: string) => string, value: unknown) => {
+    values.push(value);
+    conditions.push(condition(`$${values.length}`));
+  };
+  if (query.actor !== undefined) add((p) => `actor = ${p}`, query.actor);
+  if (query.action !== undefined) add((p) => `action = ${p}`, query.action);
+  if (query.from !== undefined) add((p) => `at >= ${p}::timestamptz`, query.from);
+  if (query.to !== undefined) add((p) => `at < ${p}::timestamptz`, query.to);
+  if (query.after !== undefined) {
+    values.push(query.after.atMicros, query.after.id);
+    conditions.push(`(at, id) < (to_timestamp($${values.length - 1}::numeric / 1000000), $${values.length}::bigint)`);
+  }
+  values.push(query.limit + 1);
+  const { rows } = await db.query<{ id: string; at: Date; at_micros: string; actor: string; action: string; target: Record<string, unknown>; reason: string | null; details: Record<string, unknown> | null }>(
+    `SELECT id, at, (extract(epoch FROM at) * 1000000)::bigint AS at_micros, actor, action, target, reason, details FROM audit_log
+     ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''}
+     ORDER BY at DESC, id DESC LIMIT $${values.length}`,
+    values,
+  );
+  const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  return {
+    entries: page.map((row) => ({ id: row.id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, reason: row.reason, details: row.details })),
+    next: rows.length > query.limit && last ? `${last.at_micros}.${last.id}` : null,
+  };
+}

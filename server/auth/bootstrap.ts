@@ -1,0 +1,28 @@
+// The first admin: created on start when no operator exists, from ADMIN_EMAIL and
+// ADMIN_PASSWORD, else with a generated password that is shown once (never logged again).
+import { randomBytes } from 'node:crypto';
+import type { Connectable } from '../../db/transaction';
+import type { Queryable } from '../idempotency/statements';
+import { countOperators, createOperator } from './operators';
+
+export const DEFAULT_ADMIN_EMAIL = 'admin@retrysafe.local';
+
+export type FirstAdmin =
+  | { created: true; email: string; generatedPassword: string | null }
+  | { created: false; email: string | null };
+
+export async function ensureFirstAdmin(pool: Connectable & Queryable, configured: { email?: string; password?: string }): Promise<FirstAdmin> {
+  if ((await countOperators(pool)) === 0) {
+    const email = (configured.email ?? DEFAULT_ADMIN_EMAIL).toLowerCase();
+    const generatedPassword = configured.password ? null : randomBytes(12).toString('base64url');
+    try {
+      await createOperator(pool, { email, password: configured.password ?? generatedPassword ?? '', role: 'admin', name: 'Admin' }, 'system');
+      return { created: true, email, generatedPassword };
+    } catch (error) {
+      // Another instance starting at the same moment created one first.
+      if ((error as { code?: string }).code !== 'OPERATOR_EXISTS') throw error;
+    }
+  }
+  const { rows } = await pool.query<{ email: string }>("SELECT email FROM operators WHERE role = 'admin' AND NOT banned ORDER BY created_at LIMIT 1");
+  return { created: false, email: rows[0]?.email ?? null };
+}
