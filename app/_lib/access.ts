@@ -25,6 +25,9 @@ export const routeAccess = {
   '/api/admin/operators': operator('admin'),
   '/api/admin/operators/[id]': operator('admin'),
   '/api/admin/audit': operator('compliance'),
+  '/api/admin/keys/lookup': operator('operator'),
+  '/api/admin/stale-claims': operator('operator'),
+  '/api/admin/stale-claims/release': operator('operator'),
 } as const satisfies Record<string, Access>;
 
 export type RoutePath = keyof typeof routeAccess;

@@ -13,6 +13,9 @@ import { readBaseline } from '../../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../../server/metrics/scope-sample';
 import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
+import { listStaleClaims, readKeyRecords } from '../../server/idempotency/key-metadata';
+import { ensurePolicies } from '../../server/retention/policies';
+import { defaultPolicyFields } from '../../server/demo/policies';
 
 const ROWS = 200_000;
 
@@ -163,6 +166,29 @@ describe('hot-path plans', () => {
           expect({ statement: statement.text, wholeScans }).toEqual({ statement: statement.text, wholeScans: [] });
           if (onKeys.some((node) => node['Node Type'] === 'Sample Scan')) expect(statement.text).toMatch(/TABLESAMPLE SYSTEM/);
         }
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  it('serves the dashboard key lookup by primary-key probes and the stale list by the partial index', async () => {
+    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
+    const recorded = recordingQueryable(db.pool);
+    await readKeyRecords(recorded.db, '00000000-0000-0000-0000-000000000001', 'key-1');
+    await listStaleClaims(recorded.db, 100);
+    const [lookup, stale] = recorded.statements;
+    if (!lookup || !stale) throw new Error('statements not recorded');
+    expect(lookup.text).not.toMatch(/response_body/);
+    const client = await db.pool.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        const lookupPlan = await explain(client, lookup.text, lookup.values, mode);
+        const keyScan = lookupPlan.find((node) => node['Relation Name'] === 'idempotency_keys');
+        expect(keyScan?.['Index Name']).toBe('idempotency_keys_pkey');
+        expect(lookupPlan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'idempotency_keys')).toEqual([]);
+        const stalePlan = await explain(client, stale.text, stale.values, mode);
+        expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
       }
     } finally {
       client.release();

@@ -1,0 +1,22 @@
+// POST /api/admin/stale-claims/release {principalId, scope, key, reason}: mark one stale claim
+// failed (retryable) through the audited SECURITY DEFINER function (operator).
+import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { staleReleaseSchema } from '@/server/idempotency/key-metadata';
+import { releaseStaleClaim } from '@/server/retention/stale-claims';
+
+export const dynamic = 'force-dynamic';
+
+export async function POST(request: Request): Promise<Response> {
+  const operator = await authorizeRoute(request, '/api/admin/stale-claims/release');
+  if (operator instanceof Response) return operator;
+  const parsed = staleReleaseSchema.safeParse(await readJson(request));
+  if (!parsed.success) return invalid(parsed.error);
+  const { reason, ...id } = parsed.data;
+  try {
+    await releaseStaleClaim(dashboardPool(), id, operator.email, reason);
+    return adminJson({ released: true });
+  } catch (error) {
+    return problemFor(error, { CLAIM_NOT_STALE: 409 });
+  }
+}

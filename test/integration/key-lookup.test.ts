@@ -1,0 +1,75 @@
+// Key lookup for operators through the dashboard's role: each scope's metadata, never the
+// body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyLookupSchema, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
+import { ensurePolicies } from '../../server/retention/policies';
+import { defaultPolicyFields } from '../../server/demo/policies';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+
+const SENTINEL = 'SENTINEL-lookup-5d1e';
+
+describe('key lookup', () => {
+  const db = useTestDatabase();
+  let dashboard: pg.Pool;
+  const owner = principal();
+
+  beforeAll(async () => {
+    dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
+    const { store } = createTestStore(db.pool);
+    for (const endpoint of ['POST /api/v1/payments', 'POST /api/v1/refunds']) {
+      await store.execute({
+        principalId: owner,
+        key: 'order-1',
+        endpoint,
+        method: 'POST',
+        body: { description: SENTINEL },
+        policy: testPolicy,
+        mode: 'claim-first',
+        work: () => Promise.resolve(jsonResult(201, { description: SENTINEL })),
+      });
+    }
+  });
+  afterAll(async () => {
+    await dashboard.end();
+  });
+
+  it('shows each scope\'s metadata and nothing of the response', async () => {
+    const records = await lookUpKey(dashboard, { principalId: owner, key: 'order-1', reason: 'customer reports a double charge' }, 'ops@example.com');
+    expect(records.map((record) => record.scope)).toEqual(['POST /api/v1/payments', 'POST /api/v1/refunds']);
+    expect(records[0]).toMatchObject({ state: 'completed', statusCode: 201, contentType: 'application/json', storedAs: 'body', attempts: 1, takeovers: 0 });
+    expect(records[0]?.fingerprintPrefix).toMatch(/^[0-9a-f]{8}$/);
+    expect(records[0]?.secondsLeft).toBeGreaterThan(7_000);
+    expect(JSON.stringify(records)).not.toContain(SENTINEL);
+  });
+
+  it('answers a foreign key exactly as an absent one, and audits every lookup', async () => {
+    const foreign = await lookUpKey(dashboard, { principalId: principal(), key: 'order-1', reason: 'checking another tenant' }, 'ops@example.com');
+    const absent = await lookUpKey(dashboard, { principalId: owner, key: 'never-used', reason: 'checking a typo' }, 'ops@example.com');
+    expect(foreign).toEqual([]);
+    expect(absent).toEqual(foreign);
+    const { rows } = await db.pool.query<{ reason: string; target: { key: string } }>("SELECT reason, target FROM audit_log WHERE action = 'key.lookup' ORDER BY id");
+    expect(rows.map((row) => row.reason)).toEqual(['customer reports a double charge', 'checking another tenant', 'checking a typo']);
+    expect(JSON.stringify(rows)).not.toContain(SENTINEL);
+  });
+
+  it('refuses a lookup without a reason or with a malformed key', () => {
+    expect(keyLookupSchema.safeParse({ principalId: owner, key: 'order-1', reason: '' }).success).toBe(false);
+    expect(keyLookupSchema.safeParse({ principalId: owner, key: 'has space', reason: 'why not' }).success).toBe(false);
+    expect(keyLookupSchema.safeParse({ principalId: 'not-a-uuid', key: 'k', reason: 'why not' }).success).toBe(false);
+  });
+
+  it('lists stale claims oldest lease first', async () => {
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       SELECT $1, 'POST /api/v1/refunds', 'crashed-' || i, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+              now() - i * interval '1 minute', now() + interval '1 day' FROM generate_series(1, 3) AS i`,
+      [owner],
+    );
+    const claims = await listStaleClaims(dashboard, 10);
+    expect(claims.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
+    expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
+  });
+});
