@@ -22,6 +22,7 @@ import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metric
 import { FlowRecorder, observeAll } from '@/server/metrics/recorder';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 import { sampleStoreStats } from '@/server/metrics/sampler';
+import { logger } from '@/server/logging';
 
 export interface Services {
   ownerPool: pg.Pool;
@@ -52,10 +53,9 @@ export function ownerPool(): pg.Pool {
 }
 
 export function logEvent(level: 'info' | 'error', message: string, fields: Record<string, unknown> = {}): void {
-  // Only identifiers and counts: nothing from a request or a stored response is ever logged.
-  const line = JSON.stringify({ level, time: new Date().toISOString(), message, ...fields });
-  if (level === 'error') console.error(line);
-  else console.log(line);
+  // Only identifiers and counts: nothing from a request or a stored response is ever logged
+  // (and the logger redacts keys, credentials and bodies should one slip in).
+  logger[level](fields, message);
 }
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error');
