@@ -16,6 +16,7 @@ import { auditLog } from '../../db/schema/audit';
 import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
 import { inTransaction } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
+import { logger } from '../logging';
 import { hashPassword, verifyPassword } from './passwords';
 import { isOperatorRole, type OperatorRole } from './roles';
 import { clearAccountFailures, lockedForSeconds, recordFailure, subjects, type ThrottleLimits } from './throttle';
@@ -61,6 +62,8 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
     baseURL: options.baseURL,
     secret: options.secret,
     telemetry: { enabled: false },
+    // Through the redacting logger, message only: its extra arguments may carry request data.
+    logger: { level: 'warn', log: (level, message) => logger[level === 'debug' ? 'debug' : level](message) },
     database: drizzleAdapter(db, {
       provider: 'pg',
       transaction: true,
