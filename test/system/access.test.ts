@@ -4,14 +4,12 @@
 // origin are refused; admin answers are never cached.
 import { readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeAccess, type Access } from '../../app/_lib/access';
-import { createOperatorAuth, signInOperator } from '../../server/auth/operator-auth';
-import { createOperator } from '../../server/auth/operators';
 import { operatorRoles, roleIncludes, type OperatorRole } from '../../server/auth/roles';
 import { useTestDatabase } from '../helpers/database';
-import { startServer, testSecrets, type RunningServer } from '../helpers/server';
+import { signInEveryRole } from '../helpers/operators';
+import { startServer, type RunningServer } from '../helpers/server';
 
 /** Every page.tsx and route.ts under app/, as its URL path (route groups dropped). */
 async function appRoutes(): Promise<{ path: string; file: string }[]> {
@@ -34,16 +32,7 @@ describe('access control', () => {
 
   beforeAll(async () => {
     server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
-    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
-    const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: server.baseUrl });
-    for (const role of operatorRoles) {
-      const email = `${role}@access.example`;
-      await createOperator(dashboard, { email, password: 'a long test password', role }, 'test');
-      const signedIn = await signInOperator(auth, dashboard, { email, password: 'a long test password' }, { headers: new Headers(), address: null });
-      if (!signedIn.ok) throw new Error(`could not sign in as ${role}`);
-      cookies.set(role, signedIn.setCookie.map((line) => line.split(';')[0]).join('; '));
-    }
-    await dashboard.end();
+    for (const [role, cookie] of await signInEveryRole(db.dashboardUrl, server.baseUrl, 'access.example')) cookies.set(role, cookie);
   });
   afterAll(async () => {
     await server?.stop();

@@ -1,0 +1,28 @@
+// Operators of every role, signed in against a test database: the cookie header each would
+// send. Sessions are made through the product's own sign-in (with the server's AUTH_SECRET),
+// so the started server accepts them.
+import pg from 'pg';
+import { createOperatorAuth, signInOperator } from '../../server/auth/operator-auth';
+import { createOperator } from '../../server/auth/operators';
+import { operatorRoles, type OperatorRole } from '../../server/auth/roles';
+import { testSecrets } from './server';
+
+export const OPERATOR_PASSWORD = 'a long test password';
+
+export async function signInEveryRole(dashboardUrl: string, baseUrl: string, domain = 'roles.example'): Promise<Map<OperatorRole, string>> {
+  const dashboard = new pg.Pool({ connectionString: dashboardUrl, max: 2 });
+  const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl });
+  const cookies = new Map<OperatorRole, string>();
+  try {
+    for (const role of operatorRoles) {
+      const email = `${role}@${domain}`;
+      await createOperator(dashboard, { email, password: OPERATOR_PASSWORD, role }, 'test');
+      const signedIn = await signInOperator(auth, dashboard, { email, password: OPERATOR_PASSWORD }, { headers: new Headers(), address: null });
+      if (!signedIn.ok) throw new Error(`could not sign in as ${role}`);
+      cookies.set(role, signedIn.setCookie.map((line) => line.split(';')[0]).join('; '));
+    }
+  } finally {
+    await dashboard.end();
+  }
+  return cookies;
+}
