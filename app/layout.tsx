@@ -1,4 +1,5 @@
 import type { Metadata } from 'next';
+import { connection } from 'next/server';
 import type { ReactNode } from 'react';
 import { currentOperator } from '@/app/_lib/dashboard';
 import { signOut } from '@/app/login/actions';
@@ -10,6 +11,9 @@ export const metadata: Metadata = {
 };
 
 export default async function RootLayout({ children }: { children: ReactNode }) {
+  // Rendered per request (the session decides the header), never prerendered at build time,
+  // when the dashboard's settings are not there to read.
+  await connection();
   const operator = await currentOperator();
   return (
     <html lang="en">
