@@ -3,6 +3,9 @@ import { connection } from 'next/server';
 import type { ReactNode } from 'react';
 import { currentOperator } from '@/app/_lib/dashboard';
 import { signOut } from '@/app/login/actions';
+import { navigationFor } from '@/app/_lib/navigation';
+import { Providers } from '@/app/providers';
+import { Nav } from '@/components/nav';
 import './globals.css';
 
 export const metadata: Metadata = {
@@ -23,6 +26,7 @@ export default async function RootLayout({ children }: { children: ReactNode }) 
             <a href="/" className="brand">
               Retrysafe
             </a>
+            <Nav links={navigationFor(operator.role)} />
             <span className="muted">
               {operator.email} · {operator.role}
             </span>
@@ -33,7 +37,7 @@ export default async function RootLayout({ children }: { children: ReactNode }) 
             </form>
           </header>
         ) : null}
-        {children}
+        <Providers>{children}</Providers>
       </body>
     </html>
   );

@@ -1,40 +1,35 @@
-// Home: what this instance is and whether its database is fit to serve.
-import { checkHealth } from '@/server/health';
-import { ownerPool } from '@/app/_lib/runtime';
-import { requirePageOperator } from '@/app/_lib/dashboard';
+// The overview (viewer): prefetched on the server through the dashboard's role, then kept
+// fresh by React Query under the same key.
+import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
+import { requirePageOperator, dashboardPool } from '@/app/_lib/dashboard';
+import { runtime } from '@/app/_lib/runtime';
+import { OverviewDashboard } from '@/components/overview/overview-dashboard';
+import { parseOverviewSearch } from '@/components/overview/search';
+import { queryKeys } from '@/components/query-keys';
+import { readOverview, type OverviewJson } from '@/server/metrics/overview';
 
 export const dynamic = 'force-dynamic';
 
-export default async function HomePage() {
+export default async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   await requirePageOperator('/');
-  const health = await checkHealth(ownerPool());
-  const ok = health.status === 'ok';
+  const search = parseOverviewSearch(await searchParams);
+  const { alertThresholds } = await runtime();
+  const client = new QueryClient();
+  // A failed read leaves the cache empty: the client shows its error state and retries.
+  await client
+    .query({
+      queryKey: queryKeys.overview(search.range, search.scope ?? null),
+      // As the client would receive it from /api/admin/overview: dates as strings.
+      queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, scope: search.scope }, alertThresholds))) as OverviewJson,
+    })
+    .catch(() => undefined);
   return (
-    <main>
-      <h1>Retrysafe</h1>
-      <p className="muted">Idempotency keys on Postgres: retries within the published window are safe.</p>
-      <section className="card" aria-labelledby="status-heading">
-        <h2 id="status-heading">Instance status</h2>
-        <dl>
-          <dt>Status</dt>
-          <dd className={ok ? 'ok' : 'bad'}>{health.status}</dd>
-          <dt>Database</dt>
-          <dd>
-            {health.database.reachable
-              ? `reachable, PostgreSQL ${health.database.serverVersion ?? 'unknown'} (${health.database.latencyMs ?? '?'} ms)`
-              : `unreachable (${health.database.error ?? 'no answer'})`}
-          </dd>
-          <dt>Schema</dt>
-          <dd>
-            {health.migrations
-              ? `${health.migrations.current ?? 'empty'}${health.migrations.pending.length > 0 ? `, ${health.migrations.pending.length} pending` : ', up to date'}`
-              : 'unknown'}
-          </dd>
-        </dl>
-      </section>
-      <p className="muted">
-        Machine-readable: <a href="/api/health">/api/health</a>
-      </p>
+    <main className="wide">
+      <h1>Overview</h1>
+      <p className="muted">Is idempotency working right now? The store against its baseline, cleanup, claim latency and how clients retry.</p>
+      <HydrationBoundary state={dehydrate(client)}>
+        <OverviewDashboard search={search} />
+      </HydrationBoundary>
     </main>
   );
 }

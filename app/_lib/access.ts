@@ -16,6 +16,8 @@ const operator = <R extends OperatorRole>(role: R) => ({ kind: 'operator', role 
 
 export const routeAccess = {
   '/': operator('viewer'),
+  '/keys': operator('operator'),
+  '/claims': operator('operator'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },

@@ -57,6 +57,9 @@ export interface Overview {
   alerts: Alert[];
 }
 
+/** The overview as it travels as JSON (dates as ISO strings). */
+export type OverviewJson = Omit<Overview, 'alerts'> & { alerts: (Omit<Alert, 'since'> & { since: string | null })[] };
+
 const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
 const finite = (value: number) => (Number.isFinite(value) ? value : null);
 

@@ -1,0 +1,150 @@
+'use client';
+// Stale claims: in-progress attempts past their lease (a handler crashed or hung), oldest
+// first. A retry already takes such a key over; releasing marks it failed and retryable so it
+// stops showing as running. Behind a confirmation with a reason, audited.
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useRef, useState } from 'react';
+import type { StaleClaim } from '@/server/idempotency/key-metadata';
+import { queryKeys } from '../query-keys';
+import { formatDateTime, formatDuration } from '../overview/format';
+
+async function fetchClaims(): Promise<StaleClaim[]> {
+  const response = await fetch('/api/admin/stale-claims?limit=200');
+  if (!response.ok) throw new Error(response.status === 401 ? 'Your session has ended: sign in again.' : `The server answered ${response.status}`);
+  return ((await response.json()) as { claims: StaleClaim[] }).claims;
+}
+
+async function release(input: { claim: StaleClaim; reason: string }): Promise<void> {
+  const { principalId, scope, key } = input.claim;
+  const response = await fetch('/api/admin/stale-claims/release', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ principalId, scope, key, reason: input.reason }),
+  });
+  if (!response.ok) {
+    const problem = (await response.json().catch(() => null)) as { title?: string } | null;
+    throw new Error(problem?.title ?? `The server answered ${response.status}`);
+  }
+}
+
+export function StaleClaims() {
+  const client = useQueryClient();
+  const claims = useQuery({ queryKey: queryKeys.staleClaims(), queryFn: fetchClaims, refetchInterval: 30_000 });
+  const [chosen, setChosen] = useState<StaleClaim | null>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const dialog = useRef<HTMLDialogElement>(null);
+  const releasing = useMutation({
+    mutationFn: release,
+    onSuccess: (_result, input) => {
+      setDone(`Released ${input.claim.key} (${input.claim.scope}). It is recorded in the audit log.`);
+      dialog.current?.close();
+      void client.invalidateQueries({ queryKey: queryKeys.staleClaims() });
+    },
+  });
+  const open = (claim: StaleClaim) => {
+    setChosen(claim);
+    setDone(null);
+    releasing.reset();
+    dialog.current?.showModal();
+  };
+
+  return (
+    <>
+      {done ? (
+        <div className="banner ok" role="status">
+          {done}
+        </div>
+      ) : null}
+      {claims.error ? (
+        <div className="banner critical" role="alert">
+          Could not load stale claims: {claims.error.message}
+        </div>
+      ) : null}
+      <div className="toolbar">
+        <button type="button" onClick={() => void claims.refetch()} disabled={claims.isFetching}>
+          {claims.isFetching ? 'Refreshing…' : 'Refresh now'}
+        </button>
+        <span className="muted small" aria-live="polite">
+          Last updated {claims.dataUpdatedAt ? new Date(claims.dataUpdatedAt).toLocaleTimeString() : '—'}
+        </span>
+      </div>
+      {claims.data && claims.data.length === 0 ? <p className="empty card">No stale claim: every in-progress attempt is within its lease.</p> : null}
+      {claims.data && claims.data.length > 0 ? (
+        <div className="card table-scroll">
+          <table>
+            <caption className="visually-hidden">Stale claims, oldest lease first</caption>
+            <thead>
+              <tr>
+                <th scope="col">Principal</th>
+                <th scope="col">Scope</th>
+                <th scope="col">Key</th>
+                <th scope="col">Past its lease</th>
+                <th scope="col">Created</th>
+                <th scope="col" className="num">
+                  Attempts
+                </th>
+                <th scope="col">
+                  <span className="visually-hidden">Action</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {claims.data.map((claim) => (
+                <tr key={`${claim.principalId} ${claim.scope} ${claim.key}`}>
+                  <td className="nowrap">
+                    <code title={claim.principalId}>{claim.principalId}</code>
+                  </td>
+                  <td className="nowrap">{claim.scope}</td>
+                  <td>
+                    <code>{claim.key}</code>
+                  </td>
+                  <td className="nowrap">{formatDuration(claim.pastLeaseSeconds)}</td>
+                  <td className="nowrap">{formatDateTime(claim.createdAt)}</td>
+                  <td className="num">{claim.attempts}</td>
+                  <td>
+                    <button type="button" className="link" onClick={() => open(claim)} aria-label={`Release ${claim.key}`}>
+                      Release
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      <dialog ref={dialog} aria-labelledby="release-title" className="card">
+        <form
+          method="dialog"
+          className="form"
+          onSubmit={(event) => {
+            event.preventDefault();
+            if (!chosen) return;
+            const reason = new FormData(event.currentTarget).get('reason');
+            releasing.mutate({ claim: chosen, reason: typeof reason === 'string' ? reason : '' });
+          }}
+        >
+          <h2 id="release-title">Release this claim?</h2>
+          <p>
+            <code>{chosen?.key}</code> in {chosen?.scope} will be marked failed, so the next retry runs the operation again. Release it only once you
+            know the original attempt did not complete its effect.
+          </p>
+          <label htmlFor="release-reason">Reason</label>
+          <input id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
+          {releasing.error ? (
+            <p className="bad" role="alert">
+              {releasing.error.message}
+            </p>
+          ) : null}
+          <div className="actions">
+            <button type="button" className="link" onClick={() => dialog.current?.close()}>
+              Cancel
+            </button>
+            <button type="submit" disabled={releasing.isPending}>
+              {releasing.isPending ? 'Releasing…' : 'Release claim'}
+            </button>
+          </div>
+        </form>
+      </dialog>
+    </>
+  );
+}

@@ -1,0 +1,125 @@
+'use client';
+// Key lookup: one principal's key, every scope's record, metadata only. The reason is
+// required and goes to the audit log with the lookup. A key under another principal and an
+// absent key show the same "no record" answer, by design.
+import { useMutation } from '@tanstack/react-query';
+import { useState } from 'react';
+import type { KeyRecord } from '@/server/idempotency/key-metadata';
+import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
+
+interface Problem {
+  title?: string;
+  errors?: { path: string; message: string }[];
+}
+
+async function lookUp(input: { principalId: string; key: string; reason: string }): Promise<KeyRecord[]> {
+  const response = await fetch('/api/admin/keys/lookup', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(input) });
+  if (!response.ok) {
+    const problem = (await response.json().catch(() => null)) as Problem | null;
+    const details = problem?.errors?.map((error) => `${labels[error.path] ?? error.path}: ${error.message}`).join('; ');
+    throw new Error(details || problem?.title || `The server answered ${response.status}`);
+  }
+  return ((await response.json()) as { records: KeyRecord[] }).records;
+}
+
+const field = (form: FormData, name: string) => {
+  const value = form.get(name);
+  return typeof value === 'string' ? value : '';
+};
+
+const labels: Record<string, string> = { principalId: 'Principal ID', key: 'Idempotency key', reason: 'Reason' };
+const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
+
+export function KeyLookup() {
+  const [asked, setAsked] = useState<{ principalId: string; key: string } | null>(null);
+  const lookup = useMutation({ mutationFn: lookUp });
+  return (
+    <>
+      <form
+        className="card form lookup"
+        onSubmit={(event) => {
+          event.preventDefault();
+          const form = new FormData(event.currentTarget);
+          const input = { principalId: field(form, 'principalId').trim(), key: field(form, 'key'), reason: field(form, 'reason') };
+          setAsked({ principalId: input.principalId, key: input.key });
+          lookup.mutate(input);
+        }}
+      >
+        <label htmlFor="principalId">Principal ID</label>
+        <input id="principalId" name="principalId" required placeholder="a tenant's UUID" autoComplete="off" spellCheck={false} />
+        <label htmlFor="key">Idempotency key</label>
+        <input id="key" name="key" required maxLength={255} autoComplete="off" spellCheck={false} />
+        <label htmlFor="reason">Reason</label>
+        <input id="reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. ticket 4211: customer reports a double charge" />
+        <p className="muted small">Every lookup is recorded in the audit log with your reason. Response bodies are never shown.</p>
+        <button type="submit" disabled={lookup.isPending}>
+          {lookup.isPending ? 'Looking up…' : 'Look up'}
+        </button>
+      </form>
+      <section aria-live="polite" aria-label="Lookup result">
+        {lookup.error ? (
+          <div className="banner critical" role="alert">
+            {lookup.error.message}
+          </div>
+        ) : null}
+        {lookup.data && asked ? (
+          lookup.data.length === 0 ? (
+            <div className="card">
+              <h2>No record</h2>
+              <p>
+                Principal <code>{asked.principalId}</code> has no live record of the key <code>{asked.key}</code> in any scope. Either it was never used,
+                it has expired, or it belongs to someone else.
+              </p>
+            </div>
+          ) : (
+            lookup.data.map((record) => <RecordCard key={`${record.scope} ${record.expiresAt}`} record={record} />)
+          )
+        ) : null}
+      </section>
+    </>
+  );
+}
+
+function RecordCard({ record }: { record: KeyRecord }) {
+  return (
+    <article className="card" aria-label={`Record in ${record.scope}`}>
+      <h2>{record.scope}</h2>
+      <dl>
+        <dt>State</dt>
+        <dd>{stateLabels[record.state]}</dd>
+        <dt>Status code</dt>
+        <dd>{record.statusCode ?? '—'}</dd>
+        <dt>Content type</dt>
+        <dd>{record.contentType ?? '—'}</dd>
+        <dt>Response size</dt>
+        <dd>{record.responseSize === null ? '—' : formatBytes(record.responseSize)}</dd>
+        <dt>Stored as</dt>
+        <dd>{record.storedAs === 'body' ? 'encrypted body' : record.storedAs === 'reference' ? 'reference (replay re-derived)' : '—'}</dd>
+        <dt>Correlation id</dt>
+        <dd>
+          <code>{record.correlationId}</code>
+        </dd>
+        <dt>Created</dt>
+        <dd>{formatDateTime(record.createdAt)}</dd>
+        <dt>Completed</dt>
+        <dd>{formatDateTime(record.completedAt)}</dd>
+        <dt>Expires</dt>
+        <dd>
+          {formatDateTime(record.expiresAt)} ({record.secondsLeft > 0 ? `${formatDuration(record.secondsLeft)} until it expires` : 'expired'})
+        </dd>
+        {record.state === 'in_progress' ? (
+          <>
+            <dt>Lease ends</dt>
+            <dd>{formatDateTime(record.leaseExpiresAt)}</dd>
+          </>
+        ) : null}
+        <dt>Fingerprint prefix</dt>
+        <dd>
+          <code>{record.fingerprintPrefix}</code>
+        </dd>
+        <dt>Attempts</dt>
+        <dd>{record.takeovers > 0 ? `${record.attempts} (${record.takeovers} takeover${record.takeovers > 1 ? 's' : ''} of a crashed attempt)` : record.attempts}</dd>
+      </dl>
+    </article>
+  );
+}

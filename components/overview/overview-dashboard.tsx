@@ -1,0 +1,272 @@
+'use client';
+// The overview: is idempotency working right now, and if not, where. Alerts with what to do
+// first, then the store against its baseline, cleanup health, latency and client behaviour.
+// Range, scope and refresh live in the URL; refresh pauses in hidden tabs and never overlaps.
+import { useQuery } from '@tanstack/react-query';
+import { usePathname, useRouter } from 'next/navigation';
+import type { OverviewJson } from '@/server/metrics/overview';
+import { queryKeys } from '../query-keys';
+import { formatBytes, formatCount, formatDateTime, formatDuration, formatPercent, formatRate, timeTick } from './format';
+import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
+import { TimeChart } from './time-chart';
+
+type StorePoint = OverviewJson['store'][number];
+type StoreSlot = Partial<StorePoint> & { t: string };
+
+const colors = { a: 'var(--c1)', b: 'var(--c2)', c: 'var(--c3)', d: 'var(--c4)' };
+const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour', '6h': 'Last 6 hours', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
+const refreshLabels: Record<OverviewSearch['refresh'], string> = { off: 'Off', '10': 'Every 10 s', '30': 'Every 30 s', '60': 'Every minute' };
+
+async function fetchOverview(search: OverviewSearch): Promise<OverviewJson> {
+  const response = await fetch(overviewApiUrl(search), { headers: { accept: 'application/json' } });
+  if (response.status === 401) throw new Error('Your session has ended: sign in again.');
+  if (!response.ok) {
+    const problem = (await response.json().catch(() => null)) as { title?: string } | null;
+    throw new Error(problem?.title ?? `The server answered ${response.status}`);
+  }
+  return (await response.json()) as OverviewJson;
+}
+
+export function OverviewDashboard({ search }: { search: OverviewSearch }) {
+  const router = useRouter();
+  const pathname = usePathname();
+  const query = useQuery({
+    queryKey: queryKeys.overview(search.range, search.scope ?? null),
+    queryFn: () => fetchOverview(search),
+    refetchInterval: search.refresh === 'off' ? false : Number(search.refresh) * 1000,
+    refetchIntervalInBackground: false,
+    placeholderData: (previous) => previous,
+  });
+  const navigate = (change: Partial<OverviewSearch>) => router.replace(`${pathname}${overviewHref({ ...search, ...change }).slice(1)}`, { scroll: false });
+  const data = query.data;
+  const tick = timeTick(rangeSeconds[search.range]);
+  const latest = data?.store.at(-1);
+  // The store series on the same time grid as the flow (a step with no sample stays empty),
+  // so every chart spans the whole range.
+  const storeByTime = new Map((data?.store ?? []).map((point) => [point.t, point]));
+  const storeGrid: StoreSlot[] = (data?.flow ?? []).map((point) => storeByTime.get(point.t) ?? { t: point.t });
+  const claimsInRange = data?.flow.reduce((sum, point) => sum + point.claims, 0) ?? 0;
+  const noClaims = 'No claims in this range yet. With demo traffic on, they start a few seconds after npm start.';
+  const noSamples = 'No store sample in this range yet: one is taken every minute.';
+
+  return (
+    <div className="overview">
+      <div className="toolbar" role="group" aria-label="Overview settings">
+        <label>
+          Time range
+          <select value={search.range} onChange={(event) => navigate({ range: event.target.value as OverviewSearch['range'] })}>
+            {ranges.map((range) => (
+              <option key={range} value={range}>
+                {rangeLabels[range]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Scope
+          <select value={search.scope ?? ''} onChange={(event) => navigate({ scope: event.target.value === '' ? undefined : event.target.value })}>
+            <option value="">All scopes</option>
+            {[...new Set([...(data?.scopes ?? []), ...(search.scope ? [search.scope] : [])])].map((scope) => (
+              <option key={scope} value={scope}>
+                {scope}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Auto-refresh
+          <select value={search.refresh} onChange={(event) => navigate({ refresh: event.target.value as OverviewSearch['refresh'] })}>
+            {refreshSettings.map((setting) => (
+              <option key={setting} value={setting}>
+                {refreshLabels[setting]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="button" onClick={() => void query.refetch()} disabled={query.isFetching}>
+          {query.isFetching ? 'Refreshing…' : 'Refresh now'}
+        </button>
+        <span className="muted small" aria-live="polite">
+          Last updated {query.dataUpdatedAt ? new Date(query.dataUpdatedAt).toLocaleTimeString() : '—'}
+        </span>
+      </div>
+
+      {query.error ? (
+        <div className="banner critical" role="alert">
+          <strong>Could not refresh the overview.</strong> {query.error.message}
+          {data ? ' The figures below are from the last successful refresh.' : ''}
+        </div>
+      ) : null}
+
+      {data ? (
+        <>
+          <section aria-labelledby="alerts-heading">
+            <h2 id="alerts-heading" className="visually-hidden">
+              Alerts
+            </h2>
+            {data.alerts.length === 0 ? (
+              <div className="banner ok">No alert is firing.</div>
+            ) : (
+              data.alerts.map((alert) => (
+                <div key={alert.name} className={`banner ${alert.severity}`} role="status">
+                  <strong>
+                    {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
+                  </strong>
+                  <span>What to do: {alert.action}</span>
+                  {alert.since ? <span className="muted small">Since {formatDateTime(alert.since)}</span> : null}
+                </div>
+              ))
+            )}
+          </section>
+
+          <section aria-label="Store now" className="stats">
+            <Stat label="Rows (estimate)" value={latest ? formatCount(latest.rows) : '—'} detail={latest ? `baseline ${formatCount(latest.baseline)}${latest.ratio === null ? '' : `, ${latest.ratio.toFixed(2)}x`}` : 'no sample yet'} />
+            <Stat label="Store size" value={latest ? formatBytes(latest.tableBytes + latest.indexBytes + latest.toastBytes) : '—'} detail={latest ? `table ${formatBytes(latest.tableBytes)}, indexes ${formatBytes(latest.indexBytes)}, TOAST ${formatBytes(latest.toastBytes)}` : ''} />
+            <Stat label="Oldest row" value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'} detail="age of the row that expires first" />
+            <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
+            <Stat label="Stale claims" value={latest ? String(latest.staleClaims) : '—'} detail="in progress past their lease" />
+            <Stat
+              label="Last sweep"
+              value={data.lastSweep ? data.lastSweep.status : 'none yet'}
+              detail={data.lastSweep ? `${formatDateTime(data.lastSweep.finishedAt)}, ${formatCount(data.lastSweep.rowsDeleted)} rows deleted, ${data.lastSweep.staleReleased} stale released` : ''}
+            />
+          </section>
+
+          <div className="charts">
+            <TimeChart
+              title="Store rows against the baseline"
+              description="Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up."
+              points={storeGrid}
+              series={[
+                { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows ?? null },
+                { key: 'baseline', label: 'Baseline', color: colors.b, value: (point) => point.baseline ?? null, dashed: true },
+                { key: 'ratio', label: 'Ratio (right)', color: colors.c, value: (point) => point.ratio ?? null, right: true },
+              ]}
+              format={formatCount}
+              rightFormat={(value) => `${value.toFixed(2)}x`}
+              tick={tick}
+              emptyMessage={noSamples}
+            />
+            <TimeChart
+              title="Store size"
+              description="Bytes of the key table, its indexes and its TOAST data."
+              points={storeGrid}
+              series={[
+                { key: 'table', label: 'Table', color: colors.a, value: (point) => point.tableBytes ?? null },
+                { key: 'indexes', label: 'Indexes', color: colors.b, value: (point) => point.indexBytes ?? null },
+                { key: 'toast', label: 'TOAST', color: colors.c, value: (point) => point.toastBytes ?? null },
+              ]}
+              format={formatBytes}
+              tick={tick}
+              emptyMessage={noSamples}
+            />
+            <TimeChart
+              title="Claim latency"
+              description="The claim statement's p50, p95 and p99, from histograms merged across instances."
+              points={data.flow}
+              series={[
+                { key: 'p50', label: 'p50', color: colors.a, value: (point) => point.p50Ms },
+                { key: 'p95', label: 'p95', color: colors.b, value: (point) => point.p95Ms },
+                { key: 'p99', label: 'p99', color: colors.c, value: (point) => point.p99Ms },
+              ]}
+              format={(value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`}
+              tick={tick}
+              emptyMessage={noClaims}
+            />
+            <TimeChart
+              title="Replays, conflicts and mismatches per second"
+              description="Replays are retries answered from the store; conflicts hit a key still running; mismatches reuse a key for another request."
+              points={data.flow}
+              series={[
+                { key: 'replay', label: 'Replays', color: colors.a, value: (point) => point.perSecond.replay },
+                { key: 'conflict', label: 'Conflicts', color: colors.b, value: (point) => point.perSecond.conflict },
+                { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => point.perSecond.mismatch },
+                { key: 'new', label: 'New keys', color: colors.d, value: (point) => point.perSecond.new, dashed: true },
+              ]}
+              format={formatRate}
+              tick={tick}
+              emptyMessage={noClaims}
+            />
+            <TimeChart
+              title="Share of claims"
+              description="Each outcome as a share of all claims in the step."
+              points={data.flow}
+              series={[
+                { key: 'replay', label: 'Replays', color: colors.a, value: (point) => (point.claims > 0 ? point.share.replay : null) },
+                { key: 'conflict', label: 'Conflicts', color: colors.b, value: (point) => (point.claims > 0 ? point.share.conflict : null) },
+                { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => (point.claims > 0 ? point.share.mismatch : null) },
+              ]}
+              format={formatPercent}
+              tick={tick}
+              emptyMessage={noClaims}
+            />
+            <TimeChart
+              title="Cleanup health"
+              description="Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right."
+              points={storeGrid}
+              series={[
+                { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds ?? null },
+                { key: 'lag', label: 'Cleanup lag', color: colors.b, value: (point) => point.cleanupLagSeconds ?? null },
+                { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims ?? null, right: true },
+              ]}
+              format={formatDuration}
+              rightFormat={(value) => String(value)}
+              rightIntegers
+              tick={tick}
+              emptyMessage={noSamples}
+            />
+          </div>
+
+          <section className="card" aria-labelledby="scopes-heading">
+            <h3 id="scopes-heading">Stored responses per scope</h3>
+            {data.storeByScope && data.storeByScope.scopes.length > 0 ? (
+              <>
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Scope</th>
+                      <th scope="col" className="num">
+                        Rows (estimate)
+                      </th>
+                      <th scope="col" className="num">
+                        Response bytes
+                      </th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.storeByScope.scopes.map((scope) => (
+                      <tr key={scope.scope}>
+                        <td>{scope.scope}</td>
+                        <td className="num">{formatCount(scope.estimatedRows)}</td>
+                        <td className="num">{formatBytes(scope.responseBytes)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+                <p className="muted small">Estimated from a page sample taken {formatDateTime(data.storeByScope.sampledAt)}.</p>
+              </>
+            ) : (
+              <p className="empty">{noSamples}</p>
+            )}
+          </section>
+          <p className="muted small">
+            {formatCount(claimsInRange)} claims in {rangeLabels[search.range].toLowerCase()}
+            {search.scope ? ` on ${search.scope}` : ''}, in steps of {formatDuration(data.stepSeconds)}.
+          </p>
+        </>
+      ) : query.isPending ? (
+        <p className="empty">Loading the overview…</p>
+      ) : null}
+    </div>
+  );
+}
+
+function Stat({ label, value, detail }: { label: string; value: string; detail: string }) {
+  return (
+    <div className="stat card">
+      <div className="muted small">{label}</div>
+      <div className="stat-value">{value}</div>
+      <div className="muted small">{detail}</div>
+    </div>
+  );
+}

@@ -1,0 +1,150 @@
+// The dashboard in Chromium against the built server with demo traffic: what each role sees,
+// the overview filling up, the time range in the URL, a key lookup that shows metadata and
+// never the response, and a generator-made stale claim released from the UI and audited.
+// Screenshots of every page go to artifacts/screenshots.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTenant } from '../../server/demo/tenants';
+import type { OperatorRole } from '../../server/auth/roles';
+import { ARTIFACTS_DIR, hasChromium, launchBrowser } from '../helpers/browser';
+import { useTestDatabase } from '../helpers/database';
+import { signInEveryRole } from '../helpers/operators';
+import { startServer, type RunningServer } from '../helpers/server';
+import { sleep } from '../helpers/store';
+
+const SENTINEL = 'SENTINEL-ui-93be';
+const SHOTS = join(ARTIFACTS_DIR, 'screenshots');
+
+describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
+  const db = useTestDatabase();
+  let server: RunningServer | undefined;
+  let browser: BrowserContext | undefined;
+  let cookies = new Map<OperatorRole, string>();
+
+  beforeAll(async () => {
+    server = await startServer(db.url, { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1' });
+    browser = await launchBrowser();
+    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, 'ui.example');
+    await mkdir(SHOTS, { recursive: true });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  /** A fresh page signed in as `role` (its session cookie set on the browser). */
+  async function pageAs(role: OperatorRole): Promise<Page> {
+    if (!browser || !server) throw new Error('set-up failed');
+    await browser.clearCookies();
+    const pairs = (cookies.get(role) ?? '').split('; ');
+    await browser.addCookies(
+      pairs.map((pair) => ({ name: pair.slice(0, pair.indexOf('=')), value: pair.slice(pair.indexOf('=') + 1), url: server?.baseUrl ?? '', httpOnly: true, sameSite: 'Strict' as const })),
+    );
+    const page = await browser.newPage();
+    await page.addInitScript(() => {
+      const seen: string[] = [];
+      Object.assign(window, { cspViolations: seen });
+      document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
+    });
+    return page;
+  }
+
+  /** Every page ran under its Content-Security-Policy without a refusal. */
+  async function closeChecked(page: Page): Promise<void> {
+    await expect(page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).resolves.toEqual([]);
+    await page.close();
+  }
+
+  it('shows each role its pages and refuses the ones above it', async () => {
+    const base = server?.baseUrl ?? '';
+    const viewer = await pageAs('viewer');
+    await viewer.goto(base);
+    const nav = viewer.getByRole('navigation', { name: 'Dashboard' });
+    await expect(nav.getByRole('link').allTextContents()).resolves.toEqual(['Overview']);
+    const refused = await viewer.goto(`${base}/keys`);
+    expect(refused?.status()).toBe(403);
+    await expect(viewer.getByRole('heading', { name: 'Not allowed' }).isVisible()).resolves.toBe(true);
+    await viewer.screenshot({ path: join(SHOTS, 'forbidden.png') });
+    await viewer.close();
+    const operator = await pageAs('operator');
+    await operator.goto(base);
+    await expect(operator.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents()).resolves.toEqual(['Overview', 'Key lookup', 'Stale claims']);
+    await closeChecked(operator);
+  });
+
+  it('fills every overview panel from the demo traffic, and the time range lives in the URL', { timeout: 90_000 }, async () => {
+    const page = await pageAs('viewer');
+    const base = server?.baseUrl ?? '';
+    // Claims flush every second and the first store sample is taken 5 s after boot.
+    for (let attempt = 0; attempt < 30; attempt += 1) {
+      await page.goto(`${base}/?range=1h&refresh=10`);
+      if ((await page.getByText(/No claims in this range|No store sample/).count()) === 0) break;
+      await sleep(2_000);
+    }
+    await expect(page.getByText(/No claims in this range|No store sample/).count()).resolves.toBe(0);
+    for (const title of ['Store rows against the baseline', 'Store size', 'Claim latency', 'Replays, conflicts and mismatches per second', 'Share of claims', 'Cleanup health']) {
+      const chart = page.getByRole('figure', { name: title });
+      await chart.locator('svg.recharts-surface').first().waitFor();
+    }
+    await expect(page.getByRole('table').getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
+    await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
+    await page.getByLabel('Time range').selectOption('6h');
+    await page.waitForURL((url) => url.searchParams.get('range') === '6h');
+    await page.getByText('in steps of 5.0 min').waitFor();
+    await closeChecked(page);
+  });
+
+  it('looks up a payment by its key: metadata shown, the response never sent to the browser', async () => {
+    const base = server?.baseUrl ?? '';
+    const tenant = await createTenant(db.pool, 'UI Sentinel GmbH');
+    const created = await fetch(`${base}/api/v1/payments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': 'ui-order-1', 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: 990, currency: 'EUR', description: SENTINEL }),
+    });
+    expect(created.status).toBe(201);
+    const page = await pageAs('operator');
+    const bodies: Promise<string>[] = [];
+    page.on('response', (response) => bodies.push(response.text().catch(() => '')));
+    await page.goto(`${base}/keys`);
+    await page.getByLabel('Principal ID').fill(tenant.principalId);
+    await page.getByLabel('Idempotency key').fill('ui-order-1');
+    await page.getByLabel('Reason').fill('customer asks whether the payment went through');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    const record = page.getByRole('article', { name: 'Record in POST /api/v1/payments' });
+    await record.waitFor();
+    await expect(record.textContent()).resolves.toMatch(/completed[\s\S]*201[\s\S]*application\/json/);
+    await page.screenshot({ path: join(SHOTS, 'keys.png'), fullPage: true });
+    expect(await page.content()).not.toContain(SENTINEL);
+    for (const body of await Promise.all(bodies)) expect(body).not.toContain(SENTINEL);
+    const { rows } = await db.pool.query<{ actor: string; reason: string }>("SELECT actor, reason FROM audit_log WHERE action = 'key.lookup'");
+    expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'customer asks whether the payment went through' }]);
+    await closeChecked(page);
+  });
+
+  it('releases a stale claim the generator left behind, and the audit log shows it', { timeout: 90_000 }, async () => {
+    const base = server?.baseUrl ?? '';
+    const page = await pageAs('operator');
+    // The generator's first crashed refund handler runs ~2 s after traffic starts; its lease is 30 s.
+    const release = page.getByRole('button', { name: /^Release refund-crashed-/ });
+    for (let attempt = 0; attempt < 40; attempt += 1) {
+      await page.goto(`${base}/claims`);
+      if ((await release.count()) > 0) break;
+      await sleep(2_000);
+    }
+    await page.screenshot({ path: join(SHOTS, 'claims.png'), fullPage: true });
+    const label = (await release.first().getAttribute('aria-label')) ?? '';
+    const key = label.replace(/^Release /, '');
+    await release.first().click();
+    const dialog = page.getByRole('dialog', { name: 'Release this claim?' });
+    await dialog.getByLabel('Reason').fill('demo: the refund handler crashed');
+    await page.screenshot({ path: join(SHOTS, 'claims-release.png') });
+    await dialog.getByRole('button', { name: 'Release claim' }).click();
+    await page.getByRole('status').filter({ hasText: `Released ${key}` }).waitFor();
+    const { rows } = await db.pool.query<{ actor: string; reason: string; target: { key: string } }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
+    expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'demo: the refund handler crashed', target: expect.objectContaining({ key }) as unknown }]);
+    await closeChecked(page);
+  });
+});
