@@ -3,4 +3,5 @@
 export const queryKeys = {
   overview: (range: string, scope: string | null) => ['overview', { range, scope }] as const,
   staleClaims: () => ['stale-claims'] as const,
+  retention: () => ['retention'] as const,
 };

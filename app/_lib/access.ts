@@ -18,6 +18,7 @@ export const routeAccess = {
   '/': operator('viewer'),
   '/keys': operator('operator'),
   '/claims': operator('operator'),
+  '/retention': operator('compliance'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },
@@ -28,6 +29,9 @@ export const routeAccess = {
   '/api/admin/operators/[id]': operator('admin'),
   '/api/admin/audit': operator('compliance'),
   '/api/admin/keys/lookup': operator('operator'),
+  '/api/admin/retention': operator('compliance'),
+  '/api/admin/retention/export': operator('compliance'),
+  '/api/admin/policies': operator('admin'),
   '/api/admin/stale-claims': operator('operator'),
   '/api/admin/stale-claims/release': operator('operator'),
 } as const satisfies Record<string, Access>;

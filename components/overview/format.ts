@@ -15,7 +15,8 @@ export function formatDuration(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds)) return '—';
   if (seconds < 60) return `${Math.round(seconds)} s`;
   if (seconds < 3_600) return `${seconds < 600 ? (seconds / 60).toFixed(1) : Math.round(seconds / 60)} min`;
-  if (seconds < 86_400) return `${(seconds / 3_600).toFixed(1)} h`;
+  // Up to two days in hours, so a 24 h window and a 26 h retention read as such.
+  if (seconds < 172_800) return `${(seconds / 3_600).toFixed(Number.isInteger(seconds / 3_600) ? 0 : 1)} h`;
   return `${(seconds / 86_400).toFixed(1)} d`;
 }
 

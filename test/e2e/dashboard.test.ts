@@ -24,7 +24,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   let cookies = new Map<OperatorRole, string>();
 
   beforeAll(async () => {
-    server = await startServer(db.url, { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1' });
+    server = await startServer(db.url, { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1', SWEEP_INTERVAL_SECONDS: '3' });
     browser = await launchBrowser();
     cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, 'ui.example');
     await mkdir(SHOTS, { recursive: true });
@@ -146,5 +146,51 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: { key: string } }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
     expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'demo: the refund handler crashed', target: expect.objectContaining({ key }) as unknown }]);
     await closeChecked(page);
+  });
+
+  it('reviews retention with the sweeper evidence, exports it, and refuses a retention below the window', { timeout: 60_000 }, async () => {
+    const base = server?.baseUrl ?? '';
+    // Keys past their expiry, for the sweeper (every 3 s here) to delete with evidence.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+         response_ref, completed_at, created_at, expires_at)
+       SELECT gen_random_uuid(), 'POST /api/v1/payments', 'expired-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
+              201, 'application/json', 'pay_x', now() - interval '27 hours', now() - interval '27 hours', now() - interval '1 hour'
+       FROM generate_series(1, 40) AS i`,
+    );
+    const compliance = await pageAs('compliance');
+    for (let attempt = 0; attempt < 20; attempt += 1) {
+      await compliance.goto(`${base}/retention`);
+      if ((await compliance.getByText(/POST \/api\/v1\/payments: youngest/).count()) > 0) break;
+      await sleep(1_000);
+    }
+    const policies = compliance.getByRole('region', { name: 'Policies against their promise' });
+    await expect(policies.getByText('Pass').count()).resolves.toBe(2);
+    await expect(compliance.getByText(/POST \/api\/v1\/payments: youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
+    await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
+    await compliance.screenshot({ path: join(SHOTS, 'retention.png'), fullPage: true });
+    const download = compliance.waitForEvent('download');
+    await compliance.getByRole('link', { name: 'Export sweeper evidence (CSV)' }).click();
+    const file = await (await download).path();
+    const { readFile } = await import('node:fs/promises');
+    const csv = await readFile(file, 'utf8');
+    expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds');
+    expect(csv).toContain('POST /api/v1/payments');
+    const exports = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'retention.export'");
+    expect(exports.rows).toEqual([{ actor: 'compliance@ui.example' }]);
+    await closeChecked(compliance);
+
+    const admin = await pageAs('admin');
+    await admin.goto(`${base}/retention`);
+    await admin.getByRole('button', { name: 'Edit POST /api/v1/payments' }).click();
+    const dialog = admin.getByRole('dialog', { name: 'Edit POST /api/v1/payments' });
+    await dialog.getByLabel('Retention applied (hours)').fill('12');
+    await dialog.getByLabel('Reason').fill('save disk space');
+    await dialog.getByRole('button', { name: 'Save policy' }).click();
+    await dialog.getByRole('alert').filter({ hasText: 'retention must be at least the documented retry window' }).waitFor();
+    await admin.screenshot({ path: join(SHOTS, 'retention-refused.png') });
+    const { rows } = await db.pool.query<{ retention_seconds: number; version: number }>("SELECT retention_seconds, version FROM endpoint_policies WHERE endpoint = 'POST /api/v1/payments'");
+    expect(rows).toEqual([{ retention_seconds: 93_600, version: 1 }]);
+    await closeChecked(admin);
   });
 });

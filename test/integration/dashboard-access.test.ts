@@ -6,6 +6,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/stale-claims';
 import { layouts, useTestDatabase } from '../helpers/database';
+import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/retention/policies';
+import { defaultPolicyFields } from '../../server/demo/policies';
+import { listPartitions } from '../../server/retention/partitions';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 
 const denied = { code: '42501' };
@@ -79,5 +82,21 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     await expect(releaseStaleClaim(dashboard, { ...id, key: 'done-1' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await expect(releaseStaleClaim(dashboard, { ...id, principalId: randomUUID() }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await expect(releaseStaleClaim(dashboard, id, 'op@example.com', '  ')).rejects.toMatchObject({ code: '23514' });
+  });
+
+  it('lets an admin change a policy through the role, creating the partitions a longer retention needs', async () => {
+    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
+    const current = await getPolicy(dashboard, 'POST /api/v1/payments');
+    if (!current) throw new Error('no policy');
+    const longer = { ...fieldsOf(current), retentionSeconds: 40 * 86_400 };
+    const result = await changePolicy(dashboard, { endpoint: 'POST /api/v1/payments', fields: longer, actor: 'admin@example.com', reason: 'clients retry for longer now', expectedVersion: current.version });
+    expect(result.policy.retentionSeconds).toBe(40 * 86_400);
+    if (layout === 'partitioned') {
+      const partitions = await listPartitions(db.pool);
+      expect(partitions.length).toBeGreaterThanOrEqual(40);
+    }
+    const audit = await db.pool.query<{ reason: string }>("SELECT reason FROM audit_log WHERE action = 'policy.change'");
+    expect(audit.rows).toEqual([{ reason: 'clients retry for longer now' }]);
+    await expect(dashboard.query('SELECT * FROM retrysafe_claim_partitioned(gen_random_uuid(), $1, $2, $3, gen_random_uuid(), 1000, 1000)', ['x', 'y', Buffer.alloc(32)])).rejects.toMatchObject(denied);
   });
 });

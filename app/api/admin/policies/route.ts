@@ -1,0 +1,31 @@
+// POST /api/admin/policies {endpoint, expectedVersion, fields, reason, acknowledgeBreakingChange?}:
+// an admin changes an endpoint policy; history and audit in the same transaction. Retention
+// below the documented window is refused; shortening the window or changing the scope needs
+// the breaking change acknowledged.
+import { z } from 'zod';
+import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { changePolicy } from '@/server/retention/policies';
+
+export const dynamic = 'force-dynamic';
+
+const changeSchema = z.strictObject({
+  endpoint: z.string().min(1).max(200),
+  expectedVersion: z.number().int().positive(),
+  fields: z.record(z.string(), z.unknown()),
+  reason: z.string().trim().min(3, 'say why the policy changes').max(1000),
+  acknowledgeBreakingChange: z.boolean().optional(),
+});
+
+export async function POST(request: Request): Promise<Response> {
+  const operator = await authorizeRoute(request, '/api/admin/policies');
+  if (operator instanceof Response) return operator;
+  const parsed = changeSchema.safeParse(await readJson(request));
+  if (!parsed.success) return invalid(parsed.error);
+  try {
+    const result = await changePolicy(dashboardPool(), { ...parsed.data, actor: operator.email });
+    return adminJson({ policy: { ...result.policy, updatedAt: result.policy.updatedAt.toISOString() }, breaking: result.breaking });
+  } catch (error) {
+    return problemFor(error, { INVALID_POLICY: 400, BREAKING_CHANGE_NOT_ACKNOWLEDGED: 409, POLICY_VERSION_CONFLICT: 409, POLICY_NOT_FOUND: 404 });
+  }
+}

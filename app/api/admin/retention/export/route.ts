@@ -1,0 +1,50 @@
+// GET /api/admin/retention/export?what=policies|history|evidence: the retention review as CSV
+// for sign-off (compliance); each export is audited in the same transaction as its read.
+import { z } from 'zod';
+import { inTransaction } from '@/db/transaction';
+import { invalid } from '@/app/_lib/admin-http';
+import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { toCsv } from '@/server/audit/csv';
+import { writeAudit } from '@/server/audit/log';
+import { readRetentionReview } from '@/server/retention/review';
+
+export const dynamic = 'force-dynamic';
+
+const querySchema = z.strictObject({ what: z.enum(['policies', 'history', 'evidence']) });
+
+export async function GET(request: Request): Promise<Response> {
+  const operator = await authorizeRoute(request, '/api/admin/retention/export');
+  if (operator instanceof Response) return operator;
+  const parsed = querySchema.safeParse(Object.fromEntries(new URL(request.url).searchParams));
+  if (!parsed.success) return invalid(parsed.error, 'Invalid query parameters');
+  const { what } = parsed.data;
+  const csv = await inTransaction(dashboardPool(), async (db) => {
+    const review = await readRetentionReview(db);
+    const table =
+      what === 'policies'
+        ? toCsv(
+            ['endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by'],
+            review.policies.map((p) => [p.endpoint, p.scopeMode, p.retryWindowSeconds, p.retentionSeconds, p.marginSeconds, p.keepsPromise, p.evidenceMinMarginSeconds, p.evidenceRowsDeleted, p.version, p.updatedAt, p.updatedBy]),
+          )
+        : what === 'history'
+          ? toCsv(
+              ['id', 'endpoint', 'version', 'changed_at', 'changed_by', 'reason', 'breaking', 'acknowledged', 'previous', 'current'],
+              review.history.map((h) => [h.id, h.endpoint, h.version, h.changedAt, h.changedBy, h.reason, h.breaking, h.acknowledged, h.previous, h.current]),
+            )
+          : toCsv(
+              ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
+              review.sweeps.flatMap((run) =>
+                run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
+              ),
+            );
+    await writeAudit(db, { actor: operator.email, action: 'retention.export', target: { what } });
+    return table;
+  });
+  return new Response(csv, {
+    headers: {
+      'Content-Type': 'text/csv; charset=utf-8',
+      'Content-Disposition': `attachment; filename="retrysafe-retention-${what}-${new Date().toISOString().slice(0, 10)}.csv"`,
+      'Cache-Control': 'no-store',
+    },
+  });
+}

@@ -1,0 +1,318 @@
+'use client';
+// Retention review: each endpoint's published promise against what is applied, the change
+// history with breaking changes flagged, and the sweeper's evidence, all exportable as CSV.
+// Admins edit a policy here; the server refuses a retention below the documented window and
+// asks for an explicit acknowledgement of a breaking change.
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useRef, useState } from 'react';
+import type { PolicyReview, RetentionReview as Review } from '@/server/retention/review';
+import { queryKeys } from '../query-keys';
+import { formatCount, formatDateTime, formatDuration } from '../overview/format';
+
+async function fetchReview(): Promise<Review> {
+  const response = await fetch('/api/admin/retention');
+  if (!response.ok) throw new Error(response.status === 401 ? 'Your session has ended: sign in again.' : `The server answered ${response.status}`);
+  return (await response.json()) as Review;
+}
+
+interface PolicyEdit {
+  policy: PolicyReview;
+  windowHours: number;
+  retentionHours: number;
+  scopeMode: 'endpoint' | 'intent';
+  reason: string;
+  acknowledge: boolean;
+}
+
+class ProblemError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+async function savePolicy(edit: PolicyEdit): Promise<void> {
+  const { policy } = edit;
+  const response = await fetch('/api/admin/policies', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      endpoint: policy.endpoint,
+      expectedVersion: policy.version,
+      reason: edit.reason,
+      acknowledgeBreakingChange: edit.acknowledge,
+      fields: {
+        scopeMode: edit.scopeMode,
+        retryWindowSeconds: Math.round(edit.windowHours * 3_600),
+        retentionSeconds: Math.round(edit.retentionHours * 3_600),
+        leaseMs: policy.leaseMs,
+        lockTimeoutMs: policy.lockTimeoutMs,
+        maxResponseBytes: policy.maxResponseBytes,
+        liveKeyQuota: policy.liveKeyQuota,
+      },
+    }),
+  });
+  if (!response.ok) {
+    const problem = (await response.json().catch(() => null)) as { title?: string; errors?: { message: string }[] } | null;
+    throw new ProblemError(problem?.errors?.map((error) => error.message).join('; ') || problem?.title || `The server answered ${response.status}`, response.status);
+  }
+}
+
+const hours = (seconds: number) => Number((seconds / 3_600).toFixed(2));
+const exportKinds = [
+  ['policies', 'Policies'],
+  ['history', 'Change history'],
+  ['evidence', 'Sweeper evidence'],
+] as const;
+
+export function RetentionReview({ canEdit }: { canEdit: boolean }) {
+  const client = useQueryClient();
+  const review = useQuery({ queryKey: queryKeys.retention(), queryFn: fetchReview, refetchInterval: 60_000 });
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [edit, setEdit] = useState<PolicyEdit | null>(null);
+  const [saved, setSaved] = useState<string | null>(null);
+  const save = useMutation({
+    mutationFn: savePolicy,
+    onSuccess: (_result, input) => {
+      setSaved(`Saved the policy of ${input.policy.endpoint}. The change is in the history and the audit log; keys claimed from now on get the new expiry.`);
+      dialog.current?.close();
+      void client.invalidateQueries({ queryKey: queryKeys.retention() });
+    },
+  });
+  const open = (policy: PolicyReview) => {
+    setEdit({ policy, windowHours: hours(policy.retryWindowSeconds), retentionHours: hours(policy.retentionSeconds), scopeMode: policy.scopeMode, reason: '', acknowledge: false });
+    setSaved(null);
+    save.reset();
+    dialog.current?.showModal();
+  };
+  const breaking = edit ? edit.windowHours * 3_600 < edit.policy.retryWindowSeconds || edit.scopeMode !== edit.policy.scopeMode : false;
+  const data = review.data;
+
+  return (
+    <>
+      {saved ? (
+        <div className="banner ok" role="status">
+          {saved}
+        </div>
+      ) : null}
+      {review.error ? (
+        <div className="banner critical" role="alert">
+          Could not load the retention review: {review.error.message}
+        </div>
+      ) : null}
+      <div className="toolbar" role="group" aria-label="Exports">
+        {exportKinds.map(([what, label]) => (
+          <a key={what} className="button-link" href={`/api/admin/retention/export?what=${what}`} download>
+            Export {label.toLowerCase()} (CSV)
+          </a>
+        ))}
+      </div>
+      {data ? (
+        <>
+          <section className="card" aria-labelledby="policies-heading">
+            <h2 id="policies-heading">Policies against their promise</h2>
+            <div className="table-scroll">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Endpoint</th>
+                    <th scope="col">Documented window</th>
+                    <th scope="col">Retention applied</th>
+                    <th scope="col">Margin</th>
+                    <th scope="col">Scope</th>
+                    <th scope="col">Sweeper evidence</th>
+                    <th scope="col">Promise</th>
+                    {canEdit ? (
+                      <th scope="col">
+                        <span className="visually-hidden">Edit</span>
+                      </th>
+                    ) : null}
+                  </tr>
+                </thead>
+                <tbody>
+                  {data.policies.map((policy) => (
+                    <tr key={policy.endpoint}>
+                      <td className="nowrap">{policy.endpoint}</td>
+                      <td>{formatDuration(policy.retryWindowSeconds)}</td>
+                      <td>{formatDuration(policy.retentionSeconds)}</td>
+                      <td>{formatDuration(policy.marginSeconds)}</td>
+                      <td>{policy.scopeMode === 'endpoint' ? 'principal + endpoint' : 'principal (intent)'}</td>
+                      <td>
+                        {policy.evidenceMinMarginSeconds === null
+                          ? 'nothing deleted yet'
+                          : `${formatCount(policy.evidenceRowsDeleted)} rows deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
+                      </td>
+                      <td>{policy.keepsPromise ? <span className="badge pass">Pass</span> : <span className="badge fail">Fail</span>}</td>
+                      {canEdit ? (
+                        <td>
+                          <button type="button" className="link" onClick={() => open(policy)} aria-label={`Edit ${policy.endpoint}`}>
+                            Edit
+                          </button>
+                        </td>
+                      ) : null}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </section>
+
+          <section className="card" aria-labelledby="history-heading">
+            <h2 id="history-heading">Change history</h2>
+            {data.history.length === 0 ? (
+              <p className="empty">No change yet.</p>
+            ) : (
+              <div className="table-scroll">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">When</th>
+                      <th scope="col">Endpoint</th>
+                      <th scope="col">Version</th>
+                      <th scope="col">By</th>
+                      <th scope="col">Change</th>
+                      <th scope="col">Reason</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.history.map((entry) => (
+                      <tr key={entry.id} className={entry.breaking ? 'breaking' : undefined}>
+                        <td className="nowrap">{formatDateTime(entry.changedAt)}</td>
+                        <td className="nowrap">{entry.endpoint}</td>
+                        <td className="num">{entry.version}</td>
+                        <td>{entry.changedBy}</td>
+                        <td>
+                          {entry.breaking ? <span className="badge fail">Breaking (acknowledged)</span> : null} {describeChange(entry.previous, entry.current)}
+                        </td>
+                        <td>{entry.reason}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+
+          <section className="card" aria-labelledby="sweeps-heading">
+            <h2 id="sweeps-heading">Sweeper runs and their evidence</h2>
+            <p className="muted small">Runs that deleted or released something, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window. A negative margin would mean a key was deleted inside its window.</p>
+            {data.sweeps.length === 0 ? (
+              <p className="empty">No sweep has deleted anything yet: keys are kept for their retention first.</p>
+            ) : (
+              <div className="table-scroll">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Run</th>
+                      <th scope="col">Finished</th>
+                      <th scope="col">Status</th>
+                      <th scope="col" className="num">
+                        Rows deleted
+                      </th>
+                      <th scope="col" className="num">
+                        Stale released
+                      </th>
+                      <th scope="col">Evidence per scope</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.sweeps.map((run) => (
+                      <tr key={run.runId}>
+                        <td className="num">#{run.runId}</td>
+                        <td className="nowrap">{formatDateTime(run.finishedAt)}</td>
+                        <td>
+                          {run.status} ({run.trigger})
+                        </td>
+                        <td className="num">{formatCount(run.rowsDeleted)}</td>
+                        <td className="num">{run.staleReleased}</td>
+                        <td>
+                          {run.scopes.length === 0
+                            ? '—'
+                            : run.scopes.map((scope) => (
+                                <div key={scope.scope}>
+                                  {scope.scope}: youngest {formatDuration(scope.minAgeSeconds)} old, window {formatDuration(scope.retryWindowSeconds)}, margin{' '}
+                                  <span className={scope.minMarginSeconds !== null && scope.minMarginSeconds < 0 ? 'bad' : 'ok'}>{formatDuration(scope.minMarginSeconds)}</span>
+                                </div>
+                              ))}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+        </>
+      ) : review.isPending ? (
+        <p className="empty">Loading the retention review…</p>
+      ) : null}
+
+      <dialog ref={dialog} aria-labelledby="edit-title" className="card">
+        {edit ? (
+          <form
+            className="form"
+            onSubmit={(event) => {
+              event.preventDefault();
+              save.mutate(edit);
+            }}
+          >
+            <h2 id="edit-title">Edit {edit.policy.endpoint}</h2>
+            <p className="muted small">Applies to keys claimed after the change; existing keys keep their expiry.</p>
+            <label htmlFor="window-hours">Documented retry window (hours)</label>
+            <input id="window-hours" type="number" min={0.01} step="any" required value={edit.windowHours} onChange={(event) => setEdit({ ...edit, windowHours: Number(event.target.value) })} />
+            <label htmlFor="retention-hours">Retention applied (hours)</label>
+            <input id="retention-hours" type="number" min={0.01} step="any" required value={edit.retentionHours} onChange={(event) => setEdit({ ...edit, retentionHours: Number(event.target.value) })} />
+            <label htmlFor="scope-mode">Scope</label>
+            <select id="scope-mode" value={edit.scopeMode} onChange={(event) => setEdit({ ...edit, scopeMode: event.target.value === 'intent' ? 'intent' : 'endpoint' })}>
+              <option value="endpoint">Principal + endpoint</option>
+              <option value="intent">Principal only (intent)</option>
+            </select>
+            <label htmlFor="policy-reason">Reason</label>
+            <input id="policy-reason" required minLength={3} maxLength={1000} value={edit.reason} onChange={(event) => setEdit({ ...edit, reason: event.target.value })} />
+            {breaking ? (
+              <label className="check">
+                <input type="checkbox" checked={edit.acknowledge} onChange={(event) => setEdit({ ...edit, acknowledge: event.target.checked })} />
+                This breaks the promise to clients (late retries or earlier keys will run again). I acknowledge it.
+              </label>
+            ) : null}
+            {save.error ? (
+              <p className="bad" role="alert">
+                {save.error.message}
+              </p>
+            ) : null}
+            <div className="actions">
+              <button type="button" className="link" onClick={() => dialog.current?.close()}>
+                Cancel
+              </button>
+              <button type="submit" disabled={save.isPending}>
+                {save.isPending ? 'Saving…' : 'Save policy'}
+              </button>
+            </div>
+          </form>
+        ) : null}
+      </dialog>
+    </>
+  );
+}
+
+const fieldLabels: Record<string, string> = {
+  retryWindowSeconds: 'window',
+  retentionSeconds: 'retention',
+  scopeMode: 'scope',
+  leaseMs: 'lease',
+  lockTimeoutMs: 'lock timeout',
+  maxResponseBytes: 'response cap',
+  liveKeyQuota: 'live-key quota',
+};
+
+function describeChange(previous: Record<string, unknown> | null, current: Record<string, unknown>): string {
+  if (!previous) return 'created';
+  const show = (key: string, value: unknown) =>
+    typeof value === 'number' && key.endsWith('Seconds') ? formatDuration(value) : typeof value === 'string' || typeof value === 'number' ? String(value) : JSON.stringify(value);
+  const changes = Object.keys(fieldLabels)
+    .filter((key) => previous[key] !== current[key])
+    .map((key) => `${fieldLabels[key] ?? key} ${show(key, previous[key])} → ${show(key, current[key])}`);
+  return changes.length > 0 ? changes.join(', ') : 'no field changed';
+}

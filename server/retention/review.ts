@@ -1,0 +1,103 @@
+// What compliance signs off: each policy against its published promise (retention at least
+// the documented window, and by how much), the change history with breaking changes flagged,
+// and the sweeper's evidence that no key was deleted inside its window (the youngest deleted
+// row's age at deletion against the window in force). Read through the dashboard's role.
+import type { Queryable } from '../idempotency/statements';
+import { listPolicies, policyHistory, type PolicyHistoryEntry, type PolicyRecord } from './policies';
+
+export interface PolicyReview extends Omit<PolicyRecord, 'updatedAt'> {
+  updatedAt: string;
+  marginSeconds: number;
+  /** Retention covers the documented window: expiry cannot reopen the duplicate window. */
+  keepsPromise: boolean;
+  /** Over the sweep runs reviewed: the smallest margin between a deleted row's age and the window (null: nothing deleted). */
+  evidenceMinMarginSeconds: number | null;
+  evidenceRowsDeleted: number;
+}
+
+export interface SweepEvidence {
+  runId: number;
+  startedAt: string;
+  finishedAt: string | null;
+  trigger: string;
+  status: string;
+  rowsDeleted: number;
+  staleReleased: number;
+  longestChunkMs: number;
+  stopReason: string | null;
+  scopes: { scope: string; rowsDeleted: number; minAgeSeconds: number; retryWindowSeconds: number | null; minMarginSeconds: number | null }[];
+}
+
+export interface RetentionReview {
+  policies: PolicyReview[];
+  history: (Omit<PolicyHistoryEntry, 'changedAt'> & { changedAt: string })[];
+  /** The most recent runs that deleted or released something, or failed, newest first. */
+  sweeps: SweepEvidence[];
+}
+
+/**
+ * Recent runs that did something (a sweep every minute that finds nothing is not evidence):
+ * a backward scan of sweep_runs' primary key, then their scopes by sweep_run_scopes_pkey.
+ */
+export async function readSweepEvidence(db: Queryable, limit = 50): Promise<SweepEvidence[]> {
+  const runs = await db.query<{
+    id: string;
+    started_at: Date;
+    finished_at: Date | null;
+    trigger: string;
+    status: string;
+    rows_deleted: string;
+    stale_released: number;
+    longest_chunk_ms: number;
+    stop_reason: string | null;
+  }>(
+    `SELECT id, started_at, finished_at, trigger, status, rows_deleted, stale_released, longest_chunk_ms, stop_reason FROM sweep_runs
+     WHERE rows_deleted > 0 OR stale_released > 0 OR status = 'failed' ORDER BY id DESC LIMIT $1`,
+    [limit],
+  );
+  const ids = runs.rows.map((run) => run.id);
+  const scopes = await db.query<{ run_id: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null }>(
+    'SELECT run_id, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes WHERE run_id = ANY($1::bigint[]) ORDER BY run_id, scope',
+    [ids],
+  );
+  return runs.rows.map((run) => ({
+    runId: Number(run.id),
+    startedAt: run.started_at.toISOString(),
+    finishedAt: run.finished_at?.toISOString() ?? null,
+    trigger: run.trigger,
+    status: run.status,
+    rowsDeleted: Number(run.rows_deleted),
+    staleReleased: run.stale_released,
+    longestChunkMs: run.longest_chunk_ms,
+    stopReason: run.stop_reason,
+    scopes: scopes.rows
+      .filter((scope) => scope.run_id === run.id)
+      .map((scope) => ({
+        scope: scope.scope,
+        rowsDeleted: Number(scope.rows_deleted),
+        minAgeSeconds: scope.min_age_seconds,
+        retryWindowSeconds: scope.retry_window_seconds,
+        minMarginSeconds: scope.min_margin_seconds,
+      })),
+  }));
+}
+
+export async function readRetentionReview(db: Queryable): Promise<RetentionReview> {
+  const [policies, history, sweeps] = [await listPolicies(db), await policyHistory(db), await readSweepEvidence(db)];
+  return {
+    policies: policies.map((policy) => {
+      const evidence = sweeps.flatMap((sweep) => sweep.scopes).filter((scope) => scope.scope === policy.endpoint || (policy.scopeMode === 'intent' && scope.scope === 'intent'));
+      const margins = evidence.map((scope) => scope.minMarginSeconds).filter((margin): margin is number => margin !== null);
+      return {
+        ...policy,
+        updatedAt: policy.updatedAt.toISOString(),
+        marginSeconds: policy.retentionSeconds - policy.retryWindowSeconds,
+        keepsPromise: policy.retentionSeconds >= policy.retryWindowSeconds && margins.every((margin) => margin >= 0),
+        evidenceMinMarginSeconds: margins.length > 0 ? Math.min(...margins) : null,
+        evidenceRowsDeleted: evidence.reduce((sum, scope) => sum + scope.rowsDeleted, 0),
+      };
+    }),
+    history: history.map((entry) => ({ ...entry, changedAt: entry.changedAt.toISOString() })),
+    sweeps,
+  };
+}
