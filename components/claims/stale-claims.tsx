@@ -5,26 +5,16 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState } from 'react';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
+import { adminFetch } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
+import { RefreshControl } from '../refresh-control';
 import { formatDateTime, formatDuration } from '../overview/format';
 
-async function fetchClaims(): Promise<StaleClaim[]> {
-  const response = await fetch('/api/admin/stale-claims?limit=200');
-  if (!response.ok) throw new Error(response.status === 401 ? 'Your session has ended: sign in again.' : `The server answered ${response.status}`);
-  return ((await response.json()) as { claims: StaleClaim[] }).claims;
-}
+const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>('/api/admin/stale-claims?limit=200')).claims;
 
 async function release(input: { claim: StaleClaim; reason: string }): Promise<void> {
   const { principalId, scope, key } = input.claim;
-  const response = await fetch('/api/admin/stale-claims/release', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ principalId, scope, key, reason: input.reason }),
-  });
-  if (!response.ok) {
-    const problem = (await response.json().catch(() => null)) as { title?: string } | null;
-    throw new Error(problem?.title ?? `The server answered ${response.status}`);
-  }
+  await adminFetch('/api/admin/stale-claims/release', { method: 'POST', body: { principalId, scope, key, reason: input.reason } });
 }
 
 export function StaleClaims() {
@@ -61,12 +51,7 @@ export function StaleClaims() {
         </div>
       ) : null}
       <div className="toolbar">
-        <button type="button" onClick={() => void claims.refetch()} disabled={claims.isFetching}>
-          {claims.isFetching ? 'Refreshing…' : 'Refresh now'}
-        </button>
-        <span className="muted small" aria-live="polite">
-          Last updated {claims.dataUpdatedAt ? new Date(claims.dataUpdatedAt).toLocaleTimeString() : '—'}
-        </span>
+        <RefreshControl isFetching={claims.isFetching} updatedAt={claims.dataUpdatedAt} onRefresh={() => void claims.refetch()} />
       </div>
       {claims.data && claims.data.length === 0 ? <p className="empty card">No stale claim: every in-progress attempt is within its lease.</p> : null}
       {claims.data && claims.data.length > 0 ? (

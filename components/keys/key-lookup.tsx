@@ -5,21 +5,11 @@
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
 import type { KeyRecord } from '@/server/idempotency/key-metadata';
+import { adminFetch } from '../admin-fetch';
 import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
 
-interface Problem {
-  title?: string;
-  errors?: { path: string; message: string }[];
-}
-
 async function lookUp(input: { principalId: string; key: string; reason: string }): Promise<KeyRecord[]> {
-  const response = await fetch('/api/admin/keys/lookup', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(input) });
-  if (!response.ok) {
-    const problem = (await response.json().catch(() => null)) as Problem | null;
-    const details = problem?.errors?.map((error) => `${labels[error.path] ?? error.path}: ${error.message}`).join('; ');
-    throw new Error(details || problem?.title || `The server answered ${response.status}`);
-  }
-  return ((await response.json()) as { records: KeyRecord[] }).records;
+  return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body: input, fieldLabels: labels })).records;
 }
 
 const field = (form: FormData, name: string) => {

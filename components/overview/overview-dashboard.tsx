@@ -5,7 +5,9 @@
 import { useQuery } from '@tanstack/react-query';
 import { usePathname, useRouter } from 'next/navigation';
 import type { OverviewJson } from '@/server/metrics/overview';
+import { adminFetch } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
+import { RefreshControl } from '../refresh-control';
 import { formatBytes, formatCount, formatDateTime, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
@@ -17,22 +19,13 @@ const colors = { a: 'var(--c1)', b: 'var(--c2)', c: 'var(--c3)', d: 'var(--c4)' 
 const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour', '6h': 'Last 6 hours', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
 const refreshLabels: Record<OverviewSearch['refresh'], string> = { off: 'Off', '10': 'Every 10 s', '30': 'Every 30 s', '60': 'Every minute' };
 
-async function fetchOverview(search: OverviewSearch): Promise<OverviewJson> {
-  const response = await fetch(overviewApiUrl(search), { headers: { accept: 'application/json' } });
-  if (response.status === 401) throw new Error('Your session has ended: sign in again.');
-  if (!response.ok) {
-    const problem = (await response.json().catch(() => null)) as { title?: string } | null;
-    throw new Error(problem?.title ?? `The server answered ${response.status}`);
-  }
-  return (await response.json()) as OverviewJson;
-}
 
 export function OverviewDashboard({ search }: { search: OverviewSearch }) {
   const router = useRouter();
   const pathname = usePathname();
   const query = useQuery({
     queryKey: queryKeys.overview(search.range, search.scope ?? null),
-    queryFn: () => fetchOverview(search),
+    queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
     refetchInterval: search.refresh === 'off' ? false : Number(search.refresh) * 1000,
     refetchIntervalInBackground: false,
     placeholderData: (previous) => previous,
@@ -83,12 +76,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
             ))}
           </select>
         </label>
-        <button type="button" onClick={() => void query.refetch()} disabled={query.isFetching}>
-          {query.isFetching ? 'Refreshing…' : 'Refresh now'}
-        </button>
-        <span className="muted small" aria-live="polite">
-          Last updated {query.dataUpdatedAt ? new Date(query.dataUpdatedAt).toLocaleTimeString() : '—'}
-        </span>
+        <RefreshControl isFetching={query.isFetching} updatedAt={query.dataUpdatedAt} onRefresh={() => void query.refetch()} />
       </div>
 
       {query.error ? (

@@ -6,14 +6,11 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState } from 'react';
 import type { PolicyReview, RetentionReview as Review } from '@/server/retention/review';
+import { adminFetch } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
 import { formatCount, formatDateTime, formatDuration } from '../overview/format';
 
-async function fetchReview(): Promise<Review> {
-  const response = await fetch('/api/admin/retention');
-  if (!response.ok) throw new Error(response.status === 401 ? 'Your session has ended: sign in again.' : `The server answered ${response.status}`);
-  return (await response.json()) as Review;
-}
+const fetchReview = () => adminFetch<Review>('/api/admin/retention');
 
 interface PolicyEdit {
   policy: PolicyReview;
@@ -24,21 +21,11 @@ interface PolicyEdit {
   acknowledge: boolean;
 }
 
-class ProblemError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-  }
-}
-
 async function savePolicy(edit: PolicyEdit): Promise<void> {
   const { policy } = edit;
-  const response = await fetch('/api/admin/policies', {
+  await adminFetch('/api/admin/policies', {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
+    body: {
       endpoint: policy.endpoint,
       expectedVersion: policy.version,
       reason: edit.reason,
@@ -52,12 +39,8 @@ async function savePolicy(edit: PolicyEdit): Promise<void> {
         maxResponseBytes: policy.maxResponseBytes,
         liveKeyQuota: policy.liveKeyQuota,
       },
-    }),
+    },
   });
-  if (!response.ok) {
-    const problem = (await response.json().catch(() => null)) as { title?: string; errors?: { message: string }[] } | null;
-    throw new ProblemError(problem?.errors?.map((error) => error.message).join('; ') || problem?.title || `The server answered ${response.status}`, response.status);
-  }
 }
 
 const hours = (seconds: number) => Number((seconds / 3_600).toFixed(2));
