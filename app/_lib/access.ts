@@ -18,6 +18,7 @@ export const routeAccess = {
   '/': operator('viewer'),
   '/keys': operator('operator'),
   '/claims': operator('operator'),
+  '/audit': operator('compliance'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },

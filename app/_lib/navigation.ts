@@ -7,6 +7,7 @@ const pages: { href: OperatorRoute; label: string }[] = [
   { href: '/', label: 'Overview' },
   { href: '/keys', label: 'Key lookup' },
   { href: '/claims', label: 'Stale claims' },
+  { href: '/audit', label: 'Audit log' },
 ];
 
 export function navigationFor(role: OperatorRole): NavLink[] {
