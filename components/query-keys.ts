@@ -6,4 +6,5 @@ export const queryKeys = {
   overview: (range: string, scope: string | null) => ['overview', { range, scope }] as const,
   staleClaims: () => ['stale-claims'] as const,
   auditLog: (search: AuditSearch) => ['audit-log', { actor: search.actor ?? null, action: search.action ?? null, from: search.from ?? null, to: search.to ?? null }] as const,
+  operators: () => ['operators'] as const,
 };

@@ -19,6 +19,7 @@ export const routeAccess = {
   '/keys': operator('operator'),
   '/claims': operator('operator'),
   '/audit': operator('compliance'),
+  '/operators': operator('admin'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },

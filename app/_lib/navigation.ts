@@ -8,6 +8,7 @@ const pages: { href: OperatorRoute; label: string }[] = [
   { href: '/keys', label: 'Key lookup' },
   { href: '/claims', label: 'Stale claims' },
   { href: '/audit', label: 'Audit log' },
+  { href: '/operators', label: 'Operators' },
 ];
 
 export function navigationFor(role: OperatorRole): NavLink[] {
