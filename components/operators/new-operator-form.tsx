@@ -28,6 +28,10 @@ export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJ
     <form
       className="card form new-operator"
       aria-labelledby="new-operator-title"
+      // Starting the next one clears the last confirmation.
+      onFocus={() => {
+        if (creating.data) creating.reset();
+      }}
       onSubmit={(event) => {
         event.preventDefault();
         const form = event.currentTarget;
@@ -71,6 +75,12 @@ export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJ
       {creating.error ? (
         <div className="banner critical" role="alert">
           {creating.error.message}
+        </div>
+      ) : null}
+      {/* Here rather than at the top of the page, where it would be out of sight. */}
+      {creating.data ? (
+        <div className="banner ok" role="status">
+          Created {creating.data.email} as {creating.data.role}. Recorded in the audit log.
         </div>
       ) : null}
       <button type="submit" disabled={creating.isPending}>

@@ -156,8 +156,8 @@ export function Operators({ youId }: { youId: string }) {
       ) : null}
 
       <NewOperatorForm
-        onCreated={(operator) => {
-          setDone(`Created ${operator.email} as ${operator.role}. Recorded in the audit log.`);
+        onCreated={() => {
+          setDone(null);
           void client.invalidateQueries({ queryKey: queryKeys.operators() });
         }}
       />
