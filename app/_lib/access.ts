@@ -19,6 +19,8 @@ export const routeAccess = {
   '/keys': operator('operator'),
   '/claims': operator('operator'),
   '/retention': operator('compliance'),
+  '/audit': operator('compliance'),
+  '/operators': operator('admin'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },

@@ -8,6 +8,8 @@ const pages: { href: OperatorRoute; label: string }[] = [
   { href: '/keys', label: 'Key lookup' },
   { href: '/claims', label: 'Stale claims' },
   { href: '/retention', label: 'Retention' },
+  { href: '/audit', label: 'Audit log' },
+  { href: '/operators', label: 'Operators' },
 ];
 
 export function navigationFor(role: OperatorRole): NavLink[] {

@@ -1,0 +1,221 @@
+'use client';
+// Operators for admins: the list (your own row marked), a role change and disable/enable per
+// operator, each behind a confirmation that asks for the reason the audit log records, and
+// the "New operator" form. The server refuses to leave no enabled admin; that refusal shows
+// in the dialog as it is.
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useRouter } from 'next/navigation';
+import { useRef, useState } from 'react';
+import type { Operator } from '@/server/auth/operators';
+import type { OperatorRole } from '@/server/auth/roles';
+import { LocalTime } from '../local-time';
+import { adminFetch } from '../admin-fetch';
+import { queryKeys } from '../query-keys';
+import { NewOperatorForm } from './new-operator-form';
+import { roles, roleSummaries } from './roles';
+
+/** An operator as the API sends it (dates as strings). */
+export type OperatorJson = Omit<Operator, 'createdAt'> & { createdAt: string };
+
+type Change = { role: OperatorRole } | { disabled: boolean };
+
+interface PendingChange {
+  operator: OperatorJson;
+  change: Change;
+}
+
+const fetchOperators = async () => (await adminFetch<{ operators: OperatorJson[] }>('/api/admin/operators')).operators;
+
+function patchOperator(input: PendingChange & { reason: string }): Promise<OperatorJson> {
+  return adminFetch<OperatorJson>(`/api/admin/operators/${encodeURIComponent(input.operator.id)}`, {
+    method: 'PATCH',
+    body: { ...input.change, reason: input.reason },
+    fieldLabels: { reason: 'Reason', role: 'Role' },
+  });
+}
+
+function describe({ operator, change }: PendingChange): { title: string; confirm: string; done: string } {
+  if ('role' in change) {
+    return { title: 'Change this role?', confirm: 'Change role', done: `${operator.email} is now ${change.role}.` };
+  }
+  return change.disabled
+    ? { title: 'Disable this operator?', confirm: 'Disable operator', done: `Disabled ${operator.email}; their sessions have ended.` }
+    : { title: 'Enable this operator?', confirm: 'Enable operator', done: `Enabled ${operator.email}; they can sign in again.` };
+}
+
+export function Operators({ youId }: { youId: string }) {
+  const client = useQueryClient();
+  const router = useRouter();
+  const operators = useQuery({ queryKey: queryKeys.operators(), queryFn: fetchOperators });
+  // Role picked in a row's select but not saved yet, by operator id.
+  const [drafts, setDrafts] = useState<Record<string, OperatorRole>>({});
+  const [pending, setPending] = useState<PendingChange | null>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const dialog = useRef<HTMLDialogElement>(null);
+  const changing = useMutation({
+    mutationFn: patchOperator,
+    onSuccess: (_operator, input) => {
+      setDone(`${describe(input).done} Recorded in the audit log with your reason.`);
+      setDrafts(({ [input.operator.id]: _saved, ...rest }) => rest);
+      dialog.current?.close();
+      void client.invalidateQueries({ queryKey: queryKeys.operators() });
+      // Your own role or access changed: the server decides what you may still see.
+      if (input.operator.id === youId) router.refresh();
+    },
+  });
+  const open = (change: PendingChange) => {
+    setPending(change);
+    setDone(null);
+    changing.reset();
+    dialog.current?.showModal();
+  };
+  const texts = pending ? describe(pending) : null;
+
+  return (
+    <>
+      {done ? (
+        <div className="banner ok" role="status">
+          {done}
+        </div>
+      ) : null}
+      {operators.error ? (
+        <div className="banner critical" role="alert">
+          Could not load operators: {operators.error.message}
+        </div>
+      ) : null}
+      {operators.data ? (
+        <div className="card table-scroll">
+          <table className="operators stack">
+            <caption className="visually-hidden">Operators, by email</caption>
+            <thead>
+              <tr>
+                <th scope="col">Email</th>
+                <th scope="col">Name</th>
+                <th scope="col">Role</th>
+                <th scope="col">Status</th>
+                <th scope="col">Created</th>
+                <th scope="col">
+                  <span className="visually-hidden">Access</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {operators.data.map((operator) => {
+                const draft = drafts[operator.id] ?? operator.role;
+                return (
+                  <tr key={operator.id} className={operator.disabled ? 'disabled' : undefined}>
+                    <td data-label="Email">
+                      <span>
+                        {operator.email}
+                        {operator.id === youId ? <span className="muted"> (you)</span> : null}
+                      </span>
+                    </td>
+                    <td data-label="Name">{operator.name}</td>
+                    <td data-label="Role">
+                      <div className="inline-form">
+                        <select aria-label={`Role of ${operator.email}`} value={draft} onChange={(event) => setDrafts((all) => ({ ...all, [operator.id]: event.target.value as OperatorRole }))}>
+                          {roles.map((role) => (
+                            <option key={role} value={role}>
+                              {role}
+                            </option>
+                          ))}
+                        </select>
+                        <button type="button" className="link" disabled={draft === operator.role} aria-label={`Save role of ${operator.email}`} onClick={() => open({ operator, change: { role: draft } })}>
+                          Save
+                        </button>
+                      </div>
+                    </td>
+                    <td className="nowrap" data-label="Status">
+                      {operator.disabled ? <span className="bad">Disabled</span> : 'Active'}
+                    </td>
+                    <td className="nowrap" data-label="Created">
+                      <LocalTime iso={operator.createdAt} />
+                    </td>
+                    <td data-label="Access">
+                      <button
+                        type="button"
+                        className="link"
+                        aria-label={`${operator.disabled ? 'Enable' : 'Disable'} ${operator.email}`}
+                        onClick={() => open({ operator, change: { disabled: !operator.disabled } })}
+                      >
+                        {operator.disabled ? 'Enable' : 'Disable'}
+                      </button>
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+
+      <NewOperatorForm
+        onCreated={() => {
+          setDone(null);
+          void client.invalidateQueries({ queryKey: queryKeys.operators() });
+        }}
+      />
+
+      <dialog ref={dialog} aria-labelledby="operator-change-title" className="card">
+        <form
+          method="dialog"
+          className="form"
+          onSubmit={(event) => {
+            event.preventDefault();
+            if (!pending) return;
+            const reason = new FormData(event.currentTarget).get('reason');
+            changing.mutate({ ...pending, reason: typeof reason === 'string' ? reason : '' });
+          }}
+        >
+          <h2 id="operator-change-title">{texts?.title}</h2>
+          {pending ? <ChangeSummary pending={pending} yours={pending.operator.id === youId} /> : null}
+          <label htmlFor="operator-change-reason">Reason</label>
+          <input
+            // A fresh, empty field for each change.
+            key={pending ? `${pending.operator.id} ${JSON.stringify(pending.change)}` : 'none'}
+            id="operator-change-reason"
+            name="reason"
+            required
+            minLength={3}
+            maxLength={500}
+            placeholder="e.g. ticket 311: joined the on-call rota"
+          />
+          {changing.error ? (
+            <div className="banner critical" role="alert">
+              {changing.error.message}
+            </div>
+          ) : null}
+          <div className="actions">
+            <button type="button" className="link" onClick={() => dialog.current?.close()}>
+              Cancel
+            </button>
+            <button type="submit" disabled={changing.isPending}>
+              {changing.isPending ? 'Saving…' : texts?.confirm}
+            </button>
+          </div>
+        </form>
+      </dialog>
+    </>
+  );
+}
+
+function ChangeSummary({ pending: { operator, change }, yours }: { pending: PendingChange; yours: boolean }) {
+  if ('role' in change) {
+    return (
+      <p>
+        <strong>{operator.email}</strong> goes from {operator.role} to {change.role}: {roleSummaries[change.role].toLowerCase()}
+        {yours && change.role !== 'admin' ? ' This is you: you lose access to this page.' : ''}
+      </p>
+    );
+  }
+  return change.disabled ? (
+    <p>
+      <strong>{operator.email}</strong> can no longer sign in, and every session they have ends now.
+      {yours ? ' This is you: you will be signed out.' : ''}
+    </p>
+  ) : (
+    <p>
+      <strong>{operator.email}</strong> can sign in again with their password, as {operator.role}.
+    </p>
+  );
+}
