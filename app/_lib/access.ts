@@ -31,6 +31,7 @@ export const routeAccess = {
   '/api/admin/operators/[id]': operator('admin'),
   '/api/admin/audit': operator('compliance'),
   '/api/admin/keys/lookup': operator('operator'),
+  '/api/admin/keys/list': operator('operator'),
   '/api/admin/retention': operator('compliance'),
   '/api/admin/retention/export': operator('compliance'),
   '/api/admin/policies': operator('admin'),

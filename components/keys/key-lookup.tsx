@@ -7,15 +7,11 @@ import { useState } from 'react';
 import type { KeyRecord } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
+import { PrincipalKeys } from './principal-keys';
 
 async function lookUp(input: { principalId: string; key: string; reason: string }): Promise<KeyRecord[]> {
   return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body: input, fieldLabels: labels })).records;
 }
-
-const field = (form: FormData, name: string) => {
-  const value = form.get(name);
-  return typeof value === 'string' ? value : '';
-};
 
 const labels: Record<string, string> = { principalId: 'Principal ID', key: 'Idempotency key', reason: 'Reason' };
 const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
@@ -23,24 +19,28 @@ const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progr
 export function KeyLookup() {
   const [asked, setAsked] = useState<{ principalId: string; key: string } | null>(null);
   const lookup = useMutation({ mutationFn: lookUp });
+  const [principalId, setPrincipalId] = useState('');
+  const [key, setKey] = useState('');
+  const [reason, setReason] = useState('');
+  const run = (input: { principalId: string; key: string; reason: string }) => {
+    setAsked({ principalId: input.principalId, key: input.key });
+    lookup.mutate(input);
+  };
   return (
     <>
       <form
         className="card form lookup"
         onSubmit={(event) => {
           event.preventDefault();
-          const form = new FormData(event.currentTarget);
-          const input = { principalId: field(form, 'principalId').trim(), key: field(form, 'key'), reason: field(form, 'reason') };
-          setAsked({ principalId: input.principalId, key: input.key });
-          lookup.mutate(input);
+          run({ principalId: principalId.trim(), key, reason });
         }}
       >
         <label htmlFor="principalId">Principal ID</label>
-        <input id="principalId" name="principalId" required placeholder="a tenant's UUID" autoComplete="off" spellCheck={false} />
+        <input id="principalId" name="principalId" required placeholder="a tenant's UUID" autoComplete="off" spellCheck={false} value={principalId} onChange={(event) => setPrincipalId(event.target.value)} />
         <label htmlFor="key">Idempotency key</label>
-        <input id="key" name="key" required maxLength={255} autoComplete="off" spellCheck={false} />
+        <input id="key" name="key" required maxLength={255} autoComplete="off" spellCheck={false} value={key} onChange={(event) => setKey(event.target.value)} />
         <label htmlFor="reason">Reason</label>
-        <input id="reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. ticket 4211: customer reports a double charge" />
+        <input id="reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. ticket 4211: customer reports a double charge" value={reason} onChange={(event) => setReason(event.target.value)} />
         <p className="muted small">Every lookup is recorded in the audit log with your reason. Response bodies are never shown.</p>
         <button type="submit" disabled={lookup.isPending}>
           {lookup.isPending ? 'Looking up…' : 'Look up'}
@@ -66,6 +66,13 @@ export function KeyLookup() {
           )
         ) : null}
       </section>
+      <PrincipalKeys
+        request={{ principalId: principalId.trim(), reason }}
+        onLookUp={(chosen) => {
+          setKey(chosen);
+          run({ principalId: principalId.trim(), key: chosen, reason });
+        }}
+      />
     </>
   );
 }

@@ -144,3 +144,73 @@ export async function listStaleClaims(db: Queryable, limit: number): Promise<Sta
     correlationId: row.correlation_id,
   }));
 }
+
+export const keyListSchema = z.strictObject({
+  principalId: z.uuid('must be a principal id (UUID)'),
+  reason: z.string().trim().min(3, 'say why you list these keys').max(500),
+  scope: z.string().min(1).max(200).optional(),
+  state: z.enum(['in_progress', 'completed', 'failed']).optional(),
+  /** Keyset cursor: the last (scope, key) of the previous page. */
+  after: z.strictObject({ scope: z.string().min(1).max(200), key: z.string().min(1).max(255) }).optional(),
+  limit: z.number().int().min(1).max(200).default(50),
+});
+export type KeyList = z.infer<typeof keyListSchema>;
+
+export interface KeySummary {
+  scope: string;
+  key: string;
+  state: KeyRecord['state'];
+  statusCode: number | null;
+  createdAt: string;
+  expiresAt: string;
+}
+
+/**
+ * One principal's live keys in primary-key order (scope, then key), a page at a time: a
+ * range scan of the primary key from the cursor, so a principal with millions of keys costs
+ * one page. (Newest-first would need a (principal_id, created_at) index on the hot table.)
+ * Listing reveals key strings, so it takes a reason and is audited like a lookup.
+ */
+export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor: string): Promise<{ keys: KeySummary[]; next: { scope: string; key: string } | null }> {
+  const statement = principalKeysStatement(list);
+  return inTransaction(pool, async (db) => {
+    const { rows } = await db.query<{ scope: string; key: string; state: KeyRecord['state']; response_status: number | null; created_at: Date; expires_at: Date }>(statement);
+    const page = rows.slice(0, list.limit);
+    await writeAudit(db, {
+      actor,
+      action: 'key.list',
+      target: { principalId: list.principalId },
+      reason: list.reason,
+      details: { scope: list.scope ?? null, state: list.state ?? null, after: list.after ?? null, keys: page.length },
+    });
+    const last = page.at(-1);
+    return {
+      keys: page.map((row) => ({ scope: row.scope, key: row.key, state: row.state, statusCode: row.response_status, createdAt: row.created_at.toISOString(), expiresAt: row.expires_at.toISOString() })),
+      next: rows.length > list.limit && last ? { scope: last.scope, key: last.key } : null,
+    };
+  });
+}
+
+/** The page statement: only the filters given, so the planner sees the real ones (one row more than the page, to know if there is a next). */
+export function principalKeysStatement(list: KeyList): { text: string; values: unknown[] } {
+  const conditions = ['principal_id = $1', 'expires_at > now()'];
+  const values: unknown[] = [list.principalId];
+  if (list.scope !== undefined) {
+    values.push(list.scope);
+    conditions.push(`scope = $${values.length}`);
+  }
+  if (list.state !== undefined) {
+    values.push(list.state);
+    conditions.push(`state = $${values.length}`);
+  }
+  if (list.after !== undefined) {
+    values.push(list.after.scope, list.after.key);
+    conditions.push(`(scope, key) > ($${values.length - 1}, $${values.length})`);
+  }
+  values.push(list.limit + 1);
+  return {
+    text: `SELECT scope, key, state, response_status, created_at, expires_at FROM idempotency_keys
+           WHERE ${conditions.join(' AND ')} ORDER BY scope, key LIMIT $${values.length}`,
+    values,
+  };
+}

@@ -116,11 +116,16 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const record = page.getByRole('article', { name: 'Record in POST /api/v1/payments' });
     await record.waitFor();
     await expect(record.textContent()).resolves.toMatch(/completed[\s\S]*201[\s\S]*application\/json/);
+    await page.getByRole('button', { name: 'List keys' }).click();
+    await page.getByRole('button', { name: 'Look up ui-order-1' }).waitFor();
     await page.screenshot({ path: join(SHOTS, 'keys.png'), fullPage: true });
     expect(await page.content()).not.toContain(SENTINEL);
     for (const body of await Promise.all(bodies)) expect(body).not.toContain(SENTINEL);
-    const { rows } = await db.pool.query<{ actor: string; reason: string }>("SELECT actor, reason FROM audit_log WHERE action = 'key.lookup'");
-    expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'customer asks whether the payment went through' }]);
+    const { rows } = await db.pool.query<{ actor: string; action: string; reason: string }>("SELECT actor, action, reason FROM audit_log WHERE action IN ('key.lookup', 'key.list') ORDER BY id");
+    expect(rows).toEqual([
+      { actor: 'operator@ui.example', action: 'key.lookup', reason: 'customer asks whether the payment went through' },
+      { actor: 'operator@ui.example', action: 'key.list', reason: 'customer asks whether the payment went through' },
+    ]);
     await closeChecked(page);
   });
 

@@ -2,7 +2,7 @@
 // body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyLookupSchema, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
+import { keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { ensurePolicies } from '../../server/retention/policies';
 import { defaultPolicyFields } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
@@ -71,5 +71,32 @@ describe('key lookup', () => {
     const claims = await listStaleClaims(dashboard, 10);
     expect(claims.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
     expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
+  });
+
+  it('lists a principal\'s live keys a page at a time in key order, filtered, audited', async () => {
+    const tenant = principal();
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'POST /api/v1/payments', 'k-' || lpad(i::text, 3, '0'), CASE WHEN i % 10 = 0 THEN 'in_progress' ELSE 'completed' END,
+              decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+              CASE WHEN i % 10 = 0 THEN now() + interval '1 minute' END, CASE WHEN i % 10 = 0 THEN NULL ELSE 201 END,
+              CASE WHEN i % 10 = 0 THEN NULL ELSE now() END, CASE WHEN i % 10 = 0 THEN NULL ELSE 'pay_' || i END,
+              now() - interval '2 days', CASE WHEN i = 7 THEN now() - interval '1 second' ELSE now() + interval '1 day' END
+       FROM generate_series(1, 45) AS i`,
+      [tenant],
+    );
+    const first = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20 }), 'ops@example.com');
+    expect(first.keys.map((key) => key.key).slice(0, 7)).toEqual(['k-001', 'k-002', 'k-003', 'k-004', 'k-005', 'k-006', 'k-008']);
+    expect(first.next).toEqual({ scope: 'POST /api/v1/payments', key: 'k-021' });
+    const second = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, after: first.next }), 'ops@example.com');
+    const third = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, after: second.next }), 'ops@example.com');
+    expect([...first.keys, ...second.keys, ...third.keys]).toHaveLength(44);
+    expect(third.next).toBeNull();
+    const running = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'what is still running', state: 'in_progress' }), 'ops@example.com');
+    expect(running.keys.map((key) => key.key)).toEqual(['k-010', 'k-020', 'k-030', 'k-040']);
+    expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: principal(), reason: 'another tenant' }), 'ops@example.com')).keys).toEqual([]);
+    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.list' AND reason IS NOT NULL");
+    expect(rows[0]?.n).toBe(5);
+    expect(keyListSchema.safeParse({ principalId: tenant, reason: '' }).success).toBe(false);
   });
 });

@@ -13,7 +13,7 @@ import { readBaseline } from '../../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../../server/metrics/scope-sample';
 import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
-import { listStaleClaims, readKeyRecords } from '../../server/idempotency/key-metadata';
+import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../../server/idempotency/key-metadata';
 import { ensurePolicies } from '../../server/retention/policies';
 import { defaultPolicyFields } from '../../server/demo/policies';
 
@@ -189,6 +189,15 @@ describe('hot-path plans', () => {
         expect(lookupPlan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'idempotency_keys')).toEqual([]);
         const stalePlan = await explain(client, stale.text, stale.values, mode);
         expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
+        for (const list of [
+          { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50 },
+          { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50, state: 'completed' as const, after: { scope, key: 'key-5001' } },
+        ]) {
+          const statement = principalKeysStatement(list);
+          const listPlan = await explain(client, statement.text, statement.values, mode);
+          expect(listPlan.find((node) => node['Relation Name'] === 'idempotency_keys')?.['Index Name']).toBe('idempotency_keys_pkey');
+          expect(listPlan.some((node) => node['Node Type'] === 'Sort')).toBe(false);
+        }
       }
     } finally {
       client.release();
