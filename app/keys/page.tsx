@@ -4,13 +4,16 @@ import { KeyLookup } from '@/components/keys/key-lookup';
 
 export const dynamic = 'force-dynamic';
 
-export default async function KeysPage() {
+export default async function KeysPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   await requirePageOperator('/keys');
+  // Links from other pages prefill the principal and key; a lookup still needs a reason, so none runs by itself.
+  const params = await searchParams;
+  const text = (value: string | string[] | undefined) => (typeof value === 'string' ? value.slice(0, 255) : '');
   return (
     <main className="wide">
       <h1>Key lookup</h1>
       <p className="muted">What the store holds for one tenant&apos;s idempotency key, in every scope: state, timing and sizes, never the response itself.</p>
-      <KeyLookup />
+      <KeyLookup initialPrincipalId={text(params.principalId)} initialKey={text(params.key)} />
     </main>
   );
 }

@@ -3,6 +3,7 @@
 // first. A retry already takes such a key over; releasing marks it failed and retryable so it
 // stops showing as running. Behind a confirmation with a reason, audited.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import Link from 'next/link';
 import { useRef, useState } from 'react';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
@@ -86,7 +87,10 @@ export function StaleClaims() {
                   <td className="nowrap">{formatDuration(claim.pastLeaseSeconds)}</td>
                   <td className="nowrap">{formatDateTime(claim.createdAt)}</td>
                   <td className="num">{claim.attempts}</td>
-                  <td>
+                  <td className="nowrap">
+                    <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>
+                      Look up
+                    </Link>{' '}
                     <button type="button" className="link" onClick={() => open(claim)} aria-label={`Release ${claim.key}`}>
                       Release
                     </button>

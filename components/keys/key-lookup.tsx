@@ -16,11 +16,11 @@ async function lookUp(input: { principalId: string; key: string; reason: string 
 const labels: Record<string, string> = { principalId: 'Principal ID', key: 'Idempotency key', reason: 'Reason' };
 const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
 
-export function KeyLookup() {
+export function KeyLookup({ initialPrincipalId = '', initialKey = '' }: { initialPrincipalId?: string; initialKey?: string }) {
   const [asked, setAsked] = useState<{ principalId: string; key: string } | null>(null);
   const lookup = useMutation({ mutationFn: lookUp });
-  const [principalId, setPrincipalId] = useState('');
-  const [key, setKey] = useState('');
+  const [principalId, setPrincipalId] = useState(initialPrincipalId);
+  const [key, setKey] = useState(initialKey);
   const [reason, setReason] = useState('');
   const run = (input: { principalId: string; key: string; reason: string }) => {
     setAsked({ principalId: input.principalId, key: input.key });

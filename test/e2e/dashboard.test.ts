@@ -142,6 +142,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await page.screenshot({ path: join(SHOTS, 'claims.png'), fullPage: true });
     const label = (await release.first().getAttribute('aria-label')) ?? '';
     const key = label.replace(/^Release /, '');
+    await expect(page.getByRole('link', { name: `Look up ${key}` }).getAttribute('href')).resolves.toContain(`key=${encodeURIComponent(key)}`);
     await release.first().click();
     const dialog = page.getByRole('dialog', { name: 'Release this claim?' });
     await dialog.getByLabel('Reason').fill('demo: the refund handler crashed');
