@@ -1,5 +1,6 @@
 // /keys (operator): look up one principal's key, metadata only, audited.
-import { requirePageOperator } from '@/app/_lib/dashboard';
+import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { knownScopes } from '@/server/retention/policies';
 import { KeyLookup } from '@/components/keys/key-lookup';
 
 export const dynamic = 'force-dynamic';
@@ -13,7 +14,7 @@ export default async function KeysPage({ searchParams }: { searchParams: Promise
     <main className="wide">
       <h1>Key lookup</h1>
       <p className="muted">What the store holds for one tenant&apos;s idempotency key, in every scope: state, timing and sizes, never the response itself.</p>
-      <KeyLookup initialPrincipalId={text(params.principalId)} initialKey={text(params.key)} />
+      <KeyLookup initialPrincipalId={text(params.principalId)} initialKey={text(params.key)} scopes={await knownScopes(dashboardPool())} />
     </main>
   );
 }

@@ -16,7 +16,7 @@ async function lookUp(input: { principalId: string; key: string; reason: string 
 const labels: Record<string, string> = { principalId: 'Principal ID', key: 'Idempotency key', reason: 'Reason' };
 const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
 
-export function KeyLookup({ initialPrincipalId = '', initialKey = '' }: { initialPrincipalId?: string; initialKey?: string }) {
+export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: { initialPrincipalId?: string; initialKey?: string; scopes: string[] }) {
   const [asked, setAsked] = useState<{ principalId: string; key: string } | null>(null);
   const lookup = useMutation({ mutationFn: lookUp });
   const [principalId, setPrincipalId] = useState(initialPrincipalId);
@@ -67,6 +67,7 @@ export function KeyLookup({ initialPrincipalId = '', initialKey = '' }: { initia
         ) : null}
       </section>
       <PrincipalKeys
+        scopes={scopes}
         request={{ principalId: principalId.trim(), reason }}
         onLookUp={(chosen) => {
           setKey(chosen);

@@ -19,14 +19,15 @@ export interface ListRequest {
 
 const stateLabels: Record<State, string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed' };
 
-export function PrincipalKeys({ request, onLookUp }: { request: ListRequest; onLookUp: (key: string) => void }) {
+export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequest; scopes: string[]; onLookUp: (key: string) => void }) {
   const [state, setState] = useState<State | ''>('');
+  const [scope, setScope] = useState('');
   const [pages, setPages] = useState<Page[]>([]);
   const list = useMutation({
     mutationFn: (input: { after: Page['next'] }) =>
       adminFetch<Page>('/api/admin/keys/list', {
         method: 'POST',
-        body: { ...request, ...(state === '' ? {} : { state }), ...(input.after ? { after: input.after } : {}), limit: 50 },
+        body: { ...request, ...(state === '' ? {} : { state }), ...(scope === '' ? {} : { scope }), ...(input.after ? { after: input.after } : {}), limit: 50 },
         fieldLabels: { principalId: 'Principal ID', reason: 'Reason' },
       }),
     onSuccess: (page, input) => setPages((previous) => (input.after ? [...previous, page] : [page])),
@@ -37,6 +38,17 @@ export function PrincipalKeys({ request, onLookUp }: { request: ListRequest; onL
     <section className="card" aria-labelledby="principal-keys-heading">
       <h2 id="principal-keys-heading">This principal&apos;s keys</h2>
       <div className="toolbar">
+        <label>
+          Scope
+          <select value={scope} onChange={(event) => setScope(event.target.value)}>
+            <option value="">Any scope</option>
+            {scopes.map((value) => (
+              <option key={value} value={value}>
+                {value}
+              </option>
+            ))}
+          </select>
+        </label>
         <label>
           State
           <select value={state} onChange={(event) => setState(event.target.value as State | '')}>
@@ -58,7 +70,10 @@ export function PrincipalKeys({ request, onLookUp }: { request: ListRequest; onL
           {list.error.message}
         </div>
       ) : null}
-      {pages.length > 0 && keys.length === 0 ? <p className="empty">No live key{state ? ` in state ${stateLabels[state]}` : ''}.</p> : null}
+      {pages.length > 0 && keys.length === 0 ? <p className="empty">
+          No live key{scope ? ` in ${scope}` : ''}
+          {state ? ` in state ${stateLabels[state]}` : ''}.
+        </p> : null}
       {keys.length > 0 ? (
         <div className="table-scroll">
           <table>

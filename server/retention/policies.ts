@@ -115,6 +115,13 @@ export async function listPolicies(db: Queryable): Promise<PolicyRecord[]> {
   return rows.map(toRecord);
 }
 
+/** The scopes keys can live in: each endpoint-scoped policy's endpoint, and "intent" when a policy uses it. */
+export async function knownScopes(db: Queryable): Promise<string[]> {
+  const policies = await listPolicies(db);
+  const scopes = policies.filter((policy) => policy.scopeMode === 'endpoint').map((policy) => policy.endpoint);
+  return policies.some((policy) => policy.scopeMode === 'intent') ? [...scopes, 'intent'] : scopes;
+}
+
 export async function getPolicy(db: Queryable, endpoint: string): Promise<PolicyRecord | null> {
   const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE endpoint = $1`, [endpoint]);
   const row = rows[0];

@@ -95,8 +95,9 @@ describe('key lookup', () => {
     const running = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'what is still running', state: 'in_progress' }), 'ops@example.com');
     expect(running.keys.map((key) => key.key)).toEqual(['k-010', 'k-020', 'k-030', 'k-040']);
     expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: principal(), reason: 'another tenant' }), 'ops@example.com')).keys).toEqual([]);
+    expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'refunds only', scope: 'POST /api/v1/refunds' }), 'ops@example.com')).keys).toEqual([]);
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.list' AND reason IS NOT NULL");
-    expect(rows[0]?.n).toBe(5);
+    expect(rows[0]?.n).toBe(6);
     expect(keyListSchema.safeParse({ principalId: tenant, reason: '' }).success).toBe(false);
   });
 });
