@@ -7,6 +7,7 @@ import Link from 'next/link';
 import { useRef, useState } from 'react';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
+import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import { formatDateTime, formatDuration } from '../overview/format';
@@ -119,19 +120,7 @@ export function StaleClaims() {
           </p>
           <label htmlFor="release-reason">Reason</label>
           <input id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
-          {releasing.error ? (
-            <p className="bad" role="alert">
-              {releasing.error.message}
-            </p>
-          ) : null}
-          <div className="actions">
-            <button type="button" className="link" onClick={() => dialog.current?.close()}>
-              Cancel
-            </button>
-            <button type="submit" disabled={releasing.isPending}>
-              {releasing.isPending ? 'Releasing…' : 'Release claim'}
-            </button>
-          </div>
+          <DialogActions error={releasing.error} pending={releasing.isPending} confirm="Release claim" pendingLabel="Releasing…" onCancel={() => dialog.current?.close()} />
         </form>
       </dialog>
     </>

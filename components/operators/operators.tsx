@@ -10,6 +10,7 @@ import type { Operator } from '@/server/auth/operators';
 import type { OperatorRole } from '@/server/auth/roles';
 import { LocalTime } from '../local-time';
 import { adminFetch } from '../admin-fetch';
+import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { NewOperatorForm } from './new-operator-form';
 import { roles, roleSummaries } from './roles';
@@ -180,19 +181,7 @@ export function Operators({ youId }: { youId: string }) {
             maxLength={500}
             placeholder="e.g. ticket 311: joined the on-call rota"
           />
-          {changing.error ? (
-            <div className="banner critical" role="alert">
-              {changing.error.message}
-            </div>
-          ) : null}
-          <div className="actions">
-            <button type="button" className="link" onClick={() => dialog.current?.close()}>
-              Cancel
-            </button>
-            <button type="submit" disabled={changing.isPending}>
-              {changing.isPending ? 'Saving…' : texts?.confirm}
-            </button>
-          </div>
+          <DialogActions error={changing.error} pending={changing.isPending} confirm={texts?.confirm ?? 'Save'} pendingLabel="Saving…" onCancel={() => dialog.current?.close()} />
         </form>
       </dialog>
     </>

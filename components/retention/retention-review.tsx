@@ -7,6 +7,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState } from 'react';
 import type { PolicyReview, RetentionReview as Review } from '@/server/retention/review';
 import { adminFetch } from '../admin-fetch';
+import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { formatCount, formatDateTime, formatDuration } from '../overview/format';
 
@@ -260,19 +261,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                 This breaks the promise to clients (late retries or earlier keys will run again). I acknowledge it.
               </label>
             ) : null}
-            {save.error ? (
-              <p className="bad" role="alert">
-                {save.error.message}
-              </p>
-            ) : null}
-            <div className="actions">
-              <button type="button" className="link" onClick={() => dialog.current?.close()}>
-                Cancel
-              </button>
-              <button type="submit" disabled={save.isPending}>
-                {save.isPending ? 'Saving…' : 'Save policy'}
-              </button>
-            </div>
+            <DialogActions error={save.error} pending={save.isPending} confirm="Save policy" pendingLabel="Saving…" onCancel={() => dialog.current?.close()} />
           </form>
         ) : null}
       </dialog>

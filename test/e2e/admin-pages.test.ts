@@ -9,7 +9,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isoToLocalInput } from '../../components/audit/search-params';
 import type { OperatorRole } from '../../server/auth/roles';
-import { ARTIFACTS_DIR, hasChromium, launchBrowser } from '../helpers/browser';
+import { ARTIFACTS_DIR, cspViolations, hasChromium, launchBrowser, openPageAs } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
@@ -36,26 +36,15 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
 
   const base = () => server?.baseUrl ?? '';
 
-  /** A fresh page signed in as `role` (its session cookie set on the browser). */
-  async function pageAs(role: OperatorRole): Promise<Page> {
+  /** A fresh page signed in as `role`. */
+  function pageAs(role: OperatorRole): Promise<Page> {
     if (!browser || !server) throw new Error('set-up failed');
-    await browser.clearCookies();
-    const pairs = (cookies.get(role) ?? '').split('; ');
-    await browser.addCookies(
-      pairs.map((pair) => ({ name: pair.slice(0, pair.indexOf('=')), value: pair.slice(pair.indexOf('=') + 1), url: server?.baseUrl ?? '', httpOnly: true, sameSite: 'Strict' as const })),
-    );
-    const page = await browser.newPage();
-    await page.addInitScript(() => {
-      const seen: string[] = [];
-      Object.assign(window, { cspViolations: seen });
-      document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
-    });
-    return page;
+    return openPageAs(browser, server.baseUrl, cookies.get(role) ?? '');
   }
 
   /** Every page ran under its Content-Security-Policy without a refusal. */
   async function closeChecked(page: Page): Promise<void> {
-    await expect(page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).resolves.toEqual([]);
+    await expect(cspViolations(page)).resolves.toEqual([]);
     await page.close();
   }
 

@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARTIFACTS_DIR, hasChromium, launchBrowser } from '../helpers/browser';
+import { ARTIFACTS_DIR, cspViolations, hasChromium, launchBrowser, recordCspViolations } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 
@@ -24,12 +24,7 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
   it('sends a newcomer to /login, signs in with the bootstrapped admin, and shows the overview', async () => {
     if (!browser || !server) throw new Error('set-up failed');
     const page = await browser.newPage();
-    // Record CSP violations as the browser reports them to the page.
-    await page.addInitScript(() => {
-      const seen: string[] = [];
-      Object.assign(window, { cspViolations: seen });
-      document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
-    });
+    await recordCspViolations(page);
     const login = await page.goto(server.baseUrl);
     expect(new URL(page.url()).pathname).toBe('/login');
     const csp = login?.headers()['content-security-policy'] ?? '';
@@ -51,7 +46,7 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     await expect(page.getByRole('heading', { name: 'Overview', level: 1 }).isVisible()).resolves.toBe(true);
     // The page ran under the policy: Next's scripts carry the nonce, nothing was refused.
-    await expect(page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).resolves.toEqual([]);
+    await expect(cspViolations(page)).resolves.toEqual([]);
     await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'home.png'), fullPage: true });
     // Sign-out ends the session server-side: the old cookie no longer opens anything.
     await page.getByRole('button', { name: 'Sign out' }).click();

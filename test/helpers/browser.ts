@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const chromiumPath = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 export const hasChromium = existsSync(chromiumPath);
@@ -35,3 +35,29 @@ export async function launchBrowser(): Promise<BrowserContext> {
 }
 
 export const ARTIFACTS_DIR = join(process.cwd(), 'artifacts');
+
+/**
+ * A fresh page signed in with `cookieHeader` (the cookies a sign-in set), recording every
+ * Content-Security-Policy violation the browser reports to it (see closeChecked).
+ */
+export async function openPageAs(browser: BrowserContext, baseUrl: string, cookieHeader: string): Promise<Page> {
+  await browser.clearCookies();
+  await browser.addCookies(
+    cookieHeader.split('; ').map((pair) => ({ name: pair.slice(0, pair.indexOf('=')), value: pair.slice(pair.indexOf('=') + 1), url: baseUrl, httpOnly: true, sameSite: 'Strict' as const })),
+  );
+  const page = await browser.newPage();
+  await recordCspViolations(page);
+  return page;
+}
+
+export async function recordCspViolations(page: Page): Promise<void> {
+  await page.addInitScript(() => {
+    const seen: string[] = [];
+    Object.assign(window, { cspViolations: seen });
+    document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
+  });
+}
+
+export function cspViolations(page: Page): Promise<string[]> {
+  return page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations);
+}
