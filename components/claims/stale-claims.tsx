@@ -10,7 +10,8 @@ import { adminFetch } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
-import { formatDateTime, formatDuration } from '../overview/format';
+import { LocalTime } from '../local-time';
+import { formatDuration } from '../overview/format';
 
 const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>('/api/admin/stale-claims?limit=200')).claims;
 
@@ -86,7 +87,9 @@ export function StaleClaims() {
                     <code>{claim.key}</code>
                   </td>
                   <td className="nowrap">{formatDuration(claim.pastLeaseSeconds)}</td>
-                  <td className="nowrap">{formatDateTime(claim.createdAt)}</td>
+                  <td className="nowrap">
+                    <LocalTime iso={claim.createdAt} />
+                  </td>
                   <td className="num">{claim.attempts}</td>
                   <td className="nowrap">
                     <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>

@@ -8,7 +8,9 @@ import type { OverviewJson } from '@/server/metrics/overview';
 import { adminFetch } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
-import { formatBytes, formatCount, formatDateTime, formatDuration, formatPercent, formatRate, timeTick } from './format';
+import type { ReactNode } from 'react';
+import { LocalTime } from '../local-time';
+import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
 
@@ -101,7 +103,11 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                     {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
                   </strong>
                   <span>What to do: {alert.action}</span>
-                  {alert.since ? <span className="muted small">Since {formatDateTime(alert.since)}</span> : null}
+                  {alert.since ? (
+                    <span className="muted small">
+                      Since <LocalTime iso={alert.since} />
+                    </span>
+                  ) : null}
                 </div>
               ))
             )}
@@ -116,7 +122,15 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
             <Stat
               label="Last sweep"
               value={data.lastSweep ? data.lastSweep.status : 'none yet'}
-              detail={data.lastSweep ? `${formatDateTime(data.lastSweep.finishedAt)}, ${formatCount(data.lastSweep.rowsDeleted)} rows deleted, ${data.lastSweep.staleReleased} stale released` : ''}
+              detail={
+                data.lastSweep ? (
+                  <>
+                    {data.lastSweep.finishedAt ? <LocalTime iso={data.lastSweep.finishedAt} /> : 'running'}, {formatCount(data.lastSweep.rowsDeleted)} rows deleted, {data.lastSweep.staleReleased} stale released
+                  </>
+                ) : (
+                  ''
+                )
+              }
             />
           </section>
 
@@ -231,7 +245,9 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                     ))}
                   </tbody>
                 </table>
-                <p className="muted small">Estimated from a page sample taken {formatDateTime(data.storeByScope.sampledAt)}.</p>
+                <p className="muted small">
+                  Estimated from a page sample taken <LocalTime iso={data.storeByScope.sampledAt} />.
+                </p>
               </>
             ) : (
               <p className="empty">{noSamples}</p>
@@ -249,7 +265,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
   );
 }
 
-function Stat({ label, value, detail }: { label: string; value: string; detail: string }) {
+function Stat({ label, value, detail }: { label: string; value: string; detail: ReactNode }) {
   return (
     <div className="stat card">
       <div className="muted small">{label}</div>

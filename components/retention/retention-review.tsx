@@ -9,7 +9,8 @@ import type { PolicyReview, RetentionReview as Review } from '@/server/retention
 import { adminFetch } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
-import { formatCount, formatDateTime, formatDuration } from '../overview/format';
+import { LocalTime } from '../local-time';
+import { formatCount, formatDuration } from '../overview/format';
 
 const fetchReview = () => adminFetch<Review>('/api/admin/retention');
 
@@ -163,7 +164,9 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                   <tbody>
                     {data.history.map((entry) => (
                       <tr key={entry.id} className={entry.breaking ? 'breaking' : undefined}>
-                        <td className="nowrap">{formatDateTime(entry.changedAt)}</td>
+                        <td className="nowrap">
+                          <LocalTime iso={entry.changedAt} />
+                        </td>
                         <td className="nowrap">{entry.endpoint}</td>
                         <td className="num">{entry.version}</td>
                         <td>{entry.changedBy}</td>
@@ -205,7 +208,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                     {data.sweeps.map((run) => (
                       <tr key={run.runId}>
                         <td className="num">#{run.runId}</td>
-                        <td className="nowrap">{formatDateTime(run.finishedAt)}</td>
+                        <td className="nowrap">{run.finishedAt ? <LocalTime iso={run.finishedAt} /> : 'running'}</td>
                         <td>
                           {run.status} ({run.trigger})
                         </td>

@@ -7,9 +7,8 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isoToLocalInput } from '../../components/audit/search-params';
 import type { OperatorRole } from '../../server/auth/roles';
-import { ARTIFACTS_DIR, cspViolations, hasChromium, launchBrowser, openPageAs } from '../helpers/browser';
+import { ARTIFACTS_DIR, cspViolations, hasChromium, hydrationErrors, launchBrowser, openPageAs } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
@@ -45,6 +44,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
   /** Every page ran under its Content-Security-Policy without a refusal. */
   async function closeChecked(page: Page): Promise<void> {
     await expect(cspViolations(page)).resolves.toEqual([]);
+    expect(hydrationErrors(page)).toEqual([]);
     await page.close();
   }
 
@@ -136,12 +136,19 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await expect(auditRows(page).last().textContent()).resolves.toContain('n=0');
     await expect(page.getByRole('button', { name: 'Older entries' }).count()).resolves.toBe(0);
 
-    await page.getByLabel('From', { exact: true }).fill(isoToLocalInput('2020-01-01T00:10:00Z'));
-    await page.getByLabel('To', { exact: true }).fill(isoToLocalInput('2020-01-01T00:20:00Z'));
+    // The inputs take the browser's local time (its zone is not the test process's).
+    const inBrowserZone = (iso: string) =>
+      page.evaluate((value) => {
+        const date = new Date(value);
+        const pad = (n: number) => String(n).padStart(2, '0');
+        return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+      }, iso);
+    await page.getByLabel('From', { exact: true }).fill(await inBrowserZone('2020-01-01T00:10:00Z'));
+    await page.getByLabel('To', { exact: true }).fill(await inBrowserZone('2020-01-01T00:20:00Z'));
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.waitForURL((url) => url.searchParams.has('from'));
     const url = new URL(page.url());
-    expect(url.searchParams.get('from')).toMatch(/^2020-01-01T\d\d:10:00([+-]\d\d:\d\d|Z)$/);
+    expect(url.searchParams.get('from')).toMatch(/^\d{4}-\d\d-\d\dT\d\d:10:00([+-]\d\d:\d\d|Z)$/);
     expect(new Date(url.searchParams.get('from') ?? '').toISOString()).toBe('2020-01-01T00:10:00.000Z');
     expect(new Date(url.searchParams.get('to') ?? '').toISOString()).toBe('2020-01-01T00:20:00.000Z');
     await expect.poll(() => auditRows(page).count(), { timeout: 10_000 }).toBe(10);

@@ -8,7 +8,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenant } from '../../server/demo/tenants';
 import type { OperatorRole } from '../../server/auth/roles';
-import { ARTIFACTS_DIR, cspViolations, hasChromium, launchBrowser, openPageAs } from '../helpers/browser';
+import { ARTIFACTS_DIR, cspViolations, hasChromium, hydrationErrors, launchBrowser, openPageAs } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';
@@ -43,6 +43,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   /** Every page ran under its Content-Security-Policy without a refusal. */
   async function closeChecked(page: Page): Promise<void> {
     await expect(cspViolations(page)).resolves.toEqual([]);
+    expect(hydrationErrors(page)).toEqual([]);
     await page.close();
   }
 

@@ -31,6 +31,9 @@ export async function launchBrowser(): Promise<BrowserContext> {
     headless: true,
     args: FLAGS,
     viewport: { width: 1280, height: 800 },
+    // Not the server's zone (UTC): a page that renders times differently on the server and in
+    // the browser fails to hydrate, and hydrationErrors() reports it.
+    timezoneId: 'America/New_York',
   });
 }
 
@@ -50,7 +53,20 @@ export async function openPageAs(browser: BrowserContext, baseUrl: string, cooki
   return page;
 }
 
+const consoleErrors = new WeakMap<Page, string[]>();
+
+/** React's hydration errors the page logged (a server render that differs from the browser's). */
+export function hydrationErrors(page: Page): string[] {
+  return (consoleErrors.get(page) ?? []).filter((text) => /hydrat|#418|#423|#425/i.test(text));
+}
+
 export async function recordCspViolations(page: Page): Promise<void> {
+  const errors: string[] = [];
+  consoleErrors.set(page, errors);
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  page.on('pageerror', (error) => errors.push(error.message));
   await page.addInitScript(() => {
     const seen: string[] = [];
     Object.assign(window, { cspViolations: seen });
