@@ -52,7 +52,8 @@ export async function listAudit(db: Queryable, query: AuditQuery): Promise<Audit
   if (query.to !== undefined) add((p) => `at < ${p}::timestamptz`, query.to);
   if (query.after !== undefined) {
     values.push(query.after.atMicros, query.after.id);
-    conditions.push(`(at, id) < (to_timestamp($${values.length - 1}::numeric / 1000000), $${values.length}::bigint)`);
+    // Whole microseconds, added to the epoch: exact (a division through a double would round).
+    conditions.push(`(at, id) < (timestamptz 'epoch' + $${values.length - 1}::bigint * interval '1 microsecond', $${values.length}::bigint)`);
   }
   values.push(query.limit + 1);
   const { rows } = await db.query<{ id: string; at: Date; at_micros: string; actor: string; action: string; target: Record<string, unknown>; reason: string | null; details: Record<string, unknown> | null }>(
