@@ -99,7 +99,8 @@ async function main(): Promise<void> {
       secrets.DASHBOARD_DATABASE_URL = await withClient(ownerUrl, (client) => ensureDashboardLogin(client, ownerUrl, local.dashboardPassword));
     }
     const admin = await withPool(database.url, (pool) => ensureFirstAdmin(pool, { email: environment.ADMIN_EMAIL, password: environment.ADMIN_PASSWORD }));
-    if (admin.created) say(`Created the first admin: ${admin.email}${admin.generatedPassword ? ` with the generated password ${admin.generatedPassword} (shown once: keep it)` : ' (password from ADMIN_PASSWORD)'}`);
+    // The generated password is printed once, on the last line (where to sign in).
+    if (admin.created) say(`Created the first admin: ${admin.email}${admin.generatedPassword ? ' with a generated password (on the last line, shown this once)' : ' (password from ADMIN_PASSWORD)'}`);
     const layout = await withClient(database.url, detectStoreLayout);
     say(`Key store layout: ${layout}`);
     if (layout !== environment.STORE_LAYOUT) {
@@ -134,7 +135,7 @@ async function main(): Promise<void> {
     const signIn = !admin.email
       ? 'no admin is enabled: create one with npm run cli -- user create --email E --password P --role admin'
       : admin.created && admin.generatedPassword
-        ? `sign in as ${admin.email} with password ${admin.generatedPassword}`
+        ? `sign in as ${admin.email} with password ${admin.generatedPassword} (shown once: keep it)`
         : admin.created
           ? `sign in as ${admin.email} with ADMIN_PASSWORD`
           : `sign in as ${admin.email} (password printed on the first start; npm run cli -- user create adds operators)`;

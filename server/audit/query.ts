@@ -7,7 +7,7 @@ import type { Queryable } from '../idempotency/statements';
 
 const cursorSchema = z
   .string()
-  .regex(/^\d+\.\d+$/, 'must be a cursor from a previous page')
+  .regex(/^\d{1,17}\.\d{1,18}$/, 'must be a cursor from a previous page')
   .transform((value) => {
     const [micros, id] = value.split('.');
     return { atMicros: micros ?? '0', id: id ?? '0' };

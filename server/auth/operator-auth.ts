@@ -14,12 +14,11 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { auditLog } from '../../db/schema/audit';
 import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
-import { inTransaction } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import { logger } from '../logging';
 import { hashPassword, verifyPassword } from './passwords';
 import { isOperatorRole, type OperatorRole } from './roles';
-import { clearAccountFailures, lockedForSeconds, recordFailure, subjects, type ThrottleLimits } from './throttle';
+import { recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
 
 export interface OperatorAuthOptions {
   /** The dashboard's pool (its restricted role). */
@@ -165,9 +164,11 @@ export async function signInOperator(
   request: { headers: Headers; address: string | null },
   limits?: ThrottleLimits,
 ): Promise<SignInResult> {
-  const { email, password } = signInSchema.parse(input);
-  const keys = subjects(email, request.address);
-  const locked = await lockedForSeconds(pool, keys);
+  const parsed = signInSchema.safeParse(input);
+  if (!parsed.success) return { ok: false, reason: 'invalid' };
+  const { email, password } = parsed.data;
+  // Counted before the password is checked, so a burst of attempts cannot outrun the limit.
+  const locked = await reserveAttempt(pool, email, request.address, limits);
   if (locked > 0) {
     await writeAudit(pool, { actor: email, action: 'auth.sign_in_locked', target: { email }, details: { address: request.address } });
     return { ok: false, reason: 'locked', retryAfterSeconds: locked };
@@ -181,18 +182,10 @@ export async function signInOperator(
     setCookie = signedIn.headers.getSetCookie();
   } catch (error) {
     if (!(error instanceof APIError)) throw error;
-    await inTransaction(pool, async (db) => {
-      await recordFailure(db, email, request.address, limits);
-      await writeAudit(db, {
-        actor: email,
-        action: 'auth.sign_in_failed',
-        target: { email },
-        details: { address: request.address, status: error.status },
-      });
-    });
+    await writeAudit(pool, { actor: email, action: 'auth.sign_in_failed', target: { email }, details: { address: request.address, status: error.status } });
     return { ok: false, reason: 'invalid' };
   }
-  await clearAccountFailures(pool, email);
+  await recordSuccess(pool, email, request.address);
   return { ok: true, setCookie };
 }
 

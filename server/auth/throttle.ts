@@ -16,37 +16,47 @@ export const defaultThrottleLimits: ThrottleLimits = { accountFailures: 5, addre
 
 export const subjects = (email: string, address: string | null) => [`email:${email.toLowerCase()}`, ...(address ? [`ip:${address}`] : [])];
 
-/** Seconds until the first of these subjects is unlocked, or 0 when none is locked. */
-export async function lockedForSeconds(db: Queryable, keys: string[]): Promise<number> {
-  const { rows } = await db.query<{ seconds: number | null }>({
-    name: 'auth_throttle_locked',
-    text: `SELECT ceil(extract(epoch FROM max(locked_until) - now()))::int AS seconds FROM sign_in_throttle
-           WHERE subject = ANY($1::text[]) AND locked_until > now()`,
-    values: [keys],
+/**
+ * Counts this attempt against each subject before the password is checked, in one upsert, so
+ * parallel attempts cannot all pass a check made before any of them was counted. The attempt
+ * that reaches a subject's limit locks it (and is still checked); any attempt past the limit,
+ * or while an earlier lock holds, is refused. Returns the seconds until the last lock ends
+ * when refused, else 0.
+ */
+export async function reserveAttempt(db: Queryable, email: string, address: string | null, limits: ThrottleLimits = defaultThrottleLimits): Promise<number> {
+  const { rows } = await db.query<{ refused: boolean; seconds: number | null }>({
+    name: 'auth_throttle_reserve',
+    text: `WITH counted AS (
+             INSERT INTO sign_in_throttle AS t (subject, failures, window_started_at, locked_until)
+             SELECT subject, 1, now(), CASE WHEN 1 >= CASE WHEN subject LIKE 'email:%' THEN $3::int ELSE $4::int END THEN now() + $5::int * interval '1 second' END
+             FROM unnest($1::text[]) AS subject
+             ON CONFLICT (subject) DO UPDATE SET
+               failures = CASE WHEN t.window_started_at < now() - $2::int * interval '1 second' THEN 1 ELSE t.failures + 1 END,
+               window_started_at = CASE WHEN t.window_started_at < now() - $2::int * interval '1 second' THEN now() ELSE t.window_started_at END,
+               locked_until = CASE
+                 WHEN t.locked_until > now() THEN t.locked_until
+                 WHEN (CASE WHEN t.window_started_at < now() - $2::int * interval '1 second' THEN 1 ELSE t.failures + 1 END)
+                      >= CASE WHEN t.subject LIKE 'email:%' THEN $3::int ELSE $4::int END THEN now() + $5::int * interval '1 second'
+               END
+             RETURNING subject, failures, locked_until
+           )
+           SELECT coalesce(bool_or(
+                    failures > CASE WHEN subject LIKE 'email:%' THEN $3::int ELSE $4::int END
+                    OR (locked_until > now() AND locked_until <> now() + $5::int * interval '1 second')), false) AS refused,
+                  ceil(extract(epoch FROM max(locked_until) - now()))::int AS seconds
+           FROM counted`,
+    values: [subjects(email, address).sort(), limits.windowSeconds, limits.accountFailures, limits.addressFailures, limits.lockSeconds],
   });
-  return Math.max(0, rows[0]?.seconds ?? 0);
+  const row = rows[0];
+  return row?.refused ? Math.max(1, row.seconds ?? limits.lockSeconds) : 0;
 }
 
-/** Counts a failure for each subject (a new window once the old one passed); locks those over their limit. */
-export async function recordFailure(db: Queryable, email: string, address: string | null, limits: ThrottleLimits = defaultThrottleLimits): Promise<void> {
-  const keys = subjects(email, address);
+/** A successful sign-in: the account's count and lock go, and the attempt no longer counts against the address. */
+export async function recordSuccess(db: Queryable, email: string, address: string | null): Promise<void> {
   await db.query({
-    name: 'auth_throttle_failure',
-    text: `INSERT INTO sign_in_throttle AS t (subject, failures, window_started_at)
-           SELECT subject, 1, now() FROM unnest($1::text[]) AS subject
-           ON CONFLICT (subject) DO UPDATE SET
-             failures = CASE WHEN t.window_started_at < now() - $2::int * interval '1 second' THEN 1 ELSE t.failures + 1 END,
-             window_started_at = CASE WHEN t.window_started_at < now() - $2::int * interval '1 second' THEN now() ELSE t.window_started_at END,
-             locked_until = CASE
-               WHEN t.window_started_at >= now() - $2::int * interval '1 second'
-                AND t.failures + 1 >= CASE WHEN t.subject LIKE 'email:%' THEN $3::int ELSE $4::int END
-               THEN now() + $5::int * interval '1 second'
-               ELSE t.locked_until END`,
-    values: [keys.sort(), limits.windowSeconds, limits.accountFailures, limits.addressFailures, limits.lockSeconds],
+    name: 'auth_throttle_success',
+    text: `WITH account AS (DELETE FROM sign_in_throttle WHERE subject = $1)
+           UPDATE sign_in_throttle SET failures = greatest(failures - 1, 0) WHERE subject = $2`,
+    values: [`email:${email.toLowerCase()}`, address ? `ip:${address}` : null],
   });
-}
-
-/** A successful sign-in clears the account's failures (not the address's). */
-export async function clearAccountFailures(db: Queryable, email: string): Promise<void> {
-  await db.query({ name: 'auth_throttle_clear', text: 'DELETE FROM sign_in_throttle WHERE subject = $1', values: [`email:${email.toLowerCase()}`] });
 }

@@ -75,6 +75,22 @@ describe('operators', () => {
     await db.pool.query('DELETE FROM sign_in_throttle');
   });
 
+  it('counts a burst of parallel attempts before checking any password, so at most the limit are checked', async () => {
+    await createOperator(dashboard, { email: 'burst@example.com', password: PASSWORD, role: 'viewer' }, 'cli');
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => signInOperator(auth, dashboard, { email: 'burst@example.com', password: `wrong password ${i}` }, request(`198.51.100.${i}`), limits)),
+    );
+    expect(results.filter((result) => !result.ok && result.reason === 'invalid')).toHaveLength(limits.accountFailures);
+    expect(results.filter((result) => !result.ok && result.reason === 'locked')).toHaveLength(12 - limits.accountFailures);
+    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'auth.sign_in_failed' AND actor = 'burst@example.com'");
+    expect(rows[0]?.n).toBe(limits.accountFailures);
+    await db.pool.query('DELETE FROM sign_in_throttle');
+  });
+
+  it('refuses input it cannot take as a failed sign-in, not an error', async () => {
+    await expect(signInOperator(auth, dashboard, { email: `${'x'.repeat(300)}@example.com`, password: PASSWORD }, request())).resolves.toEqual({ ok: false, reason: 'invalid' });
+  });
+
   it('ends a disabled operator\'s live session at once and refuses new ones', async () => {
     const created = await createOperator(dashboard, { email: 'leaver@example.com', password: PASSWORD, role: 'compliance' }, 'admin@example.com');
     const result = await signInOperator(auth, dashboard, { email: 'leaver@example.com', password: PASSWORD }, request());
