@@ -13,6 +13,7 @@ import { RefreshControl } from '../refresh-control';
 import { queryKeys } from '../query-keys';
 import { keyValues } from './key-values';
 import { auditApiUrl, auditCsvUrl, auditHref, hasFilters, isoToLocalInput, knownActions, localInputToIso, type AuditSearch } from './search-params';
+import { Problem } from '../banners';
 
 const fetchAuditPage = (search: AuditSearch, after: string | null) => adminFetch<AuditPage>(auditApiUrl(search, after));
 
@@ -35,9 +36,9 @@ export function AuditLog({ search }: { search: AuditSearch }) {
     <>
       <AuditFilters search={search} />
       {log.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           <strong>Could not load the audit log.</strong> {log.error.message}
-        </div>
+        </Problem>
       ) : null}
       <div className="toolbar log-toolbar">
         <RefreshControl isFetching={log.isFetching && !log.isFetchingNextPage} updatedAt={log.dataUpdatedAt} onRefresh={() => void log.refetch()} />

@@ -12,6 +12,7 @@ import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import { LocalTime } from '../local-time';
 import { formatDuration } from '../overview/format';
+import { Notice, Problem } from '../banners';
 
 const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>('/api/admin/stale-claims?limit=200')).claims;
 
@@ -44,14 +45,14 @@ export function StaleClaims() {
   return (
     <>
       {done ? (
-        <div className="banner ok" role="status">
+        <Notice>
           {done}
-        </div>
+        </Notice>
       ) : null}
       {claims.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           Could not load stale claims: {claims.error.message}
-        </div>
+        </Problem>
       ) : null}
       <div className="toolbar">
         <RefreshControl isFetching={claims.isFetching} updatedAt={claims.dataUpdatedAt} onRefresh={() => void claims.refetch()} />

@@ -8,6 +8,7 @@ import type { KeyRecord } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
 import { PrincipalKeys } from './principal-keys';
+import { Problem } from '../banners';
 
 async function lookUp(input: { principalId: string; key: string; reason: string }): Promise<KeyRecord[]> {
   return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body: input, fieldLabels: labels })).records;
@@ -48,9 +49,9 @@ export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: 
       </form>
       <section aria-live="polite" aria-label="Lookup result">
         {lookup.error ? (
-          <div className="banner critical" role="alert">
+          <Problem>
             {lookup.error.message}
-          </div>
+          </Problem>
         ) : null}
         {lookup.data && asked ? (
           lookup.data.length === 0 ? (

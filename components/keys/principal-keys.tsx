@@ -6,6 +6,7 @@ import { useState } from 'react';
 import type { KeySummary } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatDateTime } from '../overview/format';
+import { Problem } from '../banners';
 
 type State = KeySummary['state'];
 interface Page {
@@ -66,9 +67,9 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
         <span className="muted small">Uses the Principal ID and Reason above; each page is audited.</span>
       </div>
       {list.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           {list.error.message}
-        </div>
+        </Problem>
       ) : null}
       {pages.length > 0 && keys.length === 0 ? <p className="empty">
           No live key{scope ? ` in ${scope}` : ''}

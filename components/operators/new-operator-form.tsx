@@ -7,6 +7,7 @@ import type { OperatorRole } from '@/server/auth/roles';
 import { adminFetch } from '../admin-fetch';
 import type { OperatorJson } from './operators';
 import { roles, roleSummaries } from './roles';
+import { Notice, Problem } from '../banners';
 
 const labels: Record<string, string> = { email: 'Email', password: 'Password', role: 'Role', name: 'Name' };
 
@@ -71,15 +72,15 @@ export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJ
       </label>
       <input id="new-operator-name" name="name" maxLength={200} autoComplete="off" />
       {creating.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           {creating.error.message}
-        </div>
+        </Problem>
       ) : null}
       {/* Here rather than at the top of the page, where it would be out of sight. */}
       {creating.data ? (
-        <div className="banner ok" role="status">
+        <Notice>
           Created {creating.data.email} as {creating.data.role}. Recorded in the audit log.
-        </div>
+        </Notice>
       ) : null}
       <button type="submit" disabled={creating.isPending}>
         {creating.isPending ? 'Creating…' : 'Create operator'}

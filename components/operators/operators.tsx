@@ -14,6 +14,7 @@ import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { NewOperatorForm } from './new-operator-form';
 import { roles, roleSummaries } from './roles';
+import { Notice, Problem } from '../banners';
 
 /** An operator as the API sends it (dates as strings). */
 export type OperatorJson = Omit<Operator, 'createdAt'> & { createdAt: string };
@@ -75,14 +76,14 @@ export function Operators({ youId }: { youId: string }) {
   return (
     <>
       {done ? (
-        <div className="banner ok" role="status">
+        <Notice>
           {done}
-        </div>
+        </Notice>
       ) : null}
       {operators.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           Could not load operators: {operators.error.message}
-        </div>
+        </Problem>
       ) : null}
       {operators.data ? (
         <div className="card table-scroll">

@@ -13,6 +13,7 @@ import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
+import { Problem } from '../banners';
 
 type StorePoint = OverviewJson['store'][number];
 type StoreSlot = Partial<StorePoint> & { t: string };
@@ -82,10 +83,10 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
       </div>
 
       {query.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           <strong>Could not refresh the overview.</strong> {query.error.message}
           {data ? ' The figures below are from the last successful refresh.' : ''}
-        </div>
+        </Problem>
       ) : null}
 
       {data ? (

@@ -11,6 +11,7 @@ import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { LocalTime } from '../local-time';
 import { formatCount, formatDuration } from '../overview/format';
+import { Notice, Problem } from '../banners';
 
 const fetchReview = () => adminFetch<Review>('/api/admin/retention');
 
@@ -78,14 +79,14 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   return (
     <>
       {saved ? (
-        <div className="banner ok" role="status">
+        <Notice>
           {saved}
-        </div>
+        </Notice>
       ) : null}
       {review.error ? (
-        <div className="banner critical" role="alert">
+        <Problem>
           Could not load the retention review: {review.error.message}
-        </div>
+        </Problem>
       ) : null}
       <div className="toolbar" role="group" aria-label="Exports">
         {exportKinds.map(([what, label]) => (
