@@ -1,6 +1,8 @@
 // The audit log's URL state (actor, action, from, to) as plain values, links and API URLs,
 // for the client bundle (no zod here: its eval probe would trip the page's CSP). Times travel
 // as ISO 8601 with the operator's own UTC offset; the inputs show them in local time.
+import { auditActions } from '@/server/audit/actions';
+
 export interface AuditSearch {
   actor?: string | undefined;
   action?: string | undefined;
@@ -13,22 +15,8 @@ export interface AuditSearch {
 /** Entries per page in the table (the API allows up to 500). */
 export const AUDIT_PAGE_SIZE = 50;
 
-/** What the product writes today; the action filter suggests these and accepts any other. */
-export const knownActions = [
-  'auth.sign_in',
-  'auth.sign_in_failed',
-  'auth.sign_in_locked',
-  'auth.sign_out',
-  'key.lookup',
-  'stale_claim.release',
-  'operator.create',
-  'operator.role',
-  'operator.disable',
-  'operator.enable',
-  'policy.create',
-  'policy.change',
-  'audit.export',
-] as const;
+/** What the product writes (server/audit/actions.ts); the action filter suggests these and accepts any other. */
+export const knownActions = auditActions;
 
 function filterParams(search: AuditSearch): URLSearchParams {
   const params = new URLSearchParams();

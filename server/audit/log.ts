@@ -1,10 +1,11 @@
 // Writes to the append-only audit log. Always called with the transaction of the action
 // it records, so an action and its audit row commit or vanish together.
 import type { Queryable } from '../idempotency/statements';
+import type { AuditAction } from './actions';
 
 export interface AuditEntry {
   actor: string;
-  action: string;
+  action: AuditAction;
   /** Identifiers of what was touched; never stored responses or request bodies. */
   target: Record<string, unknown>;
   reason?: string | null;

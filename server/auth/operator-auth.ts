@@ -19,6 +19,7 @@ import { logger } from '../logging';
 import { hashPassword, verifyPassword } from './passwords';
 import { isOperatorRole, type OperatorRole } from './roles';
 import { recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
+import type { AuditAction } from '../audit/actions';
 
 export interface OperatorAuthOptions {
   /** The dashboard's pool (its restricted role). */
@@ -114,7 +115,7 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
           model: 'auditLog',
           data: {
             actor: created.user.email,
-            action: 'auth.sign_in',
+            action: 'auth.sign_in' satisfies AuditAction,
             target: { operatorId: created.user.id },
             details: { address: created.session.ipAddress ?? null },
           },
