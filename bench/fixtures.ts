@@ -1,5 +1,6 @@
-// Bulk rows for the benchmarks: completed keys with a small sealed-looking body, all
-// expired, loaded in batches of 250,000 (one INSERT ... SELECT each).
+// Bulk rows for the benchmarks: completed keys with a small sealed-looking body, each created
+// 26 hours before its expiry (distinct instants, as real traffic has), loaded in batches of
+// 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
 
 /** Loads `rows` keys whose expiries spread over the day after `expiresFrom` (in the past: expired). */
@@ -10,7 +11,8 @@ export async function loadExpiredKeys(pool: pg.Pool, rows: number, expiresFrom: 
          response_body, response_key_id, response_size, completed_at, created_at, expires_at)
        SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, 'POST /api/v1/payments', 'old-' || i, 'completed',
               sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
-              $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours', $3::timestamptz + (i % 86400) * interval '1 second'
+              $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours' + (i % 86400) * interval '1 second' + (i / 86400) * interval '1 microsecond',
+              $3::timestamptz + (i % 86400) * interval '1 second'
        FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
       [offset, rows, expiresFrom.toISOString()],
     );

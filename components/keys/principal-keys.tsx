@@ -1,18 +1,16 @@
 'use client';
-// One principal's live keys, a page at a time in (scope, key) order, filtered by state. Each
-// page is audited with the operator's reason, so nothing refetches by itself.
+// One principal's live keys, newest first, a page at a time, filtered by scope and state. Each
+// page is audited with the operator's reason, so nothing refetches by itself. A filtered page
+// examines a bounded number of keys, so it can come back short and say how far back it looked.
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
-import type { KeySummary } from '@/server/idempotency/key-metadata';
+import type { KeyPage, KeySummary } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatDateTime } from '../overview/format';
 import { Problem } from '../banners';
 
 type State = KeySummary['state'];
-interface Page {
-  keys: KeySummary[];
-  next: { scope: string; key: string } | null;
-}
+type Page = KeyPage;
 export interface ListRequest {
   principalId: string;
   reason: string;
@@ -20,28 +18,56 @@ export interface ListRequest {
 
 const stateLabels: Record<State, string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed' };
 
+interface Listing extends ListRequest {
+  scope?: string;
+  state?: State;
+}
+
 export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequest; scopes: string[]; onLookUp: (key: string) => void }) {
   const [state, setState] = useState<State | ''>('');
   const [scope, setScope] = useState('');
-  const [pages, setPages] = useState<Page[]>([]);
+  // What the pages on screen were listed with: later pages reuse it, whatever the form says now.
+  const [listing, setListing] = useState<{ of: Listing; pages: Page[] } | null>(null);
   const list = useMutation({
-    mutationFn: (input: { after: Page['next'] }) =>
+    mutationFn: (input: { of: Listing; after: Page['next'] }) =>
       adminFetch<Page>('/api/admin/keys/list', {
         method: 'POST',
-        body: { ...request, ...(state === '' ? {} : { state }), ...(scope === '' ? {} : { scope }), ...(input.after ? { after: input.after } : {}), limit: 50 },
+        body: { ...input.of, ...(input.after ? { after: input.after } : {}), limit: 50 },
         fieldLabels: { principalId: 'Principal ID', reason: 'Reason' },
       }),
-    onSuccess: (page, input) => setPages((previous) => (input.after ? [...previous, page] : [page])),
+    onSuccess: (page, input) => setListing((previous) => ({ of: input.of, pages: input.after && previous ? [...previous.pages, page] : [page] })),
   });
+  const start = () => list.mutate({ of: { ...request, ...(state === '' ? {} : { state }), ...(scope === '' ? {} : { scope }) }, after: null });
+  /** A filter changed: the pages on screen no longer answer it. */
+  const clear = () => {
+    setListing(null);
+    list.reset();
+  };
+  const pages = listing?.pages ?? [];
   const keys = pages.flatMap((page) => page.keys);
-  const next = pages.at(-1)?.next ?? null;
+  const last = pages.at(-1);
+  const next = last?.next ?? null;
+  const searchedBackTo = last?.searchedBackTo ?? null;
+  const listed = listing?.of;
+  const filtered = `${listed?.scope ? ` in ${listed.scope}` : ''}${listed?.state ? ` in state ${stateLabels[listed.state]}` : ''}`;
+  let status = '';
+  const counted = `${keys.length} live key${keys.length === 1 ? '' : 's'}${filtered}`;
+  if (listing && !next) status = keys.length === 0 ? `No live key${filtered}.` : `All ${counted} shown; there is no older one.`;
+  else if (searchedBackTo) status = `${keys.length === 0 ? `No live key${filtered} among` : `${counted} found among`} the keys created since ${formatDateTime(searchedBackTo)}; older keys may still match.`;
+  else if (listing) status = `${counted} shown, newest first; older ones on the next page.`;
   return (
     <section className="card" aria-labelledby="principal-keys-heading">
       <h2 id="principal-keys-heading">This principal&apos;s keys</h2>
       <div className="toolbar">
         <label>
           Scope
-          <select value={scope} onChange={(event) => setScope(event.target.value)}>
+          <select
+            value={scope}
+            onChange={(event) => {
+              setScope(event.target.value);
+              clear();
+            }}
+          >
             <option value="">Any scope</option>
             {scopes.map((value) => (
               <option key={value} value={value}>
@@ -52,7 +78,13 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
         </label>
         <label>
           State
-          <select value={state} onChange={(event) => setState(event.target.value as State | '')}>
+          <select
+            value={state}
+            onChange={(event) => {
+              setState(event.target.value as State | '');
+              clear();
+            }}
+          >
             <option value="">Any state</option>
             {(Object.keys(stateLabels) as State[]).map((value) => (
               <option key={value} value={value}>
@@ -61,7 +93,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             ))}
           </select>
         </label>
-        <button type="button" onClick={() => list.mutate({ after: null })} disabled={list.isPending || !request.principalId || request.reason.trim().length < 3}>
+        <button type="button" onClick={start} disabled={list.isPending || !request.principalId || request.reason.trim().length < 3}>
           List keys
         </button>
         <span className="muted small">Uses the Principal ID and Reason above; each page is audited.</span>
@@ -71,14 +103,10 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
           {list.error.message}
         </Problem>
       ) : null}
-      {pages.length > 0 && keys.length === 0 ? <p className="empty">
-          No live key{scope ? ` in ${scope}` : ''}
-          {state ? ` in state ${stateLabels[state]}` : ''}.
-        </p> : null}
       {keys.length > 0 ? (
         <div className="table-scroll">
           <table>
-            <caption className="visually-hidden">Live keys of the principal, by scope and key</caption>
+            <caption className="visually-hidden">Live keys of the principal, newest first</caption>
             <thead>
               <tr>
                 <th scope="col">Scope</th>
@@ -116,9 +144,13 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
           </table>
         </div>
       ) : null}
+      {/* Always mounted, so a screen reader announces each change of what the list says. */}
+      <p className={keys.length === 0 && listing ? 'empty' : 'muted small'} role="status">
+        {status}
+      </p>
       {next ? (
-        <button type="button" className="link" onClick={() => list.mutate({ after: next })} disabled={list.isPending}>
-          Next page
+        <button type="button" className="link" onClick={() => listed && list.mutate({ of: listed, after: next })} disabled={list.isPending}>
+          {searchedBackTo ? 'Search older keys' : 'Next page'}
         </button>
       ) : null}
     </section>

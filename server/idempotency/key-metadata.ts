@@ -145,13 +145,24 @@ export async function listStaleClaims(db: Queryable, limit: number): Promise<Sta
   }));
 }
 
+/** Keys a page examines at most: bounds its work when matches (live, in the filters) are rare. */
+export const KEY_LIST_SCAN_ROWS = 2000;
+
+const keyCursorSchema = z.strictObject({
+  /** created_at in whole microseconds since the epoch (exact; a Date would round to ms). */
+  createdAtMicros: z.string().regex(/^\d{1,17}$/, 'must be a cursor from a previous page'),
+  scope: z.string().min(1).max(200),
+  key: z.string().min(1).max(255),
+});
+export type KeyCursor = z.infer<typeof keyCursorSchema>;
+
 export const keyListSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
   reason: z.string().trim().min(3, 'say why you list these keys').max(500),
   scope: z.string().min(1).max(200).optional(),
   state: z.enum(['in_progress', 'completed', 'failed']).optional(),
-  /** Keyset cursor: the last (scope, key) of the previous page. */
-  after: z.strictObject({ scope: z.string().min(1).max(200), key: z.string().min(1).max(255) }).optional(),
+  /** Keyset cursor: where the previous page stopped (its last key, or the last key it examined). */
+  after: keyCursorSchema.optional(),
   limit: z.number().int().min(1).max(200).default(50),
 });
 export type KeyList = z.infer<typeof keyListSchema>;
@@ -165,17 +176,52 @@ export interface KeySummary {
   expiresAt: string;
 }
 
+export interface KeyPage {
+  keys: KeySummary[];
+  /** The cursor of the next page, or null when the principal has no older key. */
+  next: KeyCursor | null;
+  /**
+   * Set when this page stopped at the scan bound before filling up (rare matches): every key
+   * created after this instant was examined, and older ones may still match.
+   */
+  searchedBackTo: string | null;
+}
+
 /**
- * One principal's live keys in primary-key order (scope, then key), a page at a time: a
- * range scan of the primary key from the cursor, so a principal with millions of keys costs
- * one page. (Newest-first would need a (principal_id, created_at) index on the hot table.)
- * Listing reveals key strings, so it takes a reason and is audited like a lookup.
+ * One principal's live keys, newest first, a page at a time: a backward range scan of
+ * (principal_id, created_at) from the cursor, read only until the page is full, so a principal
+ * with millions of keys costs one page. When matches are rare (a filter, or keys that expired
+ * and await the sweeper), a page examines at most KEY_LIST_SCAN_ROWS keys and comes back short,
+ * saying how far back it looked; the next page goes on from the last key examined. Listing
+ * reveals key strings, so it takes a reason and is audited like a lookup.
  */
-export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor: string): Promise<{ keys: KeySummary[]; next: { scope: string; key: string } | null }> {
+export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor: string): Promise<KeyPage> {
   const statement = principalKeysStatement(list);
   return inTransaction(pool, async (db) => {
-    const { rows } = await db.query<{ scope: string; key: string; state: KeyRecord['state']; response_status: number | null; created_at: Date; expires_at: Date }>(statement);
-    const page = rows.slice(0, list.limit);
+    const { rows } = await db.query<{
+      scope: string;
+      key: string;
+      state: KeyRecord['state'];
+      response_status: number | null;
+      created_at: Date;
+      created_micros: string;
+      expires_at: Date;
+      matches: boolean;
+      at_bound: boolean;
+    }>(statement);
+    const matches = rows.filter((row) => row.matches);
+    const page = matches.slice(0, list.limit);
+    const cursorOf = (row: { scope: string; key: string; created_micros: string }): KeyCursor => ({ createdAtMicros: row.created_micros, scope: row.scope, key: row.key });
+    const last = page.at(-1);
+    // The last key examined, when the scan stopped at its bound (there may be more after it).
+    const bound = rows.find((row) => row.at_bound);
+    let next: KeyCursor | null = null;
+    let searchedBackTo: string | null = null;
+    if (matches.length > list.limit && last) next = cursorOf(last);
+    else if (bound) {
+      next = cursorOf(bound);
+      if (page.length < list.limit) searchedBackTo = bound.created_at.toISOString();
+    }
     await writeAudit(db, {
       actor,
       action: 'key.list',
@@ -183,34 +229,56 @@ export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor:
       reason: list.reason,
       details: { scope: list.scope ?? null, state: list.state ?? null, after: list.after ?? null, keys: page.length },
     });
-    const last = page.at(-1);
     return {
       keys: page.map((row) => ({ scope: row.scope, key: row.key, state: row.state, statusCode: row.response_status, createdAt: row.created_at.toISOString(), expiresAt: row.expires_at.toISOString() })),
-      next: rows.length > list.limit && last ? { scope: last.scope, key: last.key } : null,
+      next,
+      searchedBackTo,
     };
   });
 }
 
-/** The page statement: only the filters given, so the planner sees the real ones (one row more than the page, to know if there is a next). */
+/**
+ * The page statement, one pass in index order: the scan walks (principal_id, created_at)
+ * backwards from the cursor, at most KEY_LIST_SCAN_ROWS keys, numbering them as they come; the
+ * outer query keeps the matches (live, and the filters given, so the planner sees the real
+ * ones) and the key at the bound, and stops at one match more than the page (to know if there
+ * is a next). Nothing sorts or counts the scan as a whole, so a full page reads only as far as
+ * its last match.
+ */
 export function principalKeysStatement(list: KeyList): { text: string; values: unknown[] } {
-  const conditions = ['principal_id = $1', 'expires_at > now()'];
   const values: unknown[] = [list.principalId];
+  const scan = ['principal_id = $1'];
+  if (list.after !== undefined) {
+    values.push(list.after.createdAtMicros, list.after.scope, list.after.key);
+    const n = values.length;
+    // Whole microseconds added to the epoch: exact (a division through a double would round).
+    scan.push(`(created_at, scope, key) < (timestamptz 'epoch' + $${n - 2}::bigint * interval '1 microsecond', $${n - 1}::text, $${n}::text)`);
+  }
+  const filters = ['expires_at > now()'];
   if (list.scope !== undefined) {
     values.push(list.scope);
-    conditions.push(`scope = $${values.length}`);
+    filters.push(`scope = $${values.length}`);
   }
   if (list.state !== undefined) {
     values.push(list.state);
-    conditions.push(`state = $${values.length}`);
+    filters.push(`state = $${values.length}`);
   }
-  if (list.after !== undefined) {
-    values.push(list.after.scope, list.after.key);
-    conditions.push(`(scope, key) > ($${values.length - 1}, $${values.length})`);
-  }
-  values.push(list.limit + 1);
+  values.push(KEY_LIST_SCAN_ROWS, list.limit + 1);
+  const bound = `$${values.length - 1}`;
+  const order = 'created_at DESC, scope DESC, key DESC';
   return {
-    text: `SELECT scope, key, state, response_status, created_at, expires_at FROM idempotency_keys
-           WHERE ${conditions.join(' AND ')} ORDER BY scope, key LIMIT $${values.length}`,
+    text: `SELECT scope, key, state, response_status, created_at, created_micros, expires_at, matches, n = ${bound} AS at_bound
+           FROM (
+             SELECT *, ${filters.join(' AND ')} AS matches, row_number() OVER (ORDER BY ${order}) AS n
+             FROM (
+               SELECT scope, key, state, response_status, created_at, (extract(epoch FROM created_at) * 1000000)::bigint::text AS created_micros, expires_at
+               FROM idempotency_keys
+               WHERE ${scan.join(' AND ')}
+               ORDER BY ${order} LIMIT ${bound}
+             ) scanned
+           ) numbered
+           WHERE matches OR n = ${bound}
+           ORDER BY ${order} LIMIT $${values.length}`,
     values,
   };
 }

@@ -95,6 +95,12 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       body: JSON.stringify({ amount: 990, currency: 'EUR', description: SENTINEL }),
     });
     expect(created.status).toBe(201);
+    const later = await fetch(`${base}/api/v1/payments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': 'ui-order-2', 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: 120, currency: 'EUR', description: 'second order' }),
+    });
+    expect(later.status).toBe(201);
     const page = await pageAs('operator');
     const bodies: Promise<string>[] = [];
     page.on('response', (response) => bodies.push(response.text().catch(() => '')));
@@ -108,6 +114,9 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expect(record.textContent()).resolves.toMatch(/completed[\s\S]*201[\s\S]*application\/json/);
     await page.getByRole('button', { name: 'List keys' }).click();
     await page.getByRole('button', { name: 'Look up ui-order-1' }).waitFor();
+    // Newest first: the later payment heads the list.
+    const listed = page.getByRole('table', { name: 'Live keys of the principal, newest first' }).locator('tbody tr td.key-cell');
+    await expect(listed.allTextContents()).resolves.toEqual(['ui-order-2', 'ui-order-1']);
     await page.screenshot({ path: join(SHOTS, 'keys.png'), fullPage: true });
     expect(await page.content()).not.toContain(SENTINEL);
     for (const body of await Promise.all(bodies)) expect(body).not.toContain(SENTINEL);
@@ -166,7 +175,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
     await compliance.screenshot({ path: join(SHOTS, 'retention.png'), fullPage: true });
     const download = compliance.waitForEvent('download');
-    await compliance.getByRole('link', { name: 'Export sweeper evidence (CSV)' }).click();
+    await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
     const file = await (await download).path();
     const { readFile } = await import('node:fs/promises');
     const csv = await readFile(file, 'utf8');

@@ -2,7 +2,7 @@
 // body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
+import { KEY_LIST_SCAN_ROWS, keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { ensurePolicies } from '../../server/retention/policies';
 import { defaultPolicyFields } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
@@ -73,31 +73,77 @@ describe('key lookup', () => {
     expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
   });
 
-  it('lists a principal\'s live keys a page at a time in key order, filtered, audited', async () => {
+  it('lists a principal\'s live keys newest first, a page at a time, filtered, audited', async () => {
     const tenant = principal();
+    // 45 keys a microsecond apart (a Date would round them together), every fifth sharing its
+    // instant with the one before in another scope, and k-07 already expired.
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, response_status, completed_at, response_ref, created_at, expires_at)
-       SELECT $1, 'POST /api/v1/payments', 'k-' || lpad(i::text, 3, '0'), CASE WHEN i % 10 = 0 THEN 'in_progress' ELSE 'completed' END,
+       SELECT $1, CASE WHEN i % 5 = 0 THEN 'POST /api/v1/refunds' ELSE 'POST /api/v1/payments' END, 'k-' || lpad(i::text, 2, '0'),
+              CASE WHEN i % 10 = 0 THEN 'in_progress' ELSE 'completed' END,
               decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
               CASE WHEN i % 10 = 0 THEN now() + interval '1 minute' END, CASE WHEN i % 10 = 0 THEN NULL ELSE 201 END,
               CASE WHEN i % 10 = 0 THEN NULL ELSE now() END, CASE WHEN i % 10 = 0 THEN NULL ELSE 'pay_' || i END,
-              now() - interval '2 days', CASE WHEN i = 7 THEN now() - interval '1 second' ELSE now() + interval '1 day' END
+              timestamptz '2026-12-01 10:00:00+00' + (i - CASE WHEN i % 5 = 0 THEN 1 ELSE 0 END) * interval '1 microsecond',
+              CASE WHEN i = 7 THEN now() - interval '1 second' ELSE now() + interval '1 day' END
        FROM generate_series(1, 45) AS i`,
       [tenant],
     );
-    const first = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20 }), 'ops@example.com');
-    expect(first.keys.map((key) => key.key).slice(0, 7)).toEqual(['k-001', 'k-002', 'k-003', 'k-004', 'k-005', 'k-006', 'k-008']);
-    expect(first.next).toEqual({ scope: 'POST /api/v1/payments', key: 'k-021' });
-    const second = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, after: first.next }), 'ops@example.com');
-    const third = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, after: second.next }), 'ops@example.com');
-    expect([...first.keys, ...second.keys, ...third.keys]).toHaveLength(44);
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, ...fields }), 'ops@example.com');
+    const first = await list({});
+    expect(first.keys.map((key) => key.key).slice(0, 6)).toEqual(['k-45', 'k-44', 'k-43', 'k-42', 'k-41', 'k-40']);
+    // k-40 (refunds) and k-39 (payments) share an instant: scope breaks the tie, descending.
+    expect(first.keys[6]?.key).toBe('k-39');
+    // The cursor keeps the microsecond (k-26 was created 26 µs after 10:00).
+    expect(first.next).toEqual({ createdAtMicros: String(Date.UTC(2026, 11, 1, 10) * 1000 + 26), scope: 'POST /api/v1/payments', key: 'k-26' });
+    expect(first.searchedBackTo).toBeNull();
+    const second = await list({ after: first.next });
+    // A full page, though the expired k-07 was among the keys it read.
+    expect(second.keys).toHaveLength(20);
+    expect(second.searchedBackTo).toBeNull();
+    const third = await list({ after: second.next });
+    const all = [...first.keys, ...second.keys, ...third.keys].map((key) => key.key);
+    const expected = Array.from({ length: 45 }, (_, index) => 45 - index)
+      .filter((i) => i !== 7)
+      .map((i) => `k-${String(i).padStart(2, '0')}`)
+      .sort((a, b) => {
+        const at = (key: string) => Number(key.slice(2)) - (Number(key.slice(2)) % 5 === 0 ? 1 : 0);
+        const scopeOf = (key: string) => (Number(key.slice(2)) % 5 === 0 ? 'r' : 'p');
+        return at(b) - at(a) || (scopeOf(a) === scopeOf(b) ? 0 : scopeOf(a) === 'r' ? -1 : 1);
+      });
+    expect(all).toEqual(expected);
     expect(third.next).toBeNull();
-    const running = await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'what is still running', state: 'in_progress' }), 'ops@example.com');
-    expect(running.keys.map((key) => key.key)).toEqual(['k-010', 'k-020', 'k-030', 'k-040']);
+    const running = await list({ state: 'in_progress' });
+    expect(running.keys.map((key) => key.key)).toEqual(['k-40', 'k-30', 'k-20', 'k-10']);
+    expect(running.next).toBeNull();
     expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: principal(), reason: 'another tenant' }), 'ops@example.com')).keys).toEqual([]);
-    expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'refunds only', scope: 'POST /api/v1/refunds' }), 'ops@example.com')).keys).toEqual([]);
+    expect((await list({ scope: 'POST /api/v1/refunds', state: 'completed' })).keys.map((key) => key.key)).toEqual(['k-45', 'k-35', 'k-25', 'k-15', 'k-05']);
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.list' AND reason IS NOT NULL");
     expect(rows[0]?.n).toBe(6);
     expect(keyListSchema.safeParse({ principalId: tenant, reason: '' }).success).toBe(false);
+    expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '1.5', scope: 's', key: 'k' } }).success).toBe(false);
+  });
+
+  it('bounds the keys a filtered page examines and resumes where it stopped', async () => {
+    const tenant = principal();
+    const rare = [10, 1_200, 2_400];
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'POST /api/v1/payments', 'bulk-' || i, CASE WHEN i = ANY ($2::int[]) THEN 'failed' ELSE 'completed' END,
+              decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'pay_' || i,
+              now() - interval '1 hour' + i * interval '1 millisecond', now() + interval '1 day'
+       FROM generate_series(1, ${KEY_LIST_SCAN_ROWS} + 500) AS i`,
+      [tenant, rare],
+    );
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'which ones failed', state: 'failed', ...fields }), 'ops@example.com');
+    const first = await list({});
+    // The newest 2,000 keys hold two of the three: the page is short and says how far back it looked.
+    expect(first.keys.map((key) => key.key)).toEqual(['bulk-2400', 'bulk-1200']);
+    expect(first.next?.key).toBe('bulk-501');
+    expect(first.searchedBackTo).not.toBeNull();
+    const second = await list({ after: first.next });
+    expect(second.keys.map((key) => key.key)).toEqual(['bulk-10']);
+    expect(second.next).toBeNull();
+    expect(second.searchedBackTo).toBeNull();
   });
 });

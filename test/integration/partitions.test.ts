@@ -8,6 +8,8 @@ import { changePolicy, ensurePolicies } from '../../server/retention/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
+import { explainPrepared } from '../../db/plan';
+import { keyListSchema, listPrincipalKeys, principalKeysStatement, type KeyList } from '../../server/idempotency/key-metadata';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 
 const DAY_MS = 86_400_000;
@@ -163,6 +165,38 @@ describe('partitioned layout', () => {
       const scanned = nodes.filter((node) => node['Relation Name']?.startsWith('idempotency_keys_'));
       expect(scanned.length).toBeGreaterThan(0);
       for (const node of scanned) expect(node['Index Name']).toMatch(/pkey$/);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('lists a principal\'s keys newest first across day partitions, from their recent-keys indexes', async () => {
+    const tenant = principal();
+    // Retentions of 1 to 3 days put the keys in different partitions; creation order interleaves them.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'POST /x', 'p-' || lpad(i::text, 2, '0'), 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'ref',
+              now() - interval '1 hour' + i * interval '1 second', now() + (1 + i % 3) * interval '1 day'
+       FROM generate_series(1, 30) AS i`,
+      [tenant],
+    );
+    const list = { principalId: tenant, reason: 'ticket 12', limit: 12 };
+    const seen: string[] = [];
+    let after: KeyList['after'];
+    do {
+      const page = await listPrincipalKeys(db.pool, keyListSchema.parse({ ...list, after }), 'ops@example.com');
+      seen.push(...page.keys.map((key) => key.key));
+      after = page.next ?? undefined;
+    } while (after);
+    expect(seen).toEqual(Array.from({ length: 30 }, (_, index) => `p-${String(30 - index).padStart(2, '0')}`));
+    const statement = principalKeysStatement(keyListSchema.parse(list));
+    const client = await db.pool.connect();
+    try {
+      const nodes = await explainPrepared(client, statement.text, statement.values);
+      const scanned = nodes.filter((node) => node['Relation Name']?.startsWith('idempotency_keys_'));
+      expect(scanned.length).toBeGreaterThan(1);
+      for (const node of scanned) expect(node['Index Name']).toMatch(/principal_id_created_at_idx$/);
+      expect(nodes.some((node) => node['Node Type'] === 'Merge Append')).toBe(true);
     } finally {
       client.release();
     }

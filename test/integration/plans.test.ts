@@ -18,6 +18,18 @@ import { ensurePolicies } from '../../server/retention/policies';
 import { defaultPolicyFields } from '../../server/demo/policies';
 
 const ROWS = 200_000;
+const BIG_PRINCIPAL = '00000000-0000-0000-0000-0000000b1600';
+
+/** The nodes from `root` down to the first node matching `match`, both included (empty if none). */
+function pathTo(root: PlanNode | undefined, match: (node: PlanNode) => boolean): PlanNode[] {
+  if (!root) return [];
+  if (match(root)) return [root];
+  for (const child of root.Plans ?? []) {
+    const below = pathTo(child, match);
+    if (below.length > 0) return [root, ...below];
+  }
+  return [];
+}
 
 describe('hot-path plans', () => {
   const db = useTestDatabase();
@@ -30,9 +42,18 @@ describe('hot-path plans', () => {
          response_content_type, response_body, response_key_id, completed_at, expires_at, created_at)
        SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, $1, 'key-' || i, 'completed',
               decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(), 201, 'application/json', '\\x00'::bytea, 'k1',
-              now(), now() + (i % 86400) * interval '1 second', now() - interval '1 minute'
+              now(), now() + (i % 86400) * interval '1 second', now() - interval '1 hour' + i * interval '10 milliseconds'
        FROM generate_series(1, $2::int) AS i`,
       [scope, ROWS],
+    );
+    // One large tenant among the many small ones: its keys are what a page must not read whole.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status,
+         response_content_type, response_ref, completed_at, expires_at, created_at)
+       SELECT $1, $2, 'big-' || i, CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'completed' END, decode(md5(i::text) || md5(i::text), 'hex'),
+              gen_random_uuid(), 201, 'application/json', 'ref', now(), now() + interval '1 day', now() - interval '1 hour' + i * interval '1 millisecond'
+       FROM generate_series(1, 50000) AS i`,
+      [BIG_PRINCIPAL, scope],
     );
     // A realistic sprinkle of running and crashed claim-first attempts.
     await db.pool.query(
@@ -189,14 +210,25 @@ describe('hot-path plans', () => {
         expect(lookupPlan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'idempotency_keys')).toEqual([]);
         const stalePlan = await explain(client, stale.text, stale.values, mode);
         expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
+        const cursor = { createdAtMicros: String((Date.now() - 600_000) * 1000), scope, key: 'big-1' };
         for (const list of [
+          { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50 },
+          { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50, state: 'failed' as const, scope, after: cursor },
           { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50 },
-          { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50, state: 'completed' as const, after: { scope, key: 'key-5001' } },
+          { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50, state: 'completed' as const, scope, after: cursor },
         ]) {
           const statement = principalKeysStatement(list);
           const listPlan = await explain(client, statement.text, statement.values, mode);
-          expect(listPlan.find((node) => node['Relation Name'] === 'idempotency_keys')?.['Index Name']).toBe('idempotency_keys_pkey');
-          expect(listPlan.some((node) => node['Node Type'] === 'Sort')).toBe(false);
+          const scans = listPlan.filter((node) => node['Relation Name'] === 'idempotency_keys');
+          expect(scans.map((node) => [node['Node Type'], node['Index Name']])).toEqual([['Index Scan', 'idempotency_keys_principal_recent_idx']]);
+          // The scan is read in index order under its bound: between it and the nearest Limit
+          // there is at most an Incremental Sort (ordering ties of one created_at), never a Sort
+          // that would read the principal's keys whole.
+          const path = pathTo(listPlan[0], (node) => node['Relation Name'] === 'idempotency_keys');
+          const above = path.slice(0, -1).reverse().map((node) => node['Node Type']);
+          expect(above.slice(0, above.indexOf('Limit') + 1)).toSatisfy((types: string[]) => types.at(-1) === 'Limit' && types.slice(0, -1).every((type) => type === 'Incremental Sort'));
+          // And nothing above re-sorts what it read: the page streams out in index order.
+          expect(listPlan.filter((node) => node['Node Type'] === 'Sort')).toEqual([]);
         }
       }
     } finally {
