@@ -14,6 +14,7 @@ import { queryKeys } from '../query-keys';
 import { keyValues } from './key-values';
 import { auditApiUrl, auditCsvUrl, auditHref, hasFilters, isoToLocalInput, knownActions, localInputToIso, type AuditSearch } from './search-params';
 import { Problem } from '../banners';
+import { DownloadProblem, useDownload } from '../download';
 
 const fetchAuditPage = (search: AuditSearch, after: string | null) => adminFetch<AuditPage>(auditApiUrl(search, after));
 
@@ -31,6 +32,7 @@ export function AuditLog({ search }: { search: AuditSearch }) {
   });
   const entries = log.data?.pages.flatMap((page) => page.entries) ?? [];
   const filtered = hasFilters(search);
+  const download = useDownload();
 
   return (
     <>
@@ -46,12 +48,12 @@ export function AuditLog({ search }: { search: AuditSearch }) {
           <span className="muted small" id="export-note">
             Same filters, up to 10,000 rows; the export is itself audited.
           </span>
-          {/* A plain link: the answer is an attachment, so the browser downloads it and stays here. */}
-          <a className="button-link" href={auditCsvUrl(search)} aria-describedby="export-note">
-            Export CSV
-          </a>
+          <button type="button" className="button-link" onClick={() => download.start(auditCsvUrl(search), 'retrysafe-audit.csv')} aria-disabled={download.busy !== null} aria-describedby="export-note">
+            {download.busy ? 'Exporting…' : 'Export CSV'}
+          </button>
         </span>
       </div>
+      <DownloadProblem failure={download.failure} />
       {log.data && entries.length === 0 ? (
         <div className="empty card">
           <p>{filtered ? 'No audit entry matches these filters.' : 'The audit log is empty.'}</p>

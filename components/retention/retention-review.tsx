@@ -12,6 +12,7 @@ import { queryKeys } from '../query-keys';
 import { LocalTime } from '../local-time';
 import { formatCount, formatDuration } from '../overview/format';
 import { Notice, Problem } from '../banners';
+import { DownloadProblem, useDownload } from '../download';
 
 const fetchReview = () => adminFetch<Review>('/api/admin/retention');
 
@@ -58,6 +59,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   const review = useQuery({ queryKey: queryKeys.retention(), queryFn: fetchReview, refetchInterval: 60_000 });
   const dialog = useRef<HTMLDialogElement>(null);
   const [edit, setEdit] = useState<PolicyEdit | null>(null);
+  const download = useDownload();
   const [saved, setSaved] = useState<string | null>(null);
   const save = useMutation({
     mutationFn: savePolicy,
@@ -89,12 +91,16 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
         </Problem>
       ) : null}
       <div className="toolbar" role="group" aria-label="Exports">
-        {exportKinds.map(([what, label]) => (
-          <a key={what} className="button-link" href={`/api/admin/retention/export?what=${what}`} download>
-            Export {label.toLowerCase()} (CSV)
-          </a>
-        ))}
+        {exportKinds.map(([what, label]) => {
+          const href = `/api/admin/retention/export?what=${what}`;
+          return (
+            <button key={what} type="button" className="button-link" onClick={() => download.start(href, `retrysafe-${what}.csv`)} aria-disabled={download.busy !== null}>
+              {download.busy === href ? 'Exporting…' : `Export ${label.toLowerCase()} (CSV)`}
+            </button>
+          );
+        })}
       </div>
+      <DownloadProblem failure={download.failure} />
       {data ? (
         <>
           <section className="card" aria-labelledby="policies-heading">

@@ -105,7 +105,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
       exported.push(response.headers());
       await route.fulfill({ response });
     });
-    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export CSV' }).click()]);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export CSV' }).click()]);
     expect(exported).toHaveLength(1);
     expect(exported[0]?.['content-type']).toMatch(/^text\/csv/);
     await page.unroute(isExport);
@@ -118,6 +118,16 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
 
     await filterByAction(page, 'audit.export');
     await expect(auditRows(page).first().textContent()).resolves.toMatch(/compliance@admin-ui\.example.*audit\.export.*filters\.action=key\.lookup.*rows=1/);
+
+    // With the session gone, an export says so on the page and saves nothing.
+    await page.context().clearCookies();
+    let saved = false;
+    page.once('download', () => {
+      saved = true;
+    });
+    await page.getByRole('button', { name: 'Export CSV' }).click();
+    await expect(page.getByRole('alert').filter({ hasText: 'Your session has ended, so nothing was exported.' }).textContent()).resolves.toContain('Sign in again');
+    expect(saved).toBe(false);
     await closeChecked(page);
   });
 
