@@ -99,6 +99,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
             </button>
           );
         })}
+        <span className="muted small">Each export is audited. The evidence holds the last 10,000 sweeper runs that deleted or released something.</span>
       </div>
       <DownloadProblem failure={download.failure} />
       {data ? (

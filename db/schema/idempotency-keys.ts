@@ -54,7 +54,7 @@ export const idempotencyKeys = pgTable(
     // tiny because in-progress rows are a vanishing fraction of the table.
     index('idempotency_keys_in_progress_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'in_progress'`),
     // Serves the dashboard's "this principal's recent keys", newest first, a page at a time.
-    // The one index not needed by the claim itself; it costs about 7% of peak claim throughput
+    // The one index not needed by the claim itself; it costs 3 to 10% of peak claim throughput
     // (bench/README: measured at 10M rows), paid so an operator can see what a tenant just did.
     index('idempotency_keys_principal_recent_idx').on(t.principalId, t.createdAt),
     check('idempotency_keys_key_length', sql`octet_length(${t.key}) BETWEEN 1 AND 255`),

@@ -6,9 +6,12 @@ import { invalid } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { toCsv } from '@/server/audit/csv';
 import { writeAudit } from '@/server/audit/log';
-import { readRetentionReview } from '@/server/retention/review';
+import { readRetentionReview, readSweepEvidence } from '@/server/retention/review';
 
 export const dynamic = 'force-dynamic';
+
+/** Runs in the evidence export: the review shows the last 50; compliance signs off on more. */
+const EVIDENCE_EXPORT_RUNS = 10_000;
 
 const querySchema = z.strictObject({ what: z.enum(['policies', 'history', 'evidence']) });
 
@@ -33,7 +36,7 @@ export async function GET(request: Request): Promise<Response> {
             )
           : toCsv(
               ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
-              review.sweeps.flatMap((run) =>
+              (await readSweepEvidence(db, EVIDENCE_EXPORT_RUNS)).flatMap((run) =>
                 run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
               ),
             );
