@@ -1,7 +1,7 @@
 'use client';
 // One principal's live keys, newest first, a page at a time, filtered by scope and state. Each
-// page is audited with the operator's reason, so nothing refetches by itself. A filtered page
-// examines a bounded number of keys, so it can come back short and say how far back it looked.
+// page is audited with the operator's reason, so nothing refetches by itself. A page examines
+// at most 2,000 keys, so when matches are rare it comes back short and says how far back it looked.
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
 import type { KeyPage, KeySummary } from '@/server/idempotency/key-metadata';
