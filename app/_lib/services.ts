@@ -21,6 +21,7 @@ import { thresholdsWith, type AlertThresholds } from '@/server/metrics/alerts';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
 import { FlowRecorder, observeAll } from '@/server/metrics/recorder';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
+import { pruneThrottle } from '@/server/auth/throttle';
 import { sampleStoreStats } from '@/server/metrics/sampler';
 import { logger } from '@/server/logging';
 
@@ -119,6 +120,7 @@ async function bootServices(): Promise<Services> {
       minuteRetentionMs: environment.METRICS_MINUTE_RETENTION_HOURS * 3_600_000,
       hourRetentionMs: environment.METRICS_HOUR_RETENTION_DAYS * 86_400_000,
     }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
+    pruneThrottle(pool).catch((error: unknown) => logEvent('error', 'sign-in throttle pruning failed', { reason: reason(error) }));
   }, 5 * 60_000);
   rollup.unref();
   const sample = () => {

@@ -60,3 +60,20 @@ export async function recordSuccess(db: Queryable, email: string, address: strin
     values: [`email:${email.toLowerCase()}`, address ? `ip:${address}` : null],
   });
 }
+
+/**
+ * Deletes rows that no longer count: their window ended and no lock holds. Without this, every
+ * address or email ever tried keeps a row (a client can vary its forwarded address at will).
+ * Bounded per call; run every few minutes by the server's housekeeping. Returns rows deleted.
+ */
+export async function pruneThrottle(db: Queryable, limits: ThrottleLimits = defaultThrottleLimits, batch = 10_000): Promise<number> {
+  const { rowCount } = await db.query({
+    name: 'auth_throttle_prune',
+    text: `DELETE FROM sign_in_throttle WHERE subject IN (
+             SELECT subject FROM sign_in_throttle
+             WHERE window_started_at < now() - $1::int * interval '1 second' AND (locked_until IS NULL OR locked_until < now())
+             LIMIT $2)`,
+    values: [limits.windowSeconds, batch],
+  });
+  return rowCount ?? 0;
+}

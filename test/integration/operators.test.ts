@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperatorAuth, readOperatorSession, signInOperator, signOutOperator, type OperatorAuth } from '../../server/auth/operator-auth';
 import { changeOperator, createOperator, LastAdminError, OperatorExistsError } from '../../server/auth/operators';
 import { useTestDatabase } from '../helpers/database';
+import { pruneThrottle } from '../../server/auth/throttle';
 
 const PASSWORD = 'correct horse battery';
 const limits = { accountFailures: 3, addressFailures: 10, windowSeconds: 900, lockSeconds: 900 };
@@ -84,6 +85,21 @@ describe('operators', () => {
     expect(results.filter((result) => !result.ok && result.reason === 'locked')).toHaveLength(12 - limits.accountFailures);
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'auth.sign_in_failed' AND actor = 'burst@example.com'");
     expect(rows[0]?.n).toBe(limits.accountFailures);
+    await db.pool.query('DELETE FROM sign_in_throttle');
+  });
+
+  it('prunes throttle rows whose window ended and whose lock, if any, is over; never a live one', async () => {
+    await db.pool.query(
+      `INSERT INTO sign_in_throttle (subject, failures, window_started_at, locked_until) VALUES
+         ('ip:203.0.113.1', 3, now() - interval '2 hours', NULL),
+         ('ip:203.0.113.2', 20, now() - interval '2 hours', now() - interval '1 hour'),
+         ('ip:203.0.113.3', 20, now() - interval '2 hours', now() + interval '5 minutes'),
+         ('ip:203.0.113.4', 2, now() - interval '1 minute', NULL)`,
+    );
+    expect(await pruneThrottle(db.pool, limits)).toBe(2);
+    const { rows } = await db.pool.query<{ subject: string }>('SELECT subject FROM sign_in_throttle ORDER BY subject');
+    expect(rows.map((row) => row.subject)).toEqual(['ip:203.0.113.3', 'ip:203.0.113.4']);
+    expect(await pruneThrottle(db.pool, limits)).toBe(0);
     await db.pool.query('DELETE FROM sign_in_throttle');
   });
 
