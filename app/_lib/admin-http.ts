@@ -25,11 +25,34 @@ export function invalid(error: z.ZodError, title = 'Invalid request'): Response 
 export function problemFor(error: unknown, statuses: Record<string, number>): Response {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && code in statuses && error instanceof Error) {
-    return problemResponse({ status: statuses[code] ?? 400, slug: code.toLowerCase().replaceAll('_', '-'), title: error.message }, randomUUID());
+    return problemResponse({ status: statuses[code] as number, slug: code.toLowerCase().replaceAll('_', '-'), title: error.message }, randomUUID());
   }
   throw error;
 }
 
-export async function readJson(request: Request): Promise<unknown> {
+async function readJson(request: Request): Promise<unknown> {
   return request.json().catch(() => undefined);
+}
+
+/** The query string checked against `schema`: the value, or the problem+json 400 to answer. */
+export function parseQuery<S extends z.ZodType>(request: Request, schema: S): z.infer<S> | Response {
+  const parsed = schema.safeParse(Object.fromEntries(new URL(request.url).searchParams));
+  return parsed.success ? parsed.data : invalid(parsed.error, 'Invalid query parameters');
+}
+
+/** The JSON body checked against `schema` (an unreadable body is an empty one): the value, or the 400 to answer. */
+export async function parseBody<S extends z.ZodType>(request: Request, schema: S): Promise<z.infer<S> | Response> {
+  const parsed = schema.safeParse(await readJson(request));
+  return parsed.success ? parsed.data : invalid(parsed.error);
+}
+
+/** A CSV download named `<baseName>-<UTC date>.csv`, never cached. */
+export function csvAttachment(csv: string, baseName: string): Response {
+  return new Response(csv, {
+    headers: {
+      'Content-Type': 'text/csv; charset=utf-8',
+      'Content-Disposition': `attachment; filename="${baseName}-${new Date().toISOString().slice(0, 10)}.csv"`,
+      'Cache-Control': 'no-store',
+    },
+  });
 }

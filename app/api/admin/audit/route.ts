@@ -3,7 +3,7 @@
 // audited, in the same transaction as the read.
 import { z } from 'zod';
 import { inTransaction } from '@/db/transaction';
-import { adminJson, invalid } from '@/app/_lib/admin-http';
+import { adminJson, parseQuery, csvAttachment } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { toCsv } from '@/server/audit/csv';
 import { writeAudit } from '@/server/audit/log';
@@ -18,9 +18,9 @@ const requestSchema = auditQuerySchema.extend({ format: z.enum(['json', 'csv']).
 export async function GET(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/audit');
   if (operator instanceof Response) return operator;
-  const parsed = requestSchema.safeParse(Object.fromEntries(new URL(request.url).searchParams));
-  if (!parsed.success) return invalid(parsed.error, 'Invalid query parameters');
-  const { format, ...query } = parsed.data;
+  const parsed = parseQuery(request, requestSchema);
+  if (parsed instanceof Response) return parsed;
+  const { format, ...query } = parsed;
   if (format === 'json') return adminJson(await listAudit(dashboardPool(), query));
   const page = await inTransaction(dashboardPool(), async (db) => {
     const read = await listAudit(db, { ...query, limit: EXPORT_LIMIT });
@@ -32,11 +32,5 @@ export async function GET(request: Request): Promise<Response> {
     ['id', 'at', 'actor', 'action', 'target', 'reason', 'details'],
     page.entries.map((entry) => [entry.id, entry.at, entry.actor, entry.action, entry.target, entry.reason, entry.details]),
   );
-  return new Response(csv, {
-    headers: {
-      'Content-Type': 'text/csv; charset=utf-8',
-      'Content-Disposition': `attachment; filename="retrysafe-audit-${new Date().toISOString().slice(0, 10)}.csv"`,
-      'Cache-Control': 'no-store',
-    },
-  });
+  return csvAttachment(csv, `retrysafe-audit`);
 }

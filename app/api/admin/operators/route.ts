@@ -1,5 +1,5 @@
 // GET /api/admin/operators: every operator (admin). POST: create one, audited.
-import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { createOperator, listOperators, newOperatorSchema } from '@/server/auth/operators';
 
@@ -14,10 +14,10 @@ export async function GET(request: Request): Promise<Response> {
 export async function POST(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators');
   if (operator instanceof Response) return operator;
-  const parsed = newOperatorSchema.safeParse(await readJson(request));
-  if (!parsed.success) return invalid(parsed.error);
+  const parsed = await parseBody(request, newOperatorSchema);
+  if (parsed instanceof Response) return parsed;
   try {
-    return adminJson(await createOperator(dashboardPool(), parsed.data, operator.email), 201);
+    return adminJson(await createOperator(dashboardPool(), parsed, operator.email), 201);
   } catch (error) {
     return problemFor(error, { OPERATOR_EXISTS: 409 });
   }

@@ -3,7 +3,7 @@
 // below the documented window is refused; shortening the window or changing the scope needs
 // the breaking change acknowledged.
 import { z } from 'zod';
-import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changePolicy } from '@/server/retention/policies';
 
@@ -20,10 +20,10 @@ const changeSchema = z.strictObject({
 export async function POST(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/policies');
   if (operator instanceof Response) return operator;
-  const parsed = changeSchema.safeParse(await readJson(request));
-  if (!parsed.success) return invalid(parsed.error);
+  const parsed = await parseBody(request, changeSchema);
+  if (parsed instanceof Response) return parsed;
   try {
-    const result = await changePolicy(dashboardPool(), { ...parsed.data, actor: operator.email });
+    const result = await changePolicy(dashboardPool(), { ...parsed, actor: operator.email });
     return adminJson({ policy: { ...result.policy, updatedAt: result.policy.updatedAt.toISOString() }, breaking: result.breaking });
   } catch (error) {
     return problemFor(error, { INVALID_POLICY: 400, BREAKING_CHANGE_NOT_ACKNOWLEDGED: 409, POLICY_VERSION_CONFLICT: 409, POLICY_NOT_FOUND: 404 });

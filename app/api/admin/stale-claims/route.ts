@@ -1,5 +1,5 @@
 // GET /api/admin/stale-claims?limit=: in-progress claims past their lease, oldest first (operator).
-import { adminJson, invalid } from '@/app/_lib/admin-http';
+import { adminJson, parseQuery } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
 
@@ -8,7 +8,7 @@ export const dynamic = 'force-dynamic';
 export async function GET(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/stale-claims');
   if (operator instanceof Response) return operator;
-  const parsed = staleClaimsQuery.safeParse(Object.fromEntries(new URL(request.url).searchParams));
-  if (!parsed.success) return invalid(parsed.error, 'Invalid query parameters');
-  return adminJson({ claims: await listStaleClaims(dashboardPool(), parsed.data.limit) });
+  const parsed = parseQuery(request, staleClaimsQuery);
+  if (parsed instanceof Response) return parsed;
+  return adminJson({ claims: await listStaleClaims(dashboardPool(), parsed.limit) });
 }

@@ -1,6 +1,6 @@
 // POST /api/admin/keys/list {principalId, reason, scope?, state?, after?, limit?}: one
 // principal's live keys, a page at a time (operator); audited with the reason.
-import { adminJson, invalid, readJson } from '@/app/_lib/admin-http';
+import { adminJson, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { keyListSchema, listPrincipalKeys } from '@/server/idempotency/key-metadata';
 
@@ -9,7 +9,7 @@ export const dynamic = 'force-dynamic';
 export async function POST(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/keys/list');
   if (operator instanceof Response) return operator;
-  const parsed = keyListSchema.safeParse(await readJson(request));
-  if (!parsed.success) return invalid(parsed.error);
-  return adminJson(await listPrincipalKeys(dashboardPool(), parsed.data, operator.email));
+  const parsed = await parseBody(request, keyListSchema);
+  if (parsed instanceof Response) return parsed;
+  return adminJson(await listPrincipalKeys(dashboardPool(), parsed, operator.email));
 }

@@ -1,7 +1,7 @@
 // POST /api/admin/keys/lookup {principalId, key, reason}: every scope's metadata for one
 // principal's key (operator), never a response body; audited with the reason. A foreign
 // key and an absent one both answer { records: [] }.
-import { adminJson, invalid, readJson } from '@/app/_lib/admin-http';
+import { adminJson, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { keyLookupSchema, lookUpKey } from '@/server/idempotency/key-metadata';
 
@@ -10,7 +10,7 @@ export const dynamic = 'force-dynamic';
 export async function POST(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/keys/lookup');
   if (operator instanceof Response) return operator;
-  const parsed = keyLookupSchema.safeParse(await readJson(request));
-  if (!parsed.success) return invalid(parsed.error);
-  return adminJson({ records: await lookUpKey(dashboardPool(), parsed.data, operator.email) });
+  const parsed = await parseBody(request, keyLookupSchema);
+  if (parsed instanceof Response) return parsed;
+  return adminJson({ records: await lookUpKey(dashboardPool(), parsed, operator.email) });
 }

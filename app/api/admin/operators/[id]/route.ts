@@ -1,7 +1,7 @@
 // PATCH /api/admin/operators/:id {role?, disabled?, reason}: change a role, disable (ending
 // every live session at once) or enable an operator (admin); audited with the reason.
 import { z } from 'zod';
-import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { adminJson, invalid, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changeOperator, operatorChangeSchema } from '@/server/auth/operators';
 
@@ -14,10 +14,10 @@ export async function PATCH(request: Request, context: { params: Promise<{ id: s
   if (operator instanceof Response) return operator;
   const id = idSchema.safeParse((await context.params).id);
   if (!id.success) return invalid(id.error);
-  const change = operatorChangeSchema.safeParse(await readJson(request));
-  if (!change.success) return invalid(change.error);
+  const change = await parseBody(request, operatorChangeSchema);
+  if (change instanceof Response) return change;
   try {
-    return adminJson(await changeOperator(dashboardPool(), id.data, change.data, operator.email));
+    return adminJson(await changeOperator(dashboardPool(), id.data, change, operator.email));
   } catch (error) {
     return problemFor(error, { OPERATOR_NOT_FOUND: 404, LAST_ADMIN: 409 });
   }

@@ -2,7 +2,7 @@
 // for sign-off (compliance); each export is audited in the same transaction as its read.
 import { z } from 'zod';
 import { inTransaction } from '@/db/transaction';
-import { invalid } from '@/app/_lib/admin-http';
+import { parseQuery, csvAttachment } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { toCsv } from '@/server/audit/csv';
 import { writeAudit } from '@/server/audit/log';
@@ -18,9 +18,9 @@ const querySchema = z.strictObject({ what: z.enum(['policies', 'history', 'evide
 export async function GET(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/retention/export');
   if (operator instanceof Response) return operator;
-  const parsed = querySchema.safeParse(Object.fromEntries(new URL(request.url).searchParams));
-  if (!parsed.success) return invalid(parsed.error, 'Invalid query parameters');
-  const { what } = parsed.data;
+  const parsed = parseQuery(request, querySchema);
+  if (parsed instanceof Response) return parsed;
+  const { what } = parsed;
   const csv = await inTransaction(dashboardPool(), async (db) => {
     const review = await readRetentionReview(db);
     const table =
@@ -43,11 +43,5 @@ export async function GET(request: Request): Promise<Response> {
     await writeAudit(db, { actor: operator.email, action: 'retention.export', target: { what } });
     return table;
   });
-  return new Response(csv, {
-    headers: {
-      'Content-Type': 'text/csv; charset=utf-8',
-      'Content-Disposition': `attachment; filename="retrysafe-retention-${what}-${new Date().toISOString().slice(0, 10)}.csv"`,
-      'Cache-Control': 'no-store',
-    },
-  });
+  return csvAttachment(csv, `retrysafe-retention-${what}`);
 }

@@ -1,6 +1,6 @@
 // POST /api/admin/stale-claims/release {principalId, scope, key, reason}: mark one stale claim
 // failed (retryable) through the audited SECURITY DEFINER function (operator).
-import { adminJson, invalid, problemFor, readJson } from '@/app/_lib/admin-http';
+import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { staleReleaseSchema } from '@/server/idempotency/key-metadata';
 import { releaseStaleClaim } from '@/server/retention/stale-claims';
@@ -10,9 +10,9 @@ export const dynamic = 'force-dynamic';
 export async function POST(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/stale-claims/release');
   if (operator instanceof Response) return operator;
-  const parsed = staleReleaseSchema.safeParse(await readJson(request));
-  if (!parsed.success) return invalid(parsed.error);
-  const { reason, ...id } = parsed.data;
+  const parsed = await parseBody(request, staleReleaseSchema);
+  if (parsed instanceof Response) return parsed;
+  const { reason, ...id } = parsed;
   try {
     await releaseStaleClaim(dashboardPool(), id, operator.email, reason);
     return adminJson({ released: true });
