@@ -60,6 +60,12 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     'SELECT run_id, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes WHERE run_id = ANY($1::bigint[]) ORDER BY run_id, scope',
     [ids],
   );
+  const scopesByRun = new Map<string, (typeof scopes.rows)[number][]>();
+  for (const scope of scopes.rows) {
+    const ofRun = scopesByRun.get(scope.run_id);
+    if (ofRun) ofRun.push(scope);
+    else scopesByRun.set(scope.run_id, [scope]);
+  }
   return runs.rows.map((run) => ({
     runId: Number(run.id),
     startedAt: run.started_at.toISOString(),
@@ -70,15 +76,13 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     staleReleased: run.stale_released,
     longestChunkMs: run.longest_chunk_ms,
     stopReason: run.stop_reason,
-    scopes: scopes.rows
-      .filter((scope) => scope.run_id === run.id)
-      .map((scope) => ({
-        scope: scope.scope,
-        rowsDeleted: Number(scope.rows_deleted),
-        minAgeSeconds: scope.min_age_seconds,
-        retryWindowSeconds: scope.retry_window_seconds,
-        minMarginSeconds: scope.min_margin_seconds,
-      })),
+    scopes: (scopesByRun.get(run.id) ?? []).map((scope) => ({
+      scope: scope.scope,
+      rowsDeleted: Number(scope.rows_deleted),
+      minAgeSeconds: scope.min_age_seconds,
+      retryWindowSeconds: scope.retry_window_seconds,
+      minMarginSeconds: scope.min_margin_seconds,
+    })),
   }));
 }
 

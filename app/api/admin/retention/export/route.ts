@@ -22,14 +22,15 @@ export async function GET(request: Request): Promise<Response> {
   if (parsed instanceof Response) return parsed;
   const { what } = parsed;
   const csv = await inTransaction(dashboardPool(), async (db) => {
-    const review = await readRetentionReview(db);
+    // Each export reads only what it holds (the evidence is read on its own, 10,000 runs deep).
+    const review = what === 'evidence' ? null : await readRetentionReview(db);
     const table =
-      what === 'policies'
+      review && what === 'policies'
         ? toCsv(
             ['endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by'],
             review.policies.map((p) => [p.endpoint, p.scopeMode, p.retryWindowSeconds, p.retentionSeconds, p.marginSeconds, p.keepsPromise, p.evidenceMinMarginSeconds, p.evidenceRowsDeleted, p.version, p.updatedAt, p.updatedBy]),
           )
-        : what === 'history'
+        : review && what === 'history'
           ? toCsv(
               ['id', 'endpoint', 'version', 'changed_at', 'changed_by', 'reason', 'breaking', 'acknowledged', 'previous', 'current'],
               review.history.map((h) => [h.id, h.endpoint, h.version, h.changedAt, h.changedBy, h.reason, h.breaking, h.acknowledged, h.previous, h.current]),
