@@ -42,7 +42,8 @@ export function problemResponse(problem: Problem, correlationId: string): Respon
   });
 }
 
-const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** An idempotency key as the contract allows it: 1 to 255 visible ASCII characters. */
+export const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
 /**
  * The Idempotency-Key header: 1 to 255 characters, each 0x21..0x7E. A structured-field

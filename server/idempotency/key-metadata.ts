@@ -5,11 +5,12 @@
 import { z } from 'zod';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
+import { KEY_PATTERN } from './http';
 import type { Queryable } from './statements';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
-  key: z.string().regex(/^[\x21-\x7e]{1,255}$/, 'must be 1 to 255 visible ASCII characters'),
+  key: z.string().regex(KEY_PATTERN, 'must be 1 to 255 visible ASCII characters'),
   reason: z.string().trim().min(3, 'say why you look this key up').max(500),
 });
 export type KeyLookup = z.infer<typeof keyLookupSchema>;
@@ -108,7 +109,7 @@ export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().
 export const staleReleaseSchema = z.strictObject({
   principalId: z.uuid(),
   scope: z.string().min(1).max(200),
-  key: z.string().regex(/^[\x21-\x7e]{1,255}$/),
+  key: z.string().regex(KEY_PATTERN),
   reason: z.string().trim().min(3, 'say why you release this claim').max(500),
 });
 
