@@ -2,7 +2,7 @@
 // the overview filling up, the time range in the URL, a key lookup that shows metadata and
 // never the response, and a generator-made stale claim released from the UI and audited.
 // Screenshots of every page go to artifacts/screenshots.
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -177,7 +177,6 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const download = compliance.waitForEvent('download');
     await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
     const file = await (await download).path();
-    const { readFile } = await import('node:fs/promises');
     const csv = await readFile(file, 'utf8');
     expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds');
     expect(csv).toContain('POST /api/v1/payments');

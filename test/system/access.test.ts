@@ -2,7 +2,7 @@
 // HTTP against the started server: no session -> 401 (routes) or /login (pages); each role
 // below the required one -> 403; the required role gets through. Mutations from another
 // origin are refused; admin answers are never cached.
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeAccess, type Access } from '../../app/_lib/access';
@@ -52,7 +52,6 @@ describe('access control', () => {
     const routes = await appRoutes();
     const file = routes.find((route) => route.path === path)?.file ?? '';
     const isPage = file.endsWith('page.tsx');
-    const { readFile } = await import('node:fs/promises');
     const methods = isPage ? ['GET'] : [...(await readFile(file, 'utf8')).matchAll(/export async function (GET|POST|PUT|PATCH|DELETE)\b/g)].map((match) => match[1] ?? 'GET');
     expect(methods.length).toBeGreaterThan(0);
     for (const method of methods) {
