@@ -123,7 +123,8 @@ export function StaleClaims() {
             know the original attempt did not complete its effect.
           </p>
           <label htmlFor="release-reason">Reason</label>
-          <input id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
+          {/* Keyed by the claim, so each release starts with an empty reason. */}
+          <input key={chosen ? `${chosen.principalId} ${chosen.scope} ${chosen.key}` : 'none'} id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
           <DialogActions error={releasing.error} pending={releasing.isPending} confirm="Release claim" pendingLabel="Releasing…" onCancel={() => dialog.current?.close()} />
         </form>
       </dialog>
