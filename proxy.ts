@@ -22,7 +22,6 @@ export function proxy(request: NextRequest): NextResponse {
     ...(secure ? ['upgrade-insecure-requests'] : []),
   ].join('; ');
   const headers = new Headers(request.headers);
-  headers.set('x-nonce', nonce);
   headers.set('Content-Security-Policy', policy);
   const response = NextResponse.next({ request: { headers } });
   response.headers.set('Content-Security-Policy', policy);

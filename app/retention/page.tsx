@@ -1,5 +1,6 @@
 // /retention (compliance; admins also edit): policies against their promise, history, evidence.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
+import { requiredRole } from '@/app/_lib/access';
 import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { queryKeys } from '@/components/query-keys';
 import { RetentionReview } from '@/components/retention/retention-review';
@@ -17,7 +18,7 @@ export default async function RetentionPage() {
       <h1>Retention review</h1>
       <p className="muted">A retry with the same key is safe for the documented window; keys are kept for the retention applied. Expiry must never come before the promise.</p>
       <HydrationBoundary state={dehydrate(client)}>
-        <RetentionReview canEdit={roleIncludes(operator.role, 'admin')} />
+        <RetentionReview canEdit={roleIncludes(operator.role, requiredRole('/api/admin/policies'))} />
       </HydrationBoundary>
     </main>
   );
