@@ -4,6 +4,7 @@
 // given, so the planner sees the real ones rather than "$n IS NULL OR ...".
 import { z } from 'zod';
 import type { Queryable } from '../idempotency/statements';
+import { instantFromMicros, microsOf } from '../keyset';
 
 const cursorSchema = z
   .string()
@@ -52,12 +53,11 @@ export async function listAudit(db: Queryable, query: AuditQuery): Promise<Audit
   if (query.to !== undefined) add((p) => `at < ${p}::timestamptz`, query.to);
   if (query.after !== undefined) {
     values.push(query.after.atMicros, query.after.id);
-    // Whole microseconds, added to the epoch: exact (a division through a double would round).
-    conditions.push(`(at, id) < (timestamptz 'epoch' + $${values.length - 1}::bigint * interval '1 microsecond', $${values.length}::bigint)`);
+    conditions.push(`(at, id) < (${instantFromMicros(`$${values.length - 1}`)}, $${values.length}::bigint)`);
   }
   values.push(query.limit + 1);
   const { rows } = await db.query<{ id: string; at: Date; at_micros: string; actor: string; action: string; target: Record<string, unknown>; reason: string | null; details: Record<string, unknown> | null }>(
-    `SELECT id, at, (extract(epoch FROM at) * 1000000)::bigint AS at_micros, actor, action, target, reason, details FROM audit_log
+    `SELECT id, at, ${microsOf('at')} AS at_micros, actor, action, target, reason, details FROM audit_log
      ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''}
      ORDER BY at DESC, id DESC LIMIT $${values.length}`,
     values,

@@ -7,6 +7,7 @@ import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import { KEY_PATTERN } from './http';
 import type { Queryable } from './statements';
+import { instantFromMicros, MICROS_PATTERN, microsOf } from '../keyset';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -151,7 +152,7 @@ export const KEY_LIST_SCAN_ROWS = 2000;
 
 const keyCursorSchema = z.strictObject({
   /** created_at in whole microseconds since the epoch (exact; a Date would round to ms). */
-  createdAtMicros: z.string().regex(/^\d{1,17}$/, 'must be a cursor from a previous page'),
+  createdAtMicros: z.string().regex(MICROS_PATTERN, 'must be a cursor from a previous page'),
   scope: z.string().min(1).max(200),
   key: z.string().min(1).max(255),
 });
@@ -252,8 +253,7 @@ export function principalKeysStatement(list: KeyList): { text: string; values: u
   if (list.after !== undefined) {
     values.push(list.after.createdAtMicros, list.after.scope, list.after.key);
     const n = values.length;
-    // Whole microseconds added to the epoch: exact (a division through a double would round).
-    scan.push(`(created_at, scope, key) < (timestamptz 'epoch' + $${n - 2}::bigint * interval '1 microsecond', $${n - 1}::text, $${n}::text)`);
+    scan.push(`(created_at, scope, key) < (${instantFromMicros(`$${n - 2}`)}, $${n - 1}::text, $${n}::text)`);
   }
   const filters = ['expires_at > now()'];
   if (list.scope !== undefined) {
@@ -272,7 +272,7 @@ export function principalKeysStatement(list: KeyList): { text: string; values: u
            FROM (
              SELECT *, ${filters.join(' AND ')} AS matches, row_number() OVER (ORDER BY ${order}) AS n
              FROM (
-               SELECT scope, key, state, response_status, created_at, (extract(epoch FROM created_at) * 1000000)::bigint::text AS created_micros, expires_at
+               SELECT scope, key, state, response_status, created_at, ${microsOf('created_at')} AS created_micros, expires_at
                FROM idempotency_keys
                WHERE ${scan.join(' AND ')}
                ORDER BY ${order} LIMIT ${bound}
