@@ -18,7 +18,7 @@ import { storeStatementTexts } from '../server/idempotency/statements';
 import { IdempotencyStore, type ClaimCall } from '../server/idempotency/store';
 import { FlowRecorder } from '../server/metrics/recorder';
 import type { BenchDatabase } from './database';
-import { formatRun, runClosedLoop, type RunResult } from './measure';
+import { formatRun, meanRun as mean, runClosedLoop, type RunResult } from './measure';
 
 const CONCURRENCY = [1, 8, 32];
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
@@ -51,17 +51,6 @@ export interface ClaimsReport {
   newVsRaw: number;
   recordingVsNew: number;
   replayVsNew: number;
-}
-
-function mean(runs: RunResult[]): RunResult {
-  const average = (pick: (run: RunResult) => number) => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length;
-  return {
-    operations: average((run) => run.operations),
-    seconds: average((run) => run.seconds),
-    perSecond: average((run) => run.perSecond),
-    p50Ms: average((run) => run.p50Ms),
-    p99Ms: average((run) => run.p99Ms),
-  };
 }
 
 export async function benchClaims(database: BenchDatabase, log: (line: string) => void): Promise<ClaimsReport[]> {

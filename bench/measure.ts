@@ -74,3 +74,15 @@ export async function runClosedLoop(
 export function formatRun(label: string, run: RunResult): string {
   return `${label.padEnd(34)} ${run.perSecond.toFixed(0).padStart(8)} /s   p50 ${run.p50Ms.toFixed(2).padStart(6)} ms   p99 ${run.p99Ms.toFixed(2).padStart(6)} ms`;
 }
+
+/** The mean of several runs of the same measurement, field by field. */
+export function meanRun(runs: RunResult[]): RunResult {
+  const average = (pick: (run: RunResult) => number) => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length;
+  return {
+    operations: average((run) => run.operations),
+    seconds: average((run) => run.seconds),
+    perSecond: average((run) => run.perSecond),
+    p50Ms: average((run) => run.p50Ms),
+    p99Ms: average((run) => run.p99Ms),
+  };
+}

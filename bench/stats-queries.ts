@@ -16,7 +16,8 @@ import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
 import { loadExpiredKeys } from './fixtures';
 import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../server/idempotency/key-metadata';
-import { formatRun, runClosedLoop, type RunResult } from './measure';
+import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
+import { createPool } from '../db/client';
 import { randomBytes, randomUUID } from 'node:crypto';
 
 const ROWS = Number(process.env.BENCH_STATS_ROWS ?? 10_000_000);
@@ -48,9 +49,7 @@ export interface IndexCost {
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost }> {
-  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
-  // An idle client's error (the database dropped after a failure) must not hide the failure itself.
-  pool.on('error', () => undefined);
+  const pool = createPool(database.url, { applicationName: 'retrysafe-bench', max: 4 });
   await ensurePolicies(pool, defaultPolicyFields, 'bench');
   log(`loading ${ROWS.toLocaleString('en')} keys and two days of metrics...`);
   const started = performance.now();
@@ -154,7 +153,7 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   log(`  ${slow.length === 0 ? 'every monitoring and dashboard query under 50 ms' : `OVER 50 ms: ${slow.map((timing) => timing.name).join(', ')}`} (count(*) ${timings.at(-1)?.medianMs.toFixed(0)} ms)`);
   const scanned = flagged.filter((name) => !name.startsWith('count(*)'));
   log(`  ${scanned.length === 0 ? 'no monitoring or dashboard statement scans the key table' : `KEY TABLE SEQ SCANS in: ${[...new Set(scanned)].join(', ')}`}`);
-  const recentKeysIndexCost = await benchRecentKeysIndex(pool, log);
+  const recentKeysIndexCost = await benchRecentKeysIndex(pool, database.url, log);
   await pool.end();
   return { timings, recentKeysIndexCost };
 }
@@ -164,11 +163,11 @@ const COST_CLIENTS = 8;
 const COST_MS = Number(process.env.BENCH_SECONDS ?? 3) * 2000;
 
 /** Claims of new keys into the loaded table, 8 clients, with the recent-keys index and without it, two rounds each. */
-async function benchRecentKeysIndex(pool: pg.Pool, log: (line: string) => void): Promise<IndexCost> {
+async function benchRecentKeysIndex(pool: pg.Pool, url: string, log: (line: string) => void): Promise<IndexCost> {
   log('');
   log(`  cost of ${INDEX} on claims (${COST_CLIENTS} clients, new keys, ${(COST_MS / 1000).toFixed(0)} s a round):`);
   const clients = await Promise.all(Array.from({ length: COST_CLIENTS }, async () => {
-    const client = new pg.Client({ connectionString: (pool.options as { connectionString: string }).connectionString });
+    const client = new pg.Client({ connectionString: url });
     await client.connect();
     return client;
   }));
@@ -199,15 +198,8 @@ async function benchRecentKeysIndex(pool: pg.Pool, log: (line: string) => void):
   } finally {
     await Promise.all(clients.map((client) => client.end()));
   }
-  const mean = (runs: RunResult[]): RunResult => ({
-    operations: runs.reduce((sum, r) => sum + r.operations, 0),
-    seconds: runs.reduce((sum, r) => sum + r.seconds, 0),
-    perSecond: runs.reduce((sum, r) => sum + r.perSecond, 0) / runs.length,
-    p50Ms: runs.reduce((sum, r) => sum + r.p50Ms, 0) / runs.length,
-    p99Ms: runs.reduce((sum, r) => sum + r.p99Ms, 0) / runs.length,
-  });
-  const withIndex = mean(withRuns);
-  const withoutIndex = mean(withoutRuns);
+  const withIndex = meanRun(withRuns);
+  const withoutIndex = meanRun(withoutRuns);
   const ratio = withIndex.perSecond / withoutIndex.perSecond;
   const { rows } = await pool.query<{ size: string }>(`SELECT pg_size_pretty(pg_relation_size('${INDEX}')) AS size`);
   log(`  with/without: ${ratio.toFixed(3)}x claims per second, p99 ${withIndex.p99Ms.toFixed(2)} vs ${withoutIndex.p99Ms.toFixed(2)} ms; index size ${rows[0]?.size}`);
