@@ -3,50 +3,23 @@
 // creating, re-roling and disabling an operator (each audited with its reason) without ever
 // leaving no enabled admin. Screenshots go to artifacts/screenshots, one pair at phone width.
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import type { OperatorRole } from '../../server/auth/roles';
-import { ARTIFACTS_DIR, cspViolations, hasChromium, hydrationErrors, launchBrowser, openPageAs } from '../helpers/browser';
+import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
-import { signInEveryRole } from '../helpers/operators';
-import { startServer, testAdmin, type RunningServer } from '../helpers/server';
+import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
+import { testAdmin } from '../helpers/server';
 
-const SHOTS = join(ARTIFACTS_DIR, 'screenshots');
 const DOMAIN = 'admin-ui.example';
 
 describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', () => {
   const db = useTestDatabase();
-  let server: RunningServer | undefined;
-  let browser: BrowserContext | undefined;
-  let cookies = new Map<OperatorRole, string>();
-
-  beforeAll(async () => {
-    server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
-    browser = await launchBrowser();
-    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, DOMAIN);
-    await mkdir(SHOTS, { recursive: true });
-  }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
-
-  const base = () => server?.baseUrl ?? '';
-
-  /** A fresh page signed in as `role`. */
-  function pageAs(role: OperatorRole): Promise<Page> {
-    if (!browser || !server) throw new Error('set-up failed');
-    return openPageAs(browser, server.baseUrl, cookies.get(role) ?? '');
-  }
-
-  /** Every page ran under its Content-Security-Policy without a refusal. */
-  async function closeChecked(page: Page): Promise<void> {
-    await expect(cspViolations(page)).resolves.toEqual([]);
-    expect(hydrationErrors(page)).toEqual([]);
-    await page.close();
-  }
+  const ui = useSignedInBrowser(db, { domain: DOMAIN, env: { DEMO_TRAFFIC: '0' } });
+  const base = () => ui.baseUrl;
+  const pageAs = (role: OperatorRole) => ui.pageAs(role);
 
   /** The audit table's body rows. */
   const auditRows = (page: Page) => page.getByRole('table', { name: 'Audit entries, newest first' }).locator('tbody tr');
@@ -78,19 +51,19 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
   it('filters the audit log by action in the URL and exports the same filter as an audited CSV', async () => {
     const lookup = await fetch(`${base()}/api/admin/keys/lookup`, {
       method: 'POST',
-      headers: { cookie: cookies.get('operator') ?? '', origin: base(), 'content-type': 'application/json' },
+      headers: { cookie: ui.cookie('operator'), origin: base(), 'content-type': 'application/json' },
       body: JSON.stringify({ principalId: randomUUID(), key: 'audit-ui-order-7', reason: 'ticket 88: did order 7 go through?' }),
     });
     expect(lookup.status).toBe(200);
     const page = await pageAs('compliance');
     await page.goto(`${base()}/audit`);
     await expect(auditRows(page).locator('td:nth-child(3)').allTextContents()).resolves.toEqual(expect.arrayContaining(['auth.sign_in', 'operator.create', 'key.lookup']));
-    await page.screenshot({ path: join(SHOTS, 'audit-all.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit-all.png'), fullPage: true });
     await filterByAction(page, 'key.lookup');
     await expect(auditRows(page).count()).resolves.toBe(1);
     const row = auditRows(page).first();
     await expect(row.textContent()).resolves.toMatch(/operator@admin-ui\.example.*key\.lookup.*key=audit-ui-order-7.*ticket 88: did order 7 go through\?.*records=0/);
-    await page.screenshot({ path: join(SHOTS, 'audit.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit.png'), fullPage: true });
 
     // A link reproduces the view.
     await page.reload();
@@ -166,7 +139,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
 
     await page.goto(`${base()}/audit?action=no.such.action`);
     await expect(page.getByText('No audit entry matches these filters.').isVisible()).resolves.toBe(true);
-    await page.screenshot({ path: join(SHOTS, 'audit-empty.png') });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit-empty.png') });
     await closeChecked(page);
   });
 
@@ -197,13 +170,13 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await page.getByRole('button', { name: `Disable ${email}` }).click();
     const disableDialog = page.getByRole('dialog', { name: 'Disable this operator?' });
     await disableDialog.getByLabel('Reason').fill('ticket 13: left the company');
-    await page.screenshot({ path: join(SHOTS, 'operators-disable.png') });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators-disable.png') });
     await disableDialog.getByRole('button', { name: 'Disable operator' }).click();
     await page.getByRole('status').filter({ hasText: `Disabled ${email}` }).waitFor();
     await expect.poll(() => row.locator('td:nth-child(4)').textContent(), { timeout: 10_000 }).toBe('Disabled');
     await expect(page.getByLabel(`Role of ${email}`, { exact: true }).inputValue()).resolves.toBe('compliance');
     await expect(page.getByRole('button', { name: `Enable ${email}` }).isVisible()).resolves.toBe(true);
-    await page.screenshot({ path: join(SHOTS, 'operators.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators.png'), fullPage: true });
     await closeChecked(page);
 
     const { rows } = await db.pool.query<{ actor: string; action: string; reason: string | null }>(
@@ -241,7 +214,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await dialog.getByLabel('Reason').fill('testing the last-admin rule');
     await dialog.getByRole('button', { name: 'Disable operator' }).click();
     await dialog.getByRole('alert').filter({ hasText: 'This is the last enabled admin: make another admin first' }).waitFor();
-    await page.screenshot({ path: join(SHOTS, 'operators-last-admin.png') });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators-last-admin.png') });
     const { rows } = await db.pool.query<{ banned: boolean }>('SELECT banned FROM operators WHERE email = $1', [me]);
     expect(rows).toEqual([{ banned: false }]);
     await closeChecked(page);
@@ -257,9 +230,9 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
       // Wide tables scroll inside their card; the page itself does not scroll sideways.
       await expect(page.evaluate(() => document.documentElement.scrollWidth)).resolves.toBeLessThanOrEqual(390);
       const name = path.slice(1);
-      await page.screenshot({ path: join(SHOTS, `${name}-phone.png`) });
+      await page.screenshot({ path: join(SCREENSHOTS_DIR, `${name}-phone.png`) });
       await table.scrollIntoViewIfNeeded();
-      await page.screenshot({ path: join(SHOTS, `${name}-phone-table.png`) });
+      await page.screenshot({ path: join(SCREENSHOTS_DIR, `${name}-phone-table.png`) });
     }
     await closeChecked(page);
   });

@@ -2,53 +2,25 @@
 // the overview filling up, the time range in the URL, a key lookup that shows metadata and
 // never the response, and a generator-made stale claim released from the UI and audited.
 // Screenshots of every page go to artifacts/screenshots.
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createTenant } from '../../server/demo/tenants';
 import type { OperatorRole } from '../../server/auth/roles';
-import { ARTIFACTS_DIR, cspViolations, hasChromium, hydrationErrors, launchBrowser, openPageAs } from '../helpers/browser';
+import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
-import { signInEveryRole } from '../helpers/operators';
-import { startServer, type RunningServer } from '../helpers/server';
+import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
 import { sleep } from '../helpers/store';
 
 const SENTINEL = 'SENTINEL-ui-93be';
-const SHOTS = join(ARTIFACTS_DIR, 'screenshots');
 
 describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   const db = useTestDatabase();
-  let server: RunningServer | undefined;
-  let browser: BrowserContext | undefined;
-  let cookies = new Map<OperatorRole, string>();
-
-  beforeAll(async () => {
-    server = await startServer(db.url, { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1', SWEEP_INTERVAL_SECONDS: '3' });
-    browser = await launchBrowser();
-    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, 'ui.example');
-    await mkdir(SHOTS, { recursive: true });
-  }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
-
-  /** A fresh page signed in as `role`. */
-  function pageAs(role: OperatorRole): Promise<Page> {
-    if (!browser || !server) throw new Error('set-up failed');
-    return openPageAs(browser, server.baseUrl, cookies.get(role) ?? '');
-  }
-
-  /** Every page ran under its Content-Security-Policy without a refusal. */
-  async function closeChecked(page: Page): Promise<void> {
-    await expect(cspViolations(page)).resolves.toEqual([]);
-    expect(hydrationErrors(page)).toEqual([]);
-    await page.close();
-  }
+  const ui = useSignedInBrowser(db, { domain: 'ui.example', env: { DEMO_TRAFFIC: '1', METRICS_FLUSH_SECONDS: '1', SWEEP_INTERVAL_SECONDS: '3' } });
+  const pageAs = (role: OperatorRole) => ui.pageAs(role);
 
   it('shows each role its pages and refuses the ones above it', async () => {
-    const base = server?.baseUrl ?? '';
+    const base = ui.baseUrl;
     const viewer = await pageAs('viewer');
     await viewer.goto(base);
     const nav = viewer.getByRole('navigation', { name: 'Dashboard' });
@@ -56,7 +28,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const refused = await viewer.goto(`${base}/keys`);
     expect(refused?.status()).toBe(403);
     await expect(viewer.getByRole('heading', { name: 'Not allowed' }).isVisible()).resolves.toBe(true);
-    await viewer.screenshot({ path: join(SHOTS, 'forbidden.png') });
+    await viewer.screenshot({ path: join(SCREENSHOTS_DIR, 'forbidden.png') });
     await viewer.close();
     const operator = await pageAs('operator');
     await operator.goto(base);
@@ -66,7 +38,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
 
   it('fills every overview panel from the demo traffic, and the time range lives in the URL', { timeout: 90_000 }, async () => {
     const page = await pageAs('viewer');
-    const base = server?.baseUrl ?? '';
+    const base = ui.baseUrl;
     // Claims flush every second and the first store sample is taken 5 s after boot.
     for (let attempt = 0; attempt < 30; attempt += 1) {
       await page.goto(`${base}/?range=1h&refresh=10`);
@@ -79,7 +51,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       await chart.locator('svg.recharts-surface').first().waitFor();
     }
     await expect(page.getByRole('table').getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
-    await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'overview.png'), fullPage: true });
     await page.getByLabel('Time range').selectOption('6h');
     await page.waitForURL((url) => url.searchParams.get('range') === '6h');
     await page.getByText('in steps of 5.0 min').waitFor();
@@ -87,7 +59,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   });
 
   it('looks up a payment by its key: metadata shown, the response never sent to the browser', async () => {
-    const base = server?.baseUrl ?? '';
+    const base = ui.baseUrl;
     const tenant = await createTenant(db.pool, 'UI Sentinel GmbH');
     const created = await fetch(`${base}/api/v1/payments`, {
       method: 'POST',
@@ -117,7 +89,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     // Newest first: the later payment heads the list.
     const listed = page.getByRole('table', { name: 'Live keys of the principal, newest first' }).locator('tbody tr td.key-cell');
     await expect(listed.allTextContents()).resolves.toEqual(['ui-order-2', 'ui-order-1']);
-    await page.screenshot({ path: join(SHOTS, 'keys.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'keys.png'), fullPage: true });
     expect(await page.content()).not.toContain(SENTINEL);
     for (const body of await Promise.all(bodies)) expect(body).not.toContain(SENTINEL);
     const { rows } = await db.pool.query<{ actor: string; action: string; reason: string }>("SELECT actor, action, reason FROM audit_log WHERE action IN ('key.lookup', 'key.list') ORDER BY id");
@@ -129,7 +101,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   });
 
   it('releases a stale claim the generator left behind, and the audit log shows it', { timeout: 90_000 }, async () => {
-    const base = server?.baseUrl ?? '';
+    const base = ui.baseUrl;
     const page = await pageAs('operator');
     // The generator's first crashed refund handler runs ~2 s after traffic starts; its lease is 30 s.
     const release = page.getByRole('button', { name: /^Release refund-crashed-/ });
@@ -138,14 +110,14 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       if ((await release.count()) > 0) break;
       await sleep(2_000);
     }
-    await page.screenshot({ path: join(SHOTS, 'claims.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'claims.png'), fullPage: true });
     const label = (await release.first().getAttribute('aria-label')) ?? '';
     const key = label.replace(/^Release /, '');
     await expect(page.getByRole('link', { name: `Look up ${key}` }).getAttribute('href')).resolves.toContain(`key=${encodeURIComponent(key)}`);
     await release.first().click();
     const dialog = page.getByRole('dialog', { name: 'Release this claim?' });
     await dialog.getByLabel('Reason').fill('demo: the refund handler crashed');
-    await page.screenshot({ path: join(SHOTS, 'claims-release.png') });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'claims-release.png') });
     await dialog.getByRole('button', { name: 'Release claim' }).click();
     await page.getByRole('status').filter({ hasText: `Released ${key}` }).waitFor();
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: { key: string } }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
@@ -154,7 +126,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   });
 
   it('reviews retention with the sweeper evidence, exports it, and refuses a retention below the window', { timeout: 60_000 }, async () => {
-    const base = server?.baseUrl ?? '';
+    const base = ui.baseUrl;
     // Keys past their expiry, for the sweeper (every 3 s here) to delete with evidence.
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
@@ -173,7 +145,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expect(policies.getByText('Pass').count()).resolves.toBe(2);
     await expect(compliance.getByText(/POST \/api\/v1\/payments: youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
     await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
-    await compliance.screenshot({ path: join(SHOTS, 'retention.png'), fullPage: true });
+    await compliance.screenshot({ path: join(SCREENSHOTS_DIR, 'retention.png'), fullPage: true });
     const download = compliance.waitForEvent('download');
     await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
     const file = await (await download).path();
@@ -192,7 +164,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await dialog.getByLabel('Reason').fill('save disk space');
     await dialog.getByRole('button', { name: 'Save policy' }).click();
     await dialog.getByRole('alert').filter({ hasText: 'retention must be at least the documented retry window' }).waitFor();
-    await admin.screenshot({ path: join(SHOTS, 'retention-refused.png') });
+    await admin.screenshot({ path: join(SCREENSHOTS_DIR, 'retention-refused.png') });
     const { rows } = await db.pool.query<{ retention_seconds: number; version: number }>("SELECT retention_seconds, version FROM endpoint_policies WHERE endpoint = 'POST /api/v1/payments'");
     expect(rows).toEqual([{ retention_seconds: 93_600, version: 1 }]);
     await closeChecked(admin);

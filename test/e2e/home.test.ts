@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARTIFACTS_DIR, cspViolations, hasChromium, launchBrowser, recordCspViolations } from '../helpers/browser';
+import { cspViolations, hasChromium, launchBrowser, recordCspViolations, SCREENSHOTS_DIR } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 
@@ -31,13 +31,13 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     expect(csp).toMatch(/script-src 'self' 'nonce-[^']+' 'strict-dynamic'/);
     expect(csp).toContain("frame-ancestors 'none'");
     expect(login?.headers()['referrer-policy']).toBe('same-origin');
-    await mkdir(join(ARTIFACTS_DIR, 'screenshots'), { recursive: true });
+    await mkdir(SCREENSHOTS_DIR, { recursive: true });
     await page.getByLabel('Email').fill(testAdmin.email);
     await page.getByLabel('Password').fill('not the password');
     await page.getByRole('button', { name: 'Sign in' }).click();
     // (Next's route announcer is an alert region too: pick ours by its text.)
     await page.getByRole('alert').filter({ hasText: 'Wrong email or password' }).waitFor();
-    await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'login-failed.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'login-failed.png'), fullPage: true });
     await page.getByLabel('Password').fill(testAdmin.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL((url) => url.pathname === '/');
@@ -47,7 +47,7 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     await expect(page.getByRole('heading', { name: 'Overview', level: 1 }).isVisible()).resolves.toBe(true);
     // The page ran under the policy: Next's scripts carry the nonce, nothing was refused.
     await expect(cspViolations(page)).resolves.toEqual([]);
-    await page.screenshot({ path: join(ARTIFACTS_DIR, 'screenshots', 'home.png'), fullPage: true });
+    await page.screenshot({ path: join(SCREENSHOTS_DIR, 'home.png'), fullPage: true });
     // Sign-out ends the session server-side: the old cookie no longer opens anything.
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL((url) => url.pathname === '/login');

@@ -38,10 +38,11 @@ export async function launchBrowser(): Promise<BrowserContext> {
 }
 
 export const ARTIFACTS_DIR = join(process.cwd(), 'artifacts');
+export const SCREENSHOTS_DIR = join(ARTIFACTS_DIR, 'screenshots');
 
 /**
  * A fresh page signed in with `cookieHeader` (the cookies a sign-in set), recording every
- * Content-Security-Policy violation the browser reports to it (see closeChecked).
+ * Content-Security-Policy violation the browser reports to it (see closeChecked in signed-in-browser.ts).
  */
 export async function openPageAs(browser: BrowserContext, baseUrl: string, cookieHeader: string): Promise<Page> {
   await browser.clearCookies();

@@ -1,0 +1,54 @@
+// The set-up the dashboard's browser tests share: the built server on the test database,
+// Chromium, and a signed-in session for every role; pages opened as a role, and closed with
+// the checks every page must pass (no CSP refusal, no hydration error).
+import { mkdir } from 'node:fs/promises';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { OperatorRole } from '../../server/auth/roles';
+import { cspViolations, hydrationErrors, launchBrowser, openPageAs, SCREENSHOTS_DIR } from './browser';
+import type { TestDatabase } from './database';
+import { signInEveryRole } from './operators';
+import { startServer, type RunningServer } from './server';
+
+export interface SignedInBrowser {
+  /** The server's base URL (empty until set-up has run). */
+  readonly baseUrl: string;
+  /** The cookie header of `role`'s session. */
+  cookie(role: OperatorRole): string;
+  /** A fresh page signed in as `role`. */
+  pageAs(role: OperatorRole): Promise<Page>;
+}
+
+/** Registers the hooks (call inside describe, after useTestDatabase) and returns the handle. */
+export function useSignedInBrowser(db: TestDatabase, options: { domain: string; env: Record<string, string> }): SignedInBrowser {
+  let server: RunningServer | undefined;
+  let browser: BrowserContext | undefined;
+  let cookies = new Map<OperatorRole, string>();
+  beforeAll(async () => {
+    server = await startServer(db.url, options.env);
+    browser = await launchBrowser();
+    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, options.domain);
+    await mkdir(SCREENSHOTS_DIR, { recursive: true });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+  return {
+    get baseUrl() {
+      return server?.baseUrl ?? '';
+    },
+    cookie: (role) => cookies.get(role) ?? '',
+    pageAs(role) {
+      if (!browser || !server) throw new Error('set-up failed');
+      return openPageAs(browser, server.baseUrl, cookies.get(role) ?? '');
+    },
+  };
+}
+
+/** Every page ran under its Content-Security-Policy without a refusal, and hydrated cleanly. */
+export async function closeChecked(page: Page): Promise<void> {
+  await expect(cspViolations(page)).resolves.toEqual([]);
+  expect(hydrationErrors(page)).toEqual([]);
+  await page.close();
+}
