@@ -2,6 +2,9 @@
 // under the same keys, so hydration hands over without a second fetch.
 import type { AuditSearch } from './audit/search-params';
 
+/** Stale claims the claims page shows (its prefetch and its refresh must ask for the same). */
+export const STALE_CLAIMS_SHOWN = 200;
+
 export const queryKeys = {
   overview: (range: string, scope: string | null) => ['overview', { range, scope }] as const,
   staleClaims: () => ['stale-claims'] as const,

@@ -2,7 +2,7 @@
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
 import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { StaleClaims } from '@/components/claims/stale-claims';
-import { queryKeys } from '@/components/query-keys';
+import { queryKeys, STALE_CLAIMS_SHOWN } from '@/components/query-keys';
 import { listStaleClaims } from '@/server/idempotency/key-metadata';
 
 export const dynamic = 'force-dynamic';
@@ -12,7 +12,7 @@ export default async function ClaimsPage() {
   const client = new QueryClient();
   // A failed read leaves the cache empty: the client shows its error state and retries.
   await client
-    .query({ queryKey: queryKeys.staleClaims(), queryFn: () => listStaleClaims(dashboardPool(), 200) })
+    .query({ queryKey: queryKeys.staleClaims(), queryFn: () => listStaleClaims(dashboardPool(), STALE_CLAIMS_SHOWN) })
     .catch(() => undefined);
   return (
     <main className="wide">

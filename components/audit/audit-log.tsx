@@ -15,13 +15,9 @@ import { keyValues } from './key-values';
 import { auditApiUrl, auditCsvUrl, auditHref, hasFilters, isoToLocalInput, knownActions, localInputToIso, type AuditSearch } from './search-params';
 import { Problem } from '../banners';
 import { DownloadProblem, useDownload } from '../download';
+import { formText } from '../form-text';
 
 const fetchAuditPage = (search: AuditSearch, after: string | null) => adminFetch<AuditPage>(auditApiUrl(search, after));
-
-const text = (form: FormData, name: string) => {
-  const value = form.get(name);
-  return typeof value === 'string' ? value.trim() : '';
-};
 
 export function AuditLog({ search }: { search: AuditSearch }) {
   const log = useInfiniteQuery({
@@ -115,10 +111,10 @@ function AuditFilters({ search }: { search: AuditSearch }) {
         event.preventDefault();
         const form = new FormData(event.currentTarget);
         const next: AuditSearch = {
-          actor: text(form, 'actor') || undefined,
-          action: text(form, 'action') || undefined,
-          from: localInputToIso(text(form, 'from')),
-          to: localInputToIso(text(form, 'to')),
+          actor: formText(form, 'actor').trim() || undefined,
+          action: formText(form, 'action').trim() || undefined,
+          from: localInputToIso(formText(form, 'from').trim()),
+          to: localInputToIso(formText(form, 'to').trim()),
         };
         if (next.from && next.to && new Date(next.from) >= new Date(next.to)) {
           setProblem('"From" must be before "To".');

@@ -8,13 +8,14 @@ import { useRef, useState } from 'react';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
-import { queryKeys } from '../query-keys';
+import { queryKeys, STALE_CLAIMS_SHOWN } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import { LocalTime } from '../local-time';
 import { formatDuration } from '../overview/format';
 import { Notice, Problem } from '../banners';
+import { formText } from '../form-text';
 
-const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>('/api/admin/stale-claims?limit=200')).claims;
+const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>(`/api/admin/stale-claims?limit=${STALE_CLAIMS_SHOWN}`)).claims;
 
 async function release(input: { claim: StaleClaim; reason: string }): Promise<void> {
   const { principalId, scope, key } = input.claim;
@@ -113,8 +114,7 @@ export function StaleClaims() {
           onSubmit={(event) => {
             event.preventDefault();
             if (!chosen) return;
-            const reason = new FormData(event.currentTarget).get('reason');
-            releasing.mutate({ claim: chosen, reason: typeof reason === 'string' ? reason : '' });
+            releasing.mutate({ claim: chosen, reason: formText(new FormData(event.currentTarget), 'reason') });
           }}
         >
           <h2 id="release-title">Release this claim?</h2>

@@ -8,17 +8,13 @@ import { adminFetch } from '../admin-fetch';
 import type { OperatorJson } from './operators';
 import { roles, roleSummaries } from './roles';
 import { Notice, Problem } from '../banners';
+import { formText } from '../form-text';
 
 const labels: Record<string, string> = { email: 'Email', password: 'Password', role: 'Role', name: 'Name' };
 
 function createOperator(input: { email: string; password: string; role: OperatorRole; name?: string }): Promise<OperatorJson> {
   return adminFetch<OperatorJson>('/api/admin/operators', { method: 'POST', body: input, fieldLabels: labels });
 }
-
-const field = (form: FormData, name: string) => {
-  const value = form.get(name);
-  return typeof value === 'string' ? value : '';
-};
 
 export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJson) => void }) {
   const [role, setRole] = useState<OperatorRole>('viewer');
@@ -35,9 +31,9 @@ export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJ
         event.preventDefault();
         const form = event.currentTarget;
         const data = new FormData(form);
-        const name = field(data, 'name').trim();
+        const name = formText(data, 'name').trim();
         creating.mutate(
-          { email: field(data, 'email').trim(), password: field(data, 'password'), role, ...(name ? { name } : {}) },
+          { email: formText(data, 'email').trim(), password: formText(data, 'password'), role, ...(name ? { name } : {}) },
           {
             onSuccess: (operator) => {
               form.reset();

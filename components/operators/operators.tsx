@@ -15,6 +15,7 @@ import { queryKeys } from '../query-keys';
 import { NewOperatorForm } from './new-operator-form';
 import { roles, roleSummaries } from './roles';
 import { Notice, Problem } from '../banners';
+import { formText } from '../form-text';
 
 /** An operator as the API sends it (dates as strings). */
 export type OperatorJson = Omit<Operator, 'createdAt'> & { createdAt: string };
@@ -165,8 +166,7 @@ export function Operators({ youId }: { youId: string }) {
           onSubmit={(event) => {
             event.preventDefault();
             if (!pending) return;
-            const reason = new FormData(event.currentTarget).get('reason');
-            changing.mutate({ ...pending, reason: typeof reason === 'string' ? reason : '' });
+            changing.mutate({ ...pending, reason: formText(new FormData(event.currentTarget), 'reason') });
           }}
         >
           <h2 id="operator-change-title">{texts?.title}</h2>
