@@ -7,6 +7,7 @@ import { useState } from 'react';
 import type { KeyPage, KeySummary } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatDateTime } from '../overview/format';
+import { Options } from '../options';
 import { Problem } from '../banners';
 
 type State = KeySummary['state'];
@@ -69,11 +70,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             }}
           >
             <option value="">Any scope</option>
-            {scopes.map((value) => (
-              <option key={value} value={value}>
-                {value}
-              </option>
-            ))}
+            <Options values={scopes} />
           </select>
         </label>
         <label>
@@ -86,11 +83,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             }}
           >
             <option value="">Any state</option>
-            {(Object.keys(stateLabels) as State[]).map((value) => (
-              <option key={value} value={value}>
-                {stateLabels[value]}
-              </option>
-            ))}
+            <Options values={Object.keys(stateLabels) as State[]} label={(value) => stateLabels[value]} />
           </select>
         </label>
         <button type="button" onClick={start} disabled={list.isPending || !request.principalId || request.reason.trim().length < 3}>

@@ -9,6 +9,7 @@ import type { OperatorJson } from './operators';
 import { roles, roleSummaries } from './roles';
 import { Notice, Problem } from '../banners';
 import { formText } from '../form-text';
+import { Options } from '../options';
 
 const labels: Record<string, string> = { email: 'Email', password: 'Password', role: 'Role', name: 'Name' };
 
@@ -54,11 +55,7 @@ export function NewOperatorForm({ onCreated }: { onCreated: (operator: OperatorJ
       </p>
       <label htmlFor="new-operator-role">Role</label>
       <select id="new-operator-role" name="role" value={role} onChange={(event) => setRole(event.target.value as OperatorRole)} aria-describedby="new-operator-role-hint">
-        {roles.map((option) => (
-          <option key={option} value={option}>
-            {option}
-          </option>
-        ))}
+        <Options values={roles} />
       </select>
       <p id="new-operator-role-hint" className="muted small">
         {roleSummaries[role]}

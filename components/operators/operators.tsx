@@ -16,6 +16,7 @@ import { NewOperatorForm } from './new-operator-form';
 import { roles, roleSummaries } from './roles';
 import { Notice, Problem } from '../banners';
 import { formText } from '../form-text';
+import { Options } from '../options';
 
 /** An operator as the API sends it (dates as strings). */
 export type OperatorJson = Omit<Operator, 'createdAt'> & { createdAt: string };
@@ -117,11 +118,7 @@ export function Operators({ youId }: { youId: string }) {
                     <td data-label="Role">
                       <div className="inline-form">
                         <select aria-label={`Role of ${operator.email}`} value={draft} onChange={(event) => setDrafts((all) => ({ ...all, [operator.id]: event.target.value as OperatorRole }))}>
-                          {roles.map((role) => (
-                            <option key={role} value={role}>
-                              {role}
-                            </option>
-                          ))}
+                          <Options values={roles} />
                         </select>
                         <button type="button" className="link" disabled={draft === operator.role} aria-label={`Save role of ${operator.email}`} onClick={() => open({ operator, change: { role: draft } })}>
                           Save

@@ -13,6 +13,7 @@ import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
+import { Options } from '../options';
 import { Problem } from '../banners';
 
 type StorePoint = OverviewJson['store'][number];
@@ -51,32 +52,20 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
         <label>
           Time range
           <select value={search.range} onChange={(event) => navigate({ range: event.target.value as OverviewSearch['range'] })}>
-            {ranges.map((range) => (
-              <option key={range} value={range}>
-                {rangeLabels[range]}
-              </option>
-            ))}
+            <Options values={ranges} label={(range) => rangeLabels[range]} />
           </select>
         </label>
         <label>
           Scope
           <select value={search.scope ?? ''} onChange={(event) => navigate({ scope: event.target.value === '' ? undefined : event.target.value })}>
             <option value="">All scopes</option>
-            {[...new Set([...(data?.scopes ?? []), ...(search.scope ? [search.scope] : [])])].map((scope) => (
-              <option key={scope} value={scope}>
-                {scope}
-              </option>
-            ))}
+            <Options values={[...new Set([...(data?.scopes ?? []), ...(search.scope ? [search.scope] : [])])]} />
           </select>
         </label>
         <label>
           Auto-refresh
           <select value={search.refresh} onChange={(event) => navigate({ refresh: event.target.value as OverviewSearch['refresh'] })}>
-            {refreshSettings.map((setting) => (
-              <option key={setting} value={setting}>
-                {refreshLabels[setting]}
-              </option>
-            ))}
+            <Options values={refreshSettings} label={(setting) => refreshLabels[setting]} />
           </select>
         </label>
         <RefreshControl isFetching={query.isFetching} updatedAt={query.dataUpdatedAt} onRefresh={() => void query.refetch()} />
