@@ -8,6 +8,8 @@ export interface PoolOptions {
   applicationName: string;
   max?: number;
   connectionTimeoutMillis?: number;
+  /** Session settings sent at connect (the pg `options` parameter), e.g. STORE_SESSION_OPTIONS. */
+  sessionOptions?: string;
 }
 
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
@@ -17,6 +19,7 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
     idleTimeoutMillis: 30_000,
+    ...(options.sessionOptions === undefined ? {} : { options: options.sessionOptions }),
   });
   // An idle client losing its connection (server restart) must not crash the process;
   // the pool discards it and the next checkout reconnects.

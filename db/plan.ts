@@ -19,7 +19,7 @@ export function planNodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(planNodes)];
 }
 
-/** The scans of a plan in one line: "Index Only Scan idempotency_keys_expires_at_idx; Seq Scan endpoint_policies". */
+/** The scans of a plan in one line: "Index Only Scan idempotency_keys_expiry_idx; Seq Scan endpoint_policies". */
 export function summarisePlan(nodes: PlanNode[]): string {
   const scans = nodes
     .filter((node) => node['Relation Name'] !== undefined || node['Index Name'] !== undefined)
@@ -77,4 +77,55 @@ export function recordingQueryable<T extends Pick<pg.ClientBase, 'query'>>(db: T
     return forward(config, values);
   };
   return { db: { query } as unknown as T, statements };
+}
+
+/**
+ * Plans of every statement that running `text` executes, nested ones included (the
+ * statements inside a PL/pgSQL function), as auto_explain reports them to this session.
+ * Runs in a transaction that is rolled back, so a claim or a release leaves nothing behind.
+ * Needs a superuser (LOAD); the plan tests and the bench have one.
+ */
+export async function explainNested(client: pg.PoolClient, text: string, values: readonly unknown[], mode: PlanCacheMode): Promise<PlanNode[][]> {
+  const plans: PlanNode[][] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const json = /plan:\s*(\{[\s\S]*\})\s*$/.exec(notice.message ?? '')?.[1];
+    if (json) plans.push(planNodes((JSON.parse(json) as { Plan: PlanNode }).Plan));
+  };
+  client.on('notice', onNotice);
+  try {
+    await client.query(`LOAD 'auto_explain'`);
+    // DISCARD PLANS drops PL/pgSQL's cached plans too, so the function plans afresh in `mode`.
+    await client.query(
+      `DISCARD PLANS; SET plan_cache_mode = ${mode}; SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+       SET auto_explain.log_format = json; SET client_min_messages = log`,
+    );
+    await client.query('BEGIN');
+    try {
+      await client.query({ text, values: [...values] });
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  } finally {
+    await client.query('RESET client_min_messages; RESET auto_explain.log_min_duration; RESET plan_cache_mode; DISCARD PLANS');
+    client.off('notice', onNotice);
+  }
+  return plans;
+}
+
+const KEY_TABLE = /^idempotency_keys(_p\d{8})?$/;
+
+/**
+ * The ways a plan reaches the key table other than through a primary key (the plain table's,
+ * or each day partition's): a sequential, sample or TID scan, or any secondary index. Empty
+ * for a request-path statement, whatever the statistics say.
+ */
+export function offPrimaryKey(nodes: PlanNode[]): string[] {
+  return nodes.flatMap((node) => {
+    const index = node['Index Name'];
+    if (index !== undefined) return index.startsWith('idempotency_keys') && !index.endsWith('_pkey') ? [`${node['Node Type']} on ${index}`] : [];
+    const relation = node['Relation Name'];
+    if (relation === undefined || !KEY_TABLE.test(relation)) return [];
+    // The heap side of a bitmap scan is judged by its index scans; ModifyTable by the scan under it.
+    return node['Node Type'] === 'ModifyTable' || node['Node Type'] === 'Bitmap Heap Scan' ? [] : [`${node['Node Type']} on ${relation}`];
+  });
 }

@@ -14,6 +14,7 @@ import { TrafficGenerator } from '@/server/demo/traffic';
 import { LiveKeyQuota } from '@/server/idempotency/quota';
 import { ResponseKeyRing } from '@/server/idempotency/response-codec';
 import { IdempotencyStore } from '@/server/idempotency/store';
+import { STORE_SESSION_OPTIONS } from '@/server/idempotency/statements';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
@@ -47,7 +48,7 @@ export function ownerPool(): pg.Pool {
   const holder = globalThis as Holder;
   holder[poolSlot] ??= createPool(requireDatabaseUrl(readEnvironment()), {
     applicationName: 'retrysafe-app',
-    max: 20,
+    max: 10,
     connectionTimeoutMillis: 2_000,
   });
   return holder[poolSlot];
@@ -68,6 +69,14 @@ async function bootServices(): Promise<Services> {
   const quota = new LiveKeyQuota(pool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
   const policies = new PolicyRegistry(pool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
   const layout = await detectStoreLayout(pool);
+  // The store's own connections, with the session settings its plans rely on (statements.ts);
+  // a transactional endpoint's work runs on them too, inside the claim's transaction.
+  const storePool = createPool(requireDatabaseUrl(environment), {
+    applicationName: 'retrysafe-store',
+    max: 20,
+    connectionTimeoutMillis: 2_000,
+    sessionOptions: STORE_SESSION_OPTIONS,
+  });
   const recorder = new FlowRecorder(pool, {
     flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
     onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
@@ -76,7 +85,7 @@ async function bootServices(): Promise<Services> {
   const prometheus = createPrometheusMetrics(pool, thresholds);
   const store = new IdempotencyStore({
     observer: observeAll(recorder, prometheus.observer),
-    pool: pool,
+    pool: storePool,
     layout,
     fingerprintSecret: secrets.fingerprintSecret,
     keyRing: new ResponseKeyRing(secrets.encryptionKeys),

@@ -8,6 +8,7 @@ import { writeAudit } from '../audit/log';
 import { KEY_PATTERN } from './http';
 import type { Queryable } from './statements';
 import { instantFromMicros, MICROS_PATTERN, microsOf } from '../keyset';
+import { PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -249,7 +250,8 @@ export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor:
  */
 export function principalKeysStatement(list: KeyList): { text: string; values: unknown[] } {
   const values: unknown[] = [list.principalId];
-  const scan = ['principal_id = $1'];
+  // The index's predicate, stated so the planner may use it (db/schema/idempotency-keys.ts).
+  const scan = ['principal_id = $1', PRINCIPAL_CREATED_INDEX_PREDICATE];
   if (list.after !== undefined) {
     values.push(list.after.createdAtMicros, list.after.scope, list.after.key);
     const n = values.length;

@@ -4,6 +4,20 @@
 // clock (now()), never the application's, so instances with skewed clocks agree.
 import type pg from 'pg';
 
+/**
+ * Session settings of the connections the store's statements run on (the store's pool; pass
+ * them as the pg `options` connection parameter). Every statement here is written so that the
+ * primary key is the only index it can be planned on (db/schema/idempotency-keys.ts: each
+ * secondary index is partial on a predicate these statements never state). What remains is a
+ * sequential scan, which the planner picks when it believes the table, or a day partition, is
+ * empty or a page or two: right for that moment, but a named statement's generic plan keeps it
+ * while the table grows, until an ANALYZE (an empty future partition analyzed by a
+ * database-wide ANALYZE would be scanned whole for every request of its day). With sequential
+ * scans disabled the primary key wins whatever the statistics say; the plans are otherwise the
+ * same, so it costs nothing (measured with pgbench). Proven by test/integration/request-path-plans.
+ */
+export const STORE_SESSION_OPTIONS = '-c enable_seqscan=off';
+
 export type Queryable = Pick<pg.ClientBase, 'query'>;
 
 export interface KeyIdentity {

@@ -1,6 +1,7 @@
 // Figures about the key store that are cheap on an 86-million-row table: catalog
 // statistics and index-served extremes, never count(*) over the table.
 import type { Queryable } from '../idempotency/statements';
+import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 
 export interface StoreFigures {
   /**
@@ -49,7 +50,7 @@ WITH rels AS (
               ELSE 0 END AS rows
   FROM rels
 ), oldest AS (
-  SELECT expires_at, created_at FROM idempotency_keys ORDER BY expires_at LIMIT 1
+  SELECT expires_at, created_at FROM idempotency_keys WHERE ${EXPIRY_INDEX_PREDICATE} ORDER BY expires_at LIMIT 1
 )
 SELECT
   coalesce(sum(rows), 0)::bigint AS estimated_rows,

@@ -1,5 +1,5 @@
 // Stale claims: in-progress rows whose lease has passed (the attempt crashed or hung).
-// Found through the partial index idempotency_keys_in_progress_lease_idx, which holds
+// Found through the partial index idempotency_keys_stale_lease_idx, which holds
 // only in-progress rows. The store already lets a retry take such a key over; releasing
 // marks it failed and retryable, so it no longer shows as running.
 import type { KeyIdentity, Queryable } from '../idempotency/statements';
@@ -17,6 +17,8 @@ export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<numb
   return rows[0]?.n ?? 0;
 }
 
+const RELEASE_ONE_SQL = 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5) AS released';
+
 const RELEASE_STALE_SQL = `WITH stale AS (
              SELECT ctid FROM idempotency_keys
              WHERE state = 'in_progress' AND lease_expires_at < now() - $2::bigint * interval '1 millisecond'
@@ -28,7 +30,7 @@ const RELEASE_STALE_SQL = `WITH stale AS (
            FROM stale WHERE k.ctid = stale.ctid AND k.state = 'in_progress'`;
 
 /** The statement texts, for the tests that prove their plans. */
-export const staleClaimTexts = { count: COUNT_STALE_SQL, release: RELEASE_STALE_SQL };
+export const staleClaimTexts = { count: COUNT_STALE_SQL, release: RELEASE_STALE_SQL, releaseOne: RELEASE_ONE_SQL };
 
 /**
  * Releases up to `limit` claims whose lease ended more than `graceMs` ago, oldest lease
@@ -52,13 +54,13 @@ export class ClaimNotStaleError extends Error {
 
 /**
  * An operator releases one stale claim by hand, audited in the same transaction: one call of
- * the SECURITY DEFINER function retrysafe_release_stale_claim (migration 0009), which the
+ * the SECURITY DEFINER function retrysafe_release_stale_claim (migrations 0009, 0012), which the
  * dashboard's role may execute although it cannot write the store. Primary key lookup.
  */
 export async function releaseStaleClaim(db: Queryable, id: KeyIdentity, actor: string, reason: string): Promise<void> {
   const { rows } = await db.query<{ released: boolean }>({
     name: 'retention_release_one_stale',
-    text: 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5) AS released',
+    text: RELEASE_ONE_SQL,
     values: [id.principalId, id.scope, id.key, actor, reason],
   });
   if (rows[0]?.released !== true) throw new ClaimNotStaleError();

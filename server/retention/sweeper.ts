@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { detectStoreLayout } from '../../db/migrate';
+import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 import { dropExpiredPartitions, ensurePartitions } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 
@@ -78,7 +79,7 @@ interface ChunkRow {
 
 const SWEEP_CHUNK_SQL = `WITH doomed AS (
                SELECT ctid FROM idempotency_keys
-               WHERE expires_at < now()
+               WHERE expires_at < now() AND ${EXPIRY_INDEX_PREDICATE}
                ORDER BY expires_at
                LIMIT $1
                FOR UPDATE SKIP LOCKED

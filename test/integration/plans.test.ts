@@ -1,9 +1,9 @@
-// Every statement on the request path is served by an index, proven by EXPLAIN on a
-// table large enough for the planner to prefer a sequential scan if it could, for both
-// the custom and the generic plan (prepared statements switch to the generic one).
+// The statements around the request path (quota, authentication, stale claims, sweeper,
+// monitoring, dashboard reads) are served by an index, proven by EXPLAIN on a table large
+// enough for the planner to prefer a sequential scan if it could, for both the custom and the
+// generic plan. The request path itself: request-path-plans.test.ts.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { storeStatementTexts } from '../../server/idempotency/statements';
 import { staleClaimTexts } from '../../server/retention/stale-claims';
 import { sweepChunkText } from '../../server/retention/sweeper';
 import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../db/plan';
@@ -76,39 +76,6 @@ describe('hot-path plans', () => {
     await db.pool.query('ANALYZE idempotency_keys; ANALYZE idempotency_key_usage; ANALYZE tenants');
   });
 
-  const keyParams = () => [principalId, scope, 'key-1'];
-  const claimParams = () => [...keyParams(), randomBytes(32), randomUUID(), 30_000, 86_400_000];
-  const cases: [string, string, () => unknown[]][] = [
-    ['claim', storeStatementTexts.claim, claimParams],
-    ['readKey', storeStatementTexts.readKey, keyParams],
-    ['takeOver', storeStatementTexts.takeOver, () => [...claimParams(), 1]],
-    ['complete', storeStatementTexts.complete, () => [...keyParams(), 1, 201, 'application/json', Buffer.alloc(1), 'k1', 1, null]],
-    ['fail', storeStatementTexts.fail, () => [...keyParams(), 1]],
-  ];
-
-  for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
-    it.each(cases)(`%s goes through the primary key (${mode})`, async (name, text, params) => {
-      const client = await db.pool.connect();
-      try {
-        const plan = await explain(client, text, params(), mode);
-        const onKeys = plan.filter((node) => node['Relation Name'] === 'idempotency_keys');
-        expect(onKeys.length).toBeGreaterThan(0);
-        expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
-        if (name === 'claim') {
-          expect(onKeys.find((node) => node['Node Type'] === 'ModifyTable')?.['Conflict Arbiter Indexes']).toEqual(['idempotency_keys_pkey']);
-        }
-        // complete and fail also say state = 'in_progress', so the planner may use the partial
-        // index, which holds only in-progress rows (few); either way an index serves the row.
-        const allowed = name === 'complete' || name === 'fail' ? ['idempotency_keys_pkey', 'idempotency_keys_in_progress_lease_idx'] : ['idempotency_keys_pkey'];
-        const scans = onKeys.filter((candidate) => candidate['Node Type'].includes('Index'));
-        for (const node of scans) expect(allowed).toContain(node['Index Name']);
-        if (name !== 'claim') expect(scans.length).toBeGreaterThan(0);
-      } finally {
-        client.release();
-      }
-    });
-  }
-
   it('reads quota totals through the usage primary key', async () => {
     const client = await db.pool.connect();
     try {
@@ -145,7 +112,7 @@ describe('hot-path plans', () => {
     const client = await db.pool.connect();
     try {
       const plan = await explain(client, text, values, 'force_generic_plan');
-      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
+      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_stale_lease_idx')).toBe(true);
       expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
     } finally {
       client.release();
@@ -157,7 +124,7 @@ describe('hot-path plans', () => {
     try {
       const text = sweepChunkText;
       const plan = await explain(client, text, [1000], 'force_generic_plan');
-      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_expires_at_idx')).toBe(true);
+      expect(plan.some((node) => node['Index Name'] === 'idempotency_keys_expiry_idx')).toBe(true);
       expect(plan.some((node) => node['Node Type'] === 'Tid Scan')).toBe(true);
       expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
     } finally {
@@ -209,7 +176,7 @@ describe('hot-path plans', () => {
         expect(keyScan?.['Index Name']).toBe('idempotency_keys_pkey');
         expect(lookupPlan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'idempotency_keys')).toEqual([]);
         const stalePlan = await explain(client, stale.text, stale.values, mode);
-        expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_in_progress_lease_idx')).toBe(true);
+        expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_stale_lease_idx')).toBe(true);
         const cursor = { createdAtMicros: String((Date.now() - 600_000) * 1000), scope, key: 'big-1' };
         for (const list of [
           { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50 },
@@ -223,14 +190,14 @@ describe('hot-path plans', () => {
           const listPlan = await explain(client, statement.text, statement.values, mode);
           const scans = listPlan.filter((node) => node['Relation Name'] === 'idempotency_keys');
           expect(scans.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
-          expect(listPlan.some((node) => node['Index Name'] === 'idempotency_keys_principal_recent_idx')).toBe(true);
+          expect(listPlan.some((node) => node['Index Name'] === 'idempotency_keys_principal_created_idx')).toBe(true);
           // A principal of a few hundred keys may be read whole by a bitmap scan and sorted:
           // cheap, and the planner's call. A large one, planned with its own statistics, is
           // read in index order under the bound: between the scan and the nearest Limit there is
           // at most an Incremental Sort (ordering ties of one created_at), and nothing above
           // re-sorts what it read, so the page streams out and stops when full.
           if (list.principalId !== BIG_PRINCIPAL || mode !== 'force_custom_plan') continue;
-          expect(scans.map((node) => [node['Node Type'], node['Index Name']])).toEqual([['Index Scan', 'idempotency_keys_principal_recent_idx']]);
+          expect(scans.map((node) => [node['Node Type'], node['Index Name']])).toEqual([['Index Scan', 'idempotency_keys_principal_created_idx']]);
           const path = pathTo(listPlan[0], (node) => node['Relation Name'] === 'idempotency_keys');
           const above = path.slice(0, -1).reverse().map((node) => node['Node Type']);
           expect(above.slice(0, above.indexOf('Limit') + 1)).toSatisfy((types: string[]) => types.at(-1) === 'Limit' && types.slice(0, -1).every((type) => type === 'Incremental Sort'));
