@@ -3,7 +3,8 @@
 //   transactional  claim, work and completion share one transaction (the work's effects
 //                  live in this database). A crash or a 5xx rolls everything back; a
 //                  concurrent duplicate waits on the unique index, bounded by lock_timeout
-//                  (then 409), and replays once the original commits.
+//                  (then 409), and replays once the original commits. A retry of a completed
+//                  request is answered from a committed read, outside any transaction.
 //   claim-first    the claim commits first with a lease; the work may call other systems;
 //                  completion records the response. A crash leaves an in-progress row that
 //                  another attempt takes over once the lease has passed; a 5xx marks it
@@ -126,7 +127,7 @@ export class IdempotencyStore {
     return this.guard(claim, async () => {
       const admitted = await this.admit(call, claim);
       if (admitted !== 'proceed') return admitted;
-      if (call.mode === 'transactional') return this.executeTransactional(call, claim);
+      if (call.mode === 'transactional') return (await this.answerCommitted(call, claim)) ?? this.executeTransactional(call, claim);
       const begun = await this.claimFirst(call, claim);
       if (!begun.claimed) return begun.outcome;
       let result: WorkResult;
@@ -229,36 +230,90 @@ export class IdempotencyStore {
     return outcome;
   }
 
+  /**
+   * Transactional mode, before any transaction: a key whose row is committed and completed (a
+   * replay) or that was used with another request (a mismatch) answers from one primary-key
+   * read, as in claim-first mode, without paying for a BEGIN and a ROLLBACK. Anything else (no
+   * row, one still running, failed or expired) returns null and goes through the claim inside
+   * the transaction, which alone decides: the read only answers what a committed row already says.
+   */
+  private async answerCommitted(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | null> {
+    const { pool } = this.options;
+    const started = performance.now();
+    const existing = await this.sql.read(pool, claim);
+    if (!existing || existing.expired) return null;
+    const decision = decide(existing, claim.fingerprint);
+    if (decision !== 'replay' && decision !== 'mismatch') return null;
+    return this.settle(decision, existing, claim, performance.now() - started, call, pool);
+  }
+
   private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
     const client = await this.options.pool.connect();
+    // While a transaction is open on the client, the way out is a ROLLBACK, sent without
+    // waiting for it: nothing an answer says depends on it (a replay, a 409 or 422, a 5xx whose
+    // work is undone), and the client goes back to the pool once it is through, or is
+    // discarded if it failed. A duplicate arriving meanwhile waits on the row, as it would have.
+    let open = false;
     let broken: Error | undefined;
     try {
       for (let round = 0; round < MAX_ROUNDS; round += 1) {
-        await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(call.policy.lockTimeoutMs))}`);
-        let committed = false;
-        try {
-          const step = await this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy));
-          if (step.kind === 'again') continue;
-          if (step.kind === 'settled') return step.outcome;
-          const claimed = step.claimed;
-          const response = await call.work({ db: client, correlationId: claim.correlationId });
-          const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
-          // A server error is not final: nothing of this attempt survives, a retry runs again.
-          if (response.status >= 500) return outcome;
-          await this.sql.complete(client, { ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
-          await client.query('COMMIT');
-          committed = true;
-          if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
-          return outcome;
-        } finally {
-          if (!committed) await client.query('ROLLBACK').catch((error: unknown) => (broken = error as Error));
+        open = true;
+        const step = await this.beginAndClaim(client, call, claim);
+        if (step.kind === 'again') {
+          open = false;
+          await client.query('ROLLBACK').catch((error: unknown) => {
+            broken = error as Error;
+            throw error;
+          });
+          continue;
         }
+        if (step.kind === 'settled') return step.outcome;
+        const claimed = step.claimed;
+        const response = await call.work({ db: client, correlationId: claim.correlationId });
+        const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
+        // A server error is not final: nothing of this attempt survives, a retry runs again.
+        if (response.status >= 500) return outcome;
+        await this.sql.complete(client, { ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
+        await client.query('COMMIT');
+        open = false;
+        if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
+        return outcome;
       }
       throw new KeyInUseError(1);
     } finally {
-      // A connection whose ROLLBACK failed is discarded, not returned to the pool.
-      client.release(broken);
+      if (open) {
+        void client.query('ROLLBACK').then(
+          () => client.release(),
+          (error: unknown) => client.release(error as Error),
+        );
+      } else {
+        client.release(broken);
+      }
     }
+  }
+
+  /**
+   * BEGIN (with the policy's lock_timeout) and the claim. On a pipelined client (the store's
+   * pool is one: db/client) both leave in one round trip, so a replay costs what it costs in
+   * claim-first mode. Should the BEGIN fail, a claim that then ran on its own (committed) is
+   * marked failed, so nothing is left claimed outside a transaction.
+   */
+  private async beginAndClaim(client: pg.PoolClient, call: ClaimCall, claim: ClaimValues): ReturnType<IdempotencyStore['claimOnce']> {
+    const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(call.policy.lockTimeoutMs))}`;
+    if (!client.pipeline) {
+      await client.query(begin);
+      return this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy));
+    }
+    const [began, step] = await Promise.allSettled([
+      client.query(begin),
+      this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy)),
+    ]);
+    if (began.status === 'rejected') {
+      if (step.status === 'fulfilled' && step.value.kind === 'claimed') await this.sql.fail(client, claim, step.value.claimed.attempts);
+      throw began.reason;
+    }
+    if (step.status === 'rejected') throw step.reason;
+    return step.value;
   }
 
   /**

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { withDatabase } from './database-url';
 import { DASHBOARD_LOGIN } from '../../db/dashboard-access';
+import { STORE_POOL_SETTINGS } from '../../server/idempotency/statements';
 
 export interface TestDatabase {
   /** Connection string of this file's database (owner role). */
@@ -13,6 +14,8 @@ export interface TestDatabase {
   dashboardUrl: string;
   /** A pool on it, closed after the file's tests. */
   pool: pg.Pool;
+  /** Another, connected as the app's store pool is (STORE_POOL_SETTINGS: pipelined, its session settings). */
+  storePool: pg.Pool;
 }
 
 export type StoreLayout = 'plain' | 'partitioned';
@@ -71,9 +74,11 @@ export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
     handle.url = created.url;
     handle.dashboardUrl = dashboardUrlFor(created.url);
     handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
+    handle.storePool = new pg.Pool({ connectionString: created.url, max: 40, ...STORE_POOL_SETTINGS });
   });
   afterAll(async () => {
     await (handle.pool as pg.Pool | undefined)?.end();
+    await (handle.storePool as pg.Pool | undefined)?.end();
     await created?.drop();
   });
   return handle;

@@ -13,7 +13,8 @@ describe.each(layouts)('store, transactional mode (%s layout)', (layout) => {
 
   async function setup() {
     await db.pool.query('CREATE TABLE IF NOT EXISTS things (id uuid PRIMARY KEY, principal_id uuid NOT NULL, value text)');
-    return createTestStore(db.pool, { layout });
+    // On the store's pool, as the app runs it: BEGIN and the claim pipelined, ROLLBACK not awaited.
+    return createTestStore(db.storePool, { layout });
   }
 
   const call = (overrides: Partial<IdempotentCall> & Pick<IdempotentCall, 'principalId' | 'key'>): IdempotentCall => ({

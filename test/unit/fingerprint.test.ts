@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UncanonicalRequestError } from '../../server/idempotency/errors';
@@ -47,5 +47,20 @@ describe('fingerprint', () => {
 
   it('refuses what has no canonical JSON form (a lone surrogate)', () => {
     expect(() => print(JSON.parse('{"a": "\\ud800"}'))).toThrow(UncanonicalRequestError);
+  });
+});
+
+describe('fingerprint stream', () => {
+  it('is HMAC-SHA256 of each field as a 4-byte big-endian length and its UTF-8 bytes (keys stored before a release still match after it)', () => {
+    const secret = Buffer.alloc(32, 7);
+    const fields = ['POST', 'POST /api/v1/payments', canonicalBody({ b: 'é', a: 1 })];
+    const expected = createHmac('sha256', secret);
+    for (const field of fields) {
+      const bytes = Buffer.from(field, 'utf8');
+      const length = Buffer.alloc(4);
+      length.writeUInt32BE(bytes.length);
+      expected.update(length).update(bytes);
+    }
+    expect(fingerprint(secret, { method: 'post', endpoint: 'POST /api/v1/payments', body: { a: 1, b: 'é' } }).toString('hex')).toBe(expected.digest('hex'));
   });
 });
