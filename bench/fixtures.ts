@@ -3,8 +3,11 @@
 // 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
 
-/** Loads `rows` keys whose expiries spread over the day after `expiresFrom` (in the past: expired). */
-export async function loadExpiredKeys(pool: pg.Pool, rows: number, expiresFrom: Date): Promise<void> {
+/**
+ * Loads `rows` completed keys of 5,000 principals whose expiries spread over the day after
+ * `expiresFrom`: in the past for expired keys, in the future for live ones.
+ */
+export async function loadCompletedKeys(pool: pg.Pool, rows: number, expiresFrom: Date): Promise<void> {
   for (let offset = 0; offset < rows; offset += 250_000) {
     await pool.query(
       `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,

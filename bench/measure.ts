@@ -47,6 +47,8 @@ export async function runClosedLoop(
   durationMs: number,
   operation: (worker: number, iteration: number) => Promise<void>,
   warmupMs = 300,
+  /** Told when the measured window opens and closes (to read counters over exactly that window). */
+  onWindow?: (edge: 'open' | 'close') => void,
 ): Promise<RunResult> {
   const latencies: number[] = [];
   let measuring = false;
@@ -61,9 +63,11 @@ export async function runClosedLoop(
   const running = Array.from({ length: workers }, (_, worker) => loop(worker));
   await new Promise((done) => setTimeout(done, warmupMs));
   measuring = true;
+  onWindow?.('open');
   const began = performance.now();
   await new Promise((done) => setTimeout(done, durationMs));
   measuring = false;
+  onWindow?.('close');
   const seconds = (performance.now() - began) / 1000;
   stop = true;
   await Promise.all(running);

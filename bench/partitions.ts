@@ -6,7 +6,7 @@ import pg from 'pg';
 import { partitionedStatements } from '../server/idempotency/statements';
 import { dropExpiredPartitions } from '../server/retention/partitions';
 import type { BenchDatabase } from './database';
-import { loadExpiredKeys } from './fixtures';
+import { loadCompletedKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const ROWS = Number(process.env.BENCH_PARTITION_ROWS ?? 2_000_000);
@@ -31,7 +31,7 @@ export async function benchPartitions(database: BenchDatabase, log: (line: strin
   await pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${day.from.toISOString()}') TO ('${day.to.toISOString()}')`);
   log(`loading ${ROWS.toLocaleString('en')} expired rows into ${name}...`);
   const started = performance.now();
-  await loadExpiredKeys(pool, ROWS, day.from);
+  await loadCompletedKeys(pool, ROWS, day.from);
   await pool.query(`VACUUM ANALYZE ${name}`);
   log(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 

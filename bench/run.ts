@@ -5,6 +5,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cpus } from 'node:os';
 import { benchClaims } from './claims';
+import { benchLifecycle } from './lifecycle';
+import { benchHttp } from './http';
 import { openBenchDatabase } from './database';
 import { benchPartitions } from './partitions';
 import { benchStatsQueries } from './stats-queries';
@@ -20,7 +22,15 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, sweeper, partitions, statsQueries;
+    let claims, lifecycle, http, sweeper, partitions, statsQueries;
+    if (wanted('lifecycle')) {
+      log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
+      lifecycle = await benchLifecycle(database.adminUrl, log);
+    }
+    if (wanted('http')) {
+      log('\n== HTTP: the demo payments API end to end, beside a no-op route of the same server ==');
+      http = await benchHttp(database.adminUrl, log);
+    }
     if (wanted('claims')) {
       log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
       claims = await benchClaims(database, log);
@@ -48,7 +58,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), claims, sweeper, partitions, statsQueries }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, claims, sweeper, partitions, statsQueries }, null, 2));
   } finally {
     await database.close();
   }

@@ -14,7 +14,7 @@ import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } fro
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
-import { loadExpiredKeys } from './fixtures';
+import { loadCompletedKeys } from './fixtures';
 import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../server/idempotency/key-metadata';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool } from '../db/client';
@@ -55,7 +55,7 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   log(`loading ${ROWS.toLocaleString('en')} keys and two days of metrics...`);
   const started = performance.now();
   const { rows: clock } = await pool.query<{ from: Date }>("SELECT now() - interval '2 hours' AS from");
-  await loadExpiredKeys(pool, ROWS, clock[0]?.from ?? new Date());
+  await loadCompletedKeys(pool, ROWS, clock[0]?.from ?? new Date());
   await pool.query(`
     INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
     SELECT gen_random_uuid(), 'POST /api/v1/refunds', 'running-' || i, 'in_progress', sha256(i::text::bytea), gen_random_uuid(),

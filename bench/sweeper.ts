@@ -6,7 +6,7 @@ import pg from 'pg';
 import { storeStatementTexts } from '../server/idempotency/statements';
 import { sweepOnce, defaultSweepOptions, type SweepResult } from '../server/retention/sweeper';
 import type { BenchDatabase } from './database';
-import { loadExpiredKeys } from './fixtures';
+import { loadCompletedKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const EXPIRED_ROWS = Number(process.env.BENCH_SWEEP_ROWS ?? 2_000_000);
@@ -29,7 +29,7 @@ export async function benchSweeper(database: BenchDatabase, log: (line: string) 
   log(`loading ${EXPIRED_ROWS.toLocaleString('en')} expired rows...`);
   const loadStarted = performance.now();
   const { rows: clock } = await pool.query<{ from: Date }>("SELECT now() - interval '2 days' AS from");
-  await loadExpiredKeys(pool, EXPIRED_ROWS, clock[0]?.from ?? new Date(Date.now() - 2 * 86_400_000));
+  await loadCompletedKeys(pool, EXPIRED_ROWS, clock[0]?.from ?? new Date(Date.now() - 2 * 86_400_000));
   await pool.query('VACUUM ANALYZE idempotency_keys');
   log(`  loaded in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s`);
 

@@ -8,8 +8,8 @@ export interface PoolOptions {
   applicationName: string;
   max?: number;
   connectionTimeoutMillis?: number;
-  /** Session settings sent at connect (the pg `options` parameter), e.g. STORE_SESSION_OPTIONS. */
-  sessionOptions?: string;
+  /** More client settings, e.g. the store's (STORE_POOL_SETTINGS: session options, pipelining). */
+  client?: Pick<pg.PoolConfig, 'options' | 'pipeline'>;
 }
 
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
@@ -19,7 +19,7 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
     idleTimeoutMillis: 30_000,
-    ...(options.sessionOptions === undefined ? {} : { options: options.sessionOptions }),
+    ...options.client,
   });
   // An idle client losing its connection (server restart) must not crash the process;
   // the pool discards it and the next checkout reconnects.

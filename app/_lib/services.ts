@@ -14,7 +14,7 @@ import { TrafficGenerator } from '@/server/demo/traffic';
 import { LiveKeyQuota } from '@/server/idempotency/quota';
 import { ResponseKeyRing } from '@/server/idempotency/response-codec';
 import { IdempotencyStore } from '@/server/idempotency/store';
-import { STORE_SESSION_OPTIONS } from '@/server/idempotency/statements';
+import { STORE_POOL_SETTINGS } from '@/server/idempotency/statements';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
@@ -75,7 +75,7 @@ async function bootServices(): Promise<Services> {
     applicationName: 'retrysafe-store',
     max: 20,
     connectionTimeoutMillis: 2_000,
-    sessionOptions: STORE_SESSION_OPTIONS,
+    client: STORE_POOL_SETTINGS,
   });
   const recorder = new FlowRecorder(pool, {
     flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,

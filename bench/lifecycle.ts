@@ -1,0 +1,335 @@
+// The whole request lifecycle as a user runs it: IdempotencyStore.execute with a trivial work
+// function (fingerprint, quota, claim, work, sealing, completion, flow recording), in both
+// modes and both layouts, new keys and replays, at 1, 8 and 32 callers, on a freshly migrated
+// (empty, never analyzed) table and on one of 10 million keys; beside the same statements
+// issued raw in the same run (named, one pg.Client per caller, sequential):
+//   claim-first   new: claim, completion (two commits)      replay: claim
+//   transactional new: read (no committed row), BEGIN + SET LOCAL, claim, completion, COMMIT
+//                 replay: read (the committed, completed row)
+// Each figure comes with p50/p99, the Node CPU per request, and the statements and flights
+// (round trips: a statement pipelined behind another shares its flight) per request. Then a
+// sustained run from an empty table, where a plan that degrades as the table grows shows.
+// Targets: store / raw >= 0.85x for new keys; transactional replay / claim-first replay >=
+// 0.9x; sustained last 30 s >= 0.9x the first 30 s.
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { EndpointPolicy, ExecutionMode } from '../server/idempotency/policy';
+import { LiveKeyQuota } from '../server/idempotency/quota';
+import { ResponseKeyRing } from '../server/idempotency/response-codec';
+import { partitionedStatementTexts, STORE_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '../server/idempotency/statements';
+import { IdempotencyStore, type IdempotentCall } from '../server/idempotency/store';
+import { FlowRecorder } from '../server/metrics/recorder';
+import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
+import { openBenchDatabase } from './database';
+import { loadCompletedKeys } from './fixtures';
+import { runClosedLoop, type RunResult } from './measure';
+
+type Layout = 'plain' | 'partitioned';
+type Keys = 'new' | 'replay';
+
+const CALLERS = (process.env.BENCH_CALLERS ?? '1,8,32').split(',').map(Number);
+const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+const LARGE_ROWS = Number(process.env.BENCH_LIFECYCLE_ROWS ?? 10_000_000);
+const SUSTAINED_MS = Number(process.env.BENCH_SUSTAINED_SECONDS ?? 300) * 1000;
+const WINDOW_MS = 30_000;
+const ENDPOINT = 'POST /api/v1/payments';
+const REPLAY_KEYS_PER_CALLER = 200;
+const MODES: ExecutionMode[] = ['claim-first', 'transactional'];
+
+const policy: EndpointPolicy = {
+  scopeMode: 'endpoint',
+  retryWindowMs: 86_400_000,
+  retentionMs: 93_600_000,
+  leaseMs: 30_000,
+  lockTimeoutMs: 5_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 100_000_000,
+};
+const body = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
+const response = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
+
+// Every statement and flight sent by any client of this process, counted at pg.Client.query.
+const wire = { statements: 0, flights: 0 };
+const pendingOf = new WeakMap<object, number>();
+let counting = false;
+function countStatements(): void {
+  if (counting) return;
+  counting = true;
+  const prototype = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = prototype.query;
+  prototype.query = function query(this: object, ...args: unknown[]) {
+    const pending = pendingOf.get(this) ?? 0;
+    wire.statements += 1;
+    if (pending === 0) wire.flights += 1;
+    pendingOf.set(this, pending + 1);
+    const settled = () => pendingOf.set(this, (pendingOf.get(this) ?? 1) - 1);
+    const callback = args.at(-1);
+    if (typeof callback === 'function') {
+      args[args.length - 1] = (...results: unknown[]) => {
+        settled();
+        (callback as (...results: unknown[]) => void)(...results);
+      };
+      return original.apply(this, args);
+    }
+    const result = original.apply(this, args) as Promise<unknown> | undefined;
+    void result?.then(settled, settled);
+    return result;
+  };
+}
+
+export interface Measured extends RunResult {
+  cpuUsPerRequest: number;
+  statementsPerRequest: number;
+  flightsPerRequest: number;
+}
+
+/** A closed-loop run that also reads Node CPU and the wire counters over its measured window. */
+async function measure(callers: number, operation: (worker: number, iteration: number) => Promise<void>): Promise<Measured> {
+  let cpu = process.cpuUsage();
+  let before = { ...wire };
+  let after = { ...wire };
+  let used = { user: 0, system: 0 };
+  const run = await runClosedLoop(callers, DURATION_MS, operation, 300, (edge) => {
+    if (edge === 'open') {
+      cpu = process.cpuUsage();
+      before = { ...wire };
+    } else {
+      used = process.cpuUsage(cpu);
+      after = { ...wire };
+    }
+  });
+  const n = Math.max(1, run.operations);
+  return {
+    ...run,
+    cpuUsPerRequest: (used.user + used.system) / n,
+    statementsPerRequest: (after.statements - before.statements) / n,
+    flightsPerRequest: (after.flights - before.flights) / n,
+  };
+}
+
+export interface LifecycleCase {
+  layout: Layout;
+  table: string;
+  callers: number;
+  mode: ExecutionMode;
+  keys: Keys;
+  raw: Measured;
+  store: Measured;
+  storeVsRaw: number;
+}
+
+export interface LifecycleReport {
+  cases: LifecycleCase[];
+  /** Transactional replays over claim-first replays, store against store, per layout, table and callers. */
+  replayRatios: { layout: Layout; table: string; callers: number; ratio: number }[];
+  plansAt10M: { layout: Layout; offPrimaryKey: string[] }[];
+  sustained?: SustainedReport;
+}
+
+interface Harness {
+  url: string;
+  owner: pg.Pool;
+  layout: Layout;
+  run: string;
+}
+
+function texts(layout: Layout) {
+  return layout === 'partitioned' ? partitionedStatementTexts : storeStatementTexts;
+}
+
+async function benchCallers(harness: Harness, table: string, callers: number, log: (line: string) => void): Promise<LifecycleCase[]> {
+  const { url, owner, layout } = harness;
+  const run = `${harness.run}-${callers}`;
+  const principals = Array.from({ length: callers }, () => randomUUID());
+  const sql = texts(layout);
+  const secrets = { fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]) };
+  const sealedSize = secrets.keyRing.seal(response, { principalId: principals[0] ?? '', scope: ENDPOINT, key: 'x' }).ciphertext.length;
+  const sealed = randomBytes(sealedSize);
+
+  const pool = new pg.Pool({ connectionString: url, max: callers, ...STORE_POOL_SETTINGS });
+  const quota = new LiveKeyQuota(owner);
+  quota.start();
+  const recorder = new FlowRecorder(owner, { flushIntervalMs: 1_000 });
+  recorder.start();
+  const store = new IdempotencyStore({ pool, ...secrets, quota, observer: recorder, layout });
+  const clients = await Promise.all(
+    Array.from({ length: callers }, async () => {
+      const client = new pg.Client({ connectionString: url, options: STORE_SESSION_OPTIONS });
+      await client.connect();
+      return client;
+    }),
+  );
+
+  const call = (worker: number, key: string, mode: ExecutionMode): IdempotentCall => ({
+    principalId: principals[worker] ?? '',
+    endpoint: ENDPOINT,
+    method: 'POST',
+    key,
+    body,
+    policy,
+    mode,
+    work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: response }),
+  });
+  const replayKey = (mode: ExecutionMode, worker: number, i: number) => `replay-${mode}-${run}-${worker}-${i % REPLAY_KEYS_PER_CALLER}`;
+  // Warm each principal's quota entry and the pool, and make the keys the replays read.
+  for (const mode of MODES) {
+    await Promise.all(
+      principals.map(async (_, worker) => {
+        for (let i = 0; i < REPLAY_KEYS_PER_CALLER; i += 1) await store.execute(call(worker, replayKey(mode, worker, i), mode));
+      }),
+    );
+  }
+
+  const claimValues = (worker: number, key: string) => [principals[worker], ENDPOINT, key, randomBytes(32), randomUUID(), policy.leaseMs, policy.retentionMs];
+  const raw = async (mode: ExecutionMode, keys: Keys, worker: number, i: number) => {
+    const client = clients[worker];
+    if (!client) throw new Error('no client');
+    const key = keys === 'new' ? `raw-${mode}-${run}-${worker}-${i}` : replayKey(mode, worker, i);
+    const claimName = layout === 'partitioned' ? 'raw_claim_partitioned' : 'raw_claim';
+    const claim = () => client.query({ name: claimName, text: sql.claim, values: claimValues(worker, key) });
+    const complete = () =>
+      client.query({
+        name: layout === 'partitioned' ? 'raw_complete_partitioned' : 'raw_complete',
+        text: sql.complete,
+        values: [principals[worker], ENDPOINT, key, 1, 201, 'application/json', sealed, 'k1', response.length, null],
+      });
+    if (mode === 'claim-first') {
+      await claim();
+      if (keys === 'new') await complete();
+      return;
+    }
+    // Transactional: the read of a committed row first (a replay ends there), then the claim,
+    // completion and commit in one transaction.
+    await client.query({ name: layout === 'partitioned' ? 'raw_read_partitioned' : 'raw_read', text: sql.readKey, values: [principals[worker], ENDPOINT, key] });
+    if (keys === 'replay') return;
+    await client.query(`BEGIN; SET LOCAL lock_timeout = ${policy.lockTimeoutMs}`);
+    await claim();
+    await complete();
+    await client.query('COMMIT');
+  };
+  const viaStore = async (mode: ExecutionMode, keys: Keys, worker: number, i: number) => {
+    const key = keys === 'new' ? `store-${mode}-${run}-${worker}-${i}` : replayKey(mode, worker, i);
+    const outcome = await store.execute(call(worker, key, mode));
+    if (outcome.replayed !== (keys === 'replay')) throw new Error(`expected ${keys === 'replay' ? 'a replay' : 'a new key'}`);
+  };
+
+  const cases: LifecycleCase[] = [];
+  for (const mode of MODES) {
+    for (const keys of ['new', 'replay'] as const) {
+      const rawRun = await measure(callers, (worker, i) => raw(mode, keys, worker, i));
+      const storeRun = await measure(callers, (worker, i) => viaStore(mode, keys, worker, i));
+      cases.push({ layout, table, callers, mode, keys, raw: rawRun, store: storeRun, storeVsRaw: storeRun.perSecond / rawRun.perSecond });
+    }
+  }
+  await recorder.stop();
+  await quota.stop();
+  await Promise.all(clients.map((client) => client.end()));
+  await pool.end();
+
+  log(`\n${layout} layout, ${table}, ${callers} caller(s)`);
+  log(`  ${'mode'.padEnd(13)} ${'keys'.padEnd(6)} ${'raw/s'.padStart(7)} ${'store/s'.padStart(7)} ${'ratio'.padStart(6)}   p50 raw/store   p99 raw/store   CPU us/req raw/store   stmts raw/store   flights raw/store`);
+  for (const c of cases) {
+    const pair = (a: number, b: number, digits: number) => `${a.toFixed(digits)}/${b.toFixed(digits)}`;
+    log(
+      `  ${c.mode.padEnd(13)} ${c.keys.padEnd(6)} ${c.raw.perSecond.toFixed(0).padStart(7)} ${c.store.perSecond.toFixed(0).padStart(7)} ${`${c.storeVsRaw.toFixed(2)}x`.padStart(6)}` +
+        `   ${pair(c.raw.p50Ms, c.store.p50Ms, 2).padStart(13)}   ${pair(c.raw.p99Ms, c.store.p99Ms, 2).padStart(13)}   ${pair(c.raw.cpuUsPerRequest, c.store.cpuUsPerRequest, 0).padStart(20)}` +
+        `   ${pair(c.raw.statementsPerRequest, c.store.statementsPerRequest, 1).padStart(15)}   ${pair(c.raw.flightsPerRequest, c.store.flightsPerRequest, 1).padStart(17)}`,
+    );
+  }
+  const replay = (mode: ExecutionMode) => cases.find((c) => c.mode === mode && c.keys === 'replay')?.store.perSecond ?? NaN;
+  log(`  transactional replay / claim-first replay: ${(replay('transactional') / replay('claim-first')).toFixed(2)}x (target >= 0.90x)`);
+  return cases;
+}
+
+async function loadLarge(harness: Harness, log: (line: string) => void): Promise<void> {
+  const started = performance.now();
+  const { rows } = await harness.owner.query<{ from: Date }>("SELECT now() + interval '1 hour' AS from");
+  await loadCompletedKeys(harness.owner, LARGE_ROWS, rows[0]?.from ?? new Date());
+  await harness.owner.query('ANALYZE idempotency_keys');
+  log(`  loaded ${LARGE_ROWS.toLocaleString('en')} live keys and analyzed them in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+}
+
+export async function benchLifecycle(adminUrl: string, log: (line: string) => void): Promise<LifecycleReport> {
+  countStatements();
+  const report: LifecycleReport = { cases: [], replayRatios: [], plansAt10M: [] };
+  for (const layout of ['plain', 'partitioned'] as const) {
+    const database = await openBenchDatabase({ layout, adminUrl });
+    const owner = new pg.Pool({ connectionString: database.url, max: 4 });
+    const harness: Harness = { url: database.url, owner, layout, run: randomUUID().slice(0, 8) };
+    try {
+      for (const table of ['empty table', `${(LARGE_ROWS / 1e6).toFixed(0)} M keys`]) {
+        if (table !== 'empty table') {
+          await loadLarge(harness, log);
+          const plans = new pg.Pool({ connectionString: database.url, max: 1, options: STORE_SESSION_OPTIONS });
+          const findings = await checkRequestPathPlans(plans, layout, { principalId: '00000000-0000-0000-0000-000000000007', scope: ENDPOINT, key: 'old-7' });
+          await plans.end();
+          const off = findings.flatMap((finding) => finding.offPrimaryKey.map((what) => `${finding.statement} (${finding.mode}): ${what}`));
+          report.plansAt10M.push({ layout, offPrimaryKey: off });
+          log(`  request-path plans at ${table}: ${off.length === 0 ? `every statement through the primary key (${findings.length} plans, custom and generic)` : off.join('; ')}`);
+        }
+        for (const callers of CALLERS) {
+          const cases = await benchCallers(harness, table, callers, log);
+          report.cases.push(...cases);
+          const replay = (mode: ExecutionMode) => cases.find((c) => c.mode === mode && c.keys === 'replay')?.store.perSecond ?? NaN;
+          report.replayRatios.push({ layout, table, callers, ratio: replay('transactional') / replay('claim-first') });
+        }
+      }
+    } finally {
+      await owner.end();
+      await database.close();
+    }
+  }
+  report.sustained = await benchSustained(adminUrl, log);
+  return report;
+}
+
+export interface SustainedReport {
+  mode: ExecutionMode;
+  callers: number;
+  perWindow: number[];
+  lastVsFirst: number;
+  rowsAtEnd: number;
+}
+
+/** Claim-first new keys (claim and completion) at 8 callers from an empty table, counted per 30 s. */
+async function benchSustained(adminUrl: string, log: (line: string) => void): Promise<SustainedReport> {
+  const callers = 8;
+  const mode: ExecutionMode = 'claim-first';
+  const database = await openBenchDatabase({ adminUrl });
+  const owner = new pg.Pool({ connectionString: database.url, max: 4 });
+  const pool = new pg.Pool({ connectionString: database.url, max: callers, ...STORE_POOL_SETTINGS });
+  const quota = new LiveKeyQuota(owner);
+  const recorder = new FlowRecorder(owner, { flushIntervalMs: 1_000 });
+  quota.start();
+  recorder.start();
+  const store = new IdempotencyStore({ pool, fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]), quota, observer: recorder });
+  const principals = Array.from({ length: callers }, () => randomUUID());
+  const windows = Math.max(2, Math.round(SUSTAINED_MS / WINDOW_MS));
+  const perWindow = Array.from({ length: windows }, () => 0);
+  log(`\nsustained: ${mode}, new keys, ${callers} callers, ${windows} x 30 s from an empty table`);
+  const began = performance.now();
+  const end = began + windows * WINDOW_MS;
+  try {
+    await Promise.all(
+      principals.map(async (principalId, worker) => {
+        for (let i = 0; performance.now() < end; i += 1) {
+          await store.execute({ principalId, endpoint: ENDPOINT, method: 'POST', key: `sustained-${worker}-${i}`, body, policy, mode, work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: response }) });
+          const window = Math.floor((performance.now() - began) / WINDOW_MS);
+          if (window < windows) perWindow[window] = (perWindow[window] ?? 0) + 1;
+        }
+      }),
+    );
+    const { rows } = await owner.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys');
+    const first = (perWindow[0] ?? 0) / 30;
+    const last = (perWindow.at(-1) ?? 0) / 30;
+    log(`  requests/s per 30 s: ${perWindow.map((count) => (count / 30).toFixed(0)).join(', ')}`);
+    log(`  last 30 s / first 30 s: ${(last / first).toFixed(2)}x (target >= 0.90x), ${(rows[0]?.n ?? 0).toLocaleString('en')} keys at the end`);
+    return { mode, callers, perWindow: perWindow.map((count) => count / 30), lastVsFirst: last / first, rowsAtEnd: rows[0]?.n ?? 0 };
+  } finally {
+    await recorder.stop();
+    await quota.stop();
+    await pool.end();
+    await owner.end();
+    await database.close();
+  }
+}
