@@ -13,4 +13,11 @@
 -- (a CONCURRENTLY build that failed leaves an INVALID index: drop it and build again).
 --   partitioned:   CREATE INDEX ... ON ONLY idempotency_keys (...), then per partition
 --                    CREATE INDEX CONCURRENTLY and ALTER INDEX ... ATTACH PARTITION (see README).
-CREATE INDEX IF NOT EXISTS "idempotency_keys_principal_recent_idx" ON "idempotency_keys" USING btree ("principal_id","created_at");
+-- Since 0012 replaces this index with idempotency_keys_principal_created_idx, a store that built
+-- that one beforehand (README: "Upgrading a large store") skips this build altogether.
+DO $$
+BEGIN
+  IF to_regclass('idempotency_keys_principal_created_idx') IS NULL THEN
+    CREATE INDEX IF NOT EXISTS "idempotency_keys_principal_recent_idx" ON "idempotency_keys" USING btree ("principal_id","created_at");
+  END IF;
+END $$;

@@ -3,6 +3,7 @@
 // audit_log_actor_at_idx, audit_log_action_at_idx); the statement names only the filters
 // given, so the planner sees the real ones rather than "$n IS NULL OR ...".
 import { z } from 'zod';
+import { storableInstant, storableText } from '../storable';
 import type { Queryable } from '../idempotency/statements';
 import { instantFromMicros, microsOf } from '../keyset';
 
@@ -15,10 +16,10 @@ const cursorSchema = z
   });
 
 export const auditQuerySchema = z.strictObject({
-  actor: z.string().trim().min(1).max(254).optional(),
-  action: z.string().trim().min(1).max(100).optional(),
-  from: z.iso.datetime({ offset: true }).optional(),
-  to: z.iso.datetime({ offset: true }).optional(),
+  actor: storableText().trim().min(1).max(254).optional(),
+  action: storableText().trim().min(1).max(100).optional(),
+  from: storableInstant().optional(),
+  to: storableInstant().optional(),
   after: cursorSchema.optional(),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });

@@ -12,6 +12,7 @@ import { getCurrentAdapter, type BetterAuthPlugin } from 'better-auth';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import { z } from 'zod';
+import { storableText } from '../storable';
 import { auditLog } from '../../db/schema/audit';
 import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
 import { writeAudit } from '../audit/log';
@@ -146,7 +147,7 @@ export async function readOperatorSession(auth: OperatorAuth, headers: Headers):
 }
 
 export const signInSchema = z.object({
-  email: z.string().trim().max(254).transform((email) => email.toLowerCase()),
+  email: storableText().trim().max(254).transform((email) => email.toLowerCase()),
   password: z.string().max(1_024),
 });
 

@@ -4,6 +4,7 @@
 // change and its audit row commit together. Disabling deletes every live session at once.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { storableText } from '../storable';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import type { Queryable } from '../idempotency/statements';
@@ -14,7 +15,7 @@ export const newOperatorSchema = z.strictObject({
   email: z.email().max(254).transform((email) => email.toLowerCase()),
   password: passwordSchema,
   role: z.enum(operatorRoles),
-  name: z.string().trim().min(1).max(200).optional(),
+  name: storableText().trim().min(1).max(200).optional(),
 });
 export type NewOperator = z.input<typeof newOperatorSchema>;
 
@@ -83,7 +84,7 @@ export async function countOperators(db: Queryable): Promise<number> {
 }
 
 export const operatorChangeSchema = z
-  .strictObject({ role: z.enum(operatorRoles).optional(), disabled: z.boolean().optional(), reason: z.string().trim().min(1).max(500) })
+  .strictObject({ role: z.enum(operatorRoles).optional(), disabled: z.boolean().optional(), reason: storableText().trim().min(1).max(500) })
   .refine((change) => change.role !== undefined || change.disabled !== undefined, 'change the role, disabled, or both');
 export type OperatorChange = z.infer<typeof operatorChangeSchema>;
 

@@ -3,6 +3,7 @@
 // reference (a body over the cap) is the same bytes as the original.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { storableText } from '../storable';
 import type { Queryable } from '../idempotency/statements';
 import type { WorkResult } from '../idempotency/store';
 import { ProcessorUnavailableError, type FakeProcessor } from './processor';
@@ -12,7 +13,7 @@ const JSON_TYPE = 'application/json';
 export const paymentInput = z.strictObject({
   amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code of three capital letters'),
-  description: z.string().max(500).optional(),
+  description: storableText().max(500).optional(),
 });
 export type PaymentInput = z.infer<typeof paymentInput>;
 

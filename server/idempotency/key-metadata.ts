@@ -3,6 +3,7 @@
 // read it anyway). A lookup is scoped to one principal and audited with its reason in the
 // same transaction; a key under another principal and an absent key look exactly alike.
 import { z } from 'zod';
+import { storableText } from '../storable';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import { KEY_PATTERN } from './http';
@@ -13,7 +14,7 @@ import { PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-k
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
   key: z.string().regex(KEY_PATTERN, 'must be 1 to 255 visible ASCII characters'),
-  reason: z.string().trim().min(3, 'say why you look this key up').max(500),
+  reason: storableText().trim().min(3, 'say why you look this key up').max(500),
 });
 export type KeyLookup = z.infer<typeof keyLookupSchema>;
 
@@ -110,9 +111,9 @@ export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().
 
 export const staleReleaseSchema = z.strictObject({
   principalId: z.uuid(),
-  scope: z.string().min(1).max(200),
+  scope: storableText().min(1).max(200),
   key: z.string().regex(KEY_PATTERN),
-  reason: z.string().trim().min(3, 'say why you release this claim').max(500),
+  reason: storableText().trim().min(3, 'say why you release this claim').max(500),
 });
 
 export interface StaleClaim {
@@ -154,15 +155,15 @@ export const KEY_LIST_SCAN_ROWS = 2000;
 const keyCursorSchema = z.strictObject({
   /** created_at in whole microseconds since the epoch (exact; a Date would round to ms). */
   createdAtMicros: z.string().regex(MICROS_PATTERN, 'must be a cursor from a previous page'),
-  scope: z.string().min(1).max(200),
-  key: z.string().min(1).max(255),
+  scope: storableText().min(1).max(200),
+  key: storableText().min(1).max(255),
 });
 export type KeyCursor = z.infer<typeof keyCursorSchema>;
 
 export const keyListSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
-  reason: z.string().trim().min(3, 'say why you list these keys').max(500),
-  scope: z.string().min(1).max(200).optional(),
+  reason: storableText().trim().min(3, 'say why you list these keys').max(500),
+  scope: storableText().min(1).max(200).optional(),
   state: z.enum(['in_progress', 'completed', 'failed']).optional(),
   /** Keyset cursor: where the previous page stopped (its last key, or the last key it examined). */
   after: keyCursorSchema.optional(),

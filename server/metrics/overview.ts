@@ -3,6 +3,7 @@
 // its baseline, the last sweep and the current alerts. Aggregates only: no key, response
 // body or fingerprint is read. Every query is a primary-key range scan on a time column.
 import { z } from 'zod';
+import { storableText } from '../storable';
 import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
 import type { Queryable } from '../idempotency/statements';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
@@ -18,7 +19,7 @@ const steps: Record<OverviewRange, number> = { '1h': 60, '6h': 300, '24h': 900, 
 
 export const overviewQuery = z.strictObject({
   range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
-  scope: z.string().min(1).max(200).optional(),
+  scope: storableText().min(1).max(200).optional(),
 });
 export type OverviewQuery = z.infer<typeof overviewQuery>;
 

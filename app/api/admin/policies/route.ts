@@ -3,6 +3,7 @@
 // below the documented window is refused; shortening the window or changing the scope needs
 // the breaking change acknowledged.
 import { z } from 'zod';
+import { storableText } from '@/server/storable';
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changePolicy } from '@/server/retention/policies';
@@ -10,10 +11,10 @@ import { changePolicy } from '@/server/retention/policies';
 export const dynamic = 'force-dynamic';
 
 const changeSchema = z.strictObject({
-  endpoint: z.string().min(1).max(200),
+  endpoint: storableText().min(1).max(200),
   expectedVersion: z.number().int().positive(),
   fields: z.record(z.string(), z.unknown()),
-  reason: z.string().trim().min(3, 'say why the policy changes').max(1000),
+  reason: storableText().trim().min(3, 'say why the policy changes').max(1000),
   acknowledgeBreakingChange: z.boolean().optional(),
 });
 

@@ -1,13 +1,13 @@
 // PATCH /api/admin/operators/:id {role?, disabled?, reason}: change a role, disable (ending
 // every live session at once) or enable an operator (admin); audited with the reason.
-import { z } from 'zod';
+import { storableText } from '@/server/storable';
 import { adminJson, invalid, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changeOperator, operatorChangeSchema } from '@/server/auth/operators';
 
 export const dynamic = 'force-dynamic';
 
-const idSchema = z.string().min(1).max(64);
+const idSchema = storableText().min(1).max(64);
 
 export async function PATCH(request: Request, context: { params: Promise<{ id: string }> }): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators/[id]');
