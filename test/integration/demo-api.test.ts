@@ -165,4 +165,17 @@ describe('demo payments API', () => {
     const { rowCount } = await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [tenant.principalId]);
     expect(rowCount).toBe(0);
   });
+
+  it('answers text Postgres cannot store (a NUL, an unpaired surrogate) with a 400 naming the field, and stores nothing', async () => {
+    const demo = createDemoHarness(db.pool);
+    const tenant = await demo.tenant();
+    for (const [key, description] of [['nul', 'order \u0000 17'], ['surrogate', 'order \ud800 17']]) {
+      const response = await demo.api.payments(post(PAYMENTS, { apiKey: tenant.apiKey, key, body: { amount: 1, currency: 'EUR', description } }));
+      expect(response.status).toBe(400);
+      const problem = (await response.json()) as { errors: { path: string }[] };
+      expect(problem.errors.map((error) => error.path)).toEqual(['description']);
+    }
+    const { rowCount } = await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [tenant.principalId]);
+    expect(rowCount).toBe(0);
+  });
 });
