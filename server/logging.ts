@@ -1,40 +1,49 @@
 // Structured logs (pino, JSON lines) with redaction that fails closed: whatever a caller
-// passes, authorization and cookie headers, API keys, passwords, idempotency keys, request
-// and response bodies and connection strings are replaced before the line is written.
-// Callers log identifiers and counts; redaction is the second line of defence.
+// passes, authorization and cookie headers, API keys, passwords, secrets and tokens,
+// idempotency keys, request and response bodies and connection strings are replaced before the
+// line is written, at any depth and whatever their case or separators (Authorization,
+// set-cookie, api_key, IdempotencyKey). Callers log identifiers and counts; redaction is the
+// second line of defence.
 import pino, { type Logger } from 'pino';
 
-export const REDACTED_PATHS = [
+/** Field names that are never written, compared lower-case without '-' or '_'. */
+export const REDACTED_NAMES = new Set([
   'authorization',
+  'proxyauthorization',
   'cookie',
-  'headers.authorization',
-  'headers.cookie',
-  'headers["set-cookie"]',
-  'apiKey',
+  'setcookie',
+  'apikey',
+  'xapikey',
   'password',
+  'passwordhash',
   'secret',
   'token',
   'key',
-  'idempotencyKey',
+  'idempotencykey',
   'body',
-  'responseBody',
-  'requestBody',
-  'databaseUrl',
-  'connectionString',
-  '*.authorization',
-  '*.cookie',
-  '*.apiKey',
-  '*.password',
-  '*.secret',
-  '*.token',
-  '*.key',
-  '*.idempotencyKey',
-  '*.body',
-  '*.responseBody',
-  '*.requestBody',
-  '*.databaseUrl',
-  '*.connectionString',
-];
+  'responsebody',
+  'requestbody',
+  'databaseurl',
+  'connectionstring',
+]);
+
+const CENSOR = '[redacted]';
+const MAX_DEPTH = 10;
+
+const normalise = (name: string) => name.toLowerCase().replace(/[-_]/g, '');
+
+/** A copy of `value` with every redacted name's value censored, at any depth (cycles cut). */
+export function redact(value: unknown, depth = 0, seen = new WeakSet<object>()): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (seen.has(value) || depth >= MAX_DEPTH) return '[omitted]';
+  seen.add(value);
+  if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1, seen));
+  // Errors keep pino's serializer (type, message, stack); their own fields are redacted too.
+  const source = value instanceof Error ? { ...Object.fromEntries(Object.entries(value)), type: value.name, message: value.message, stack: value.stack } : value;
+  const copy: Record<string, unknown> = {};
+  for (const [name, item] of Object.entries(source)) copy[name] = REDACTED_NAMES.has(normalise(name)) ? CENSOR : redact(item, depth + 1, seen);
+  return copy;
+}
 
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   return pino(
@@ -42,8 +51,10 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
       level: options.level ?? process.env.LOG_LEVEL ?? 'info',
       base: undefined,
       timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: {
+        level: (label) => ({ level: label }),
+        log: (object) => redact(object) as Record<string, unknown>,
+      },
     },
     options.destination,
   );

@@ -26,3 +26,39 @@ describe('logger', () => {
     expect(JSON.parse(line)).toMatchObject({ level: 'info', msg: 'request failed', scope: 'POST /api/v1/payments', responseBody: '[redacted]' });
   });
 });
+
+describe('logger redaction at any depth', () => {
+  const capture = () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    return { log: createLogger({ destination }), text: () => lines.join('') };
+  };
+
+  it('redacts nested and differently written names, and keeps the rest', () => {
+    const { log, text } = capture();
+    const cyclic: Record<string, unknown> = { note: 'kept' };
+    cyclic.self = cyclic;
+    log.error(
+      {
+        outer: { inner: { deeper: { Authorization: 'Bearer SENTINEL-1', 'Set-Cookie': ['SENTINEL-2'], api_key: 'SENTINEL-3' } } },
+        list: [{ IdempotencyKey: 'SENTINEL-4' }, { requestBody: { card: 'SENTINEL-5' } }],
+        config: { connection: { DATABASE_URL: 'postgres://u:SENTINEL-6@h/db' } },
+        err: Object.assign(new Error('boom'), { password: 'SENTINEL-7' }),
+        cyclic,
+        scope: 'POST /api/v1/payments',
+      },
+      'nested',
+    );
+    const line = text();
+    expect(line).not.toMatch(/SENTINEL/);
+    const parsed = JSON.parse(line) as { scope: string; cyclic: { note: string }; err: { message: string } };
+    expect(parsed.scope).toBe('POST /api/v1/payments');
+    expect(parsed.cyclic.note).toBe('kept');
+    expect(parsed.err.message).toBe('boom');
+  });
+});
