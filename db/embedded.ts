@@ -5,7 +5,7 @@
 // terminal (pg_ctl), so a Ctrl-C reaches our processes, which then stop it in order.
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chown, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -62,9 +62,18 @@ export async function acquireEmbeddedPostgres(options: EmbeddedOptions): Promise
   const pgCtl = await pgCtlBinary();
 
   const state = await withFileLock(paths.lock, async () => {
-    await mkdir(dir, { recursive: true, mode: 0o755 });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const osUser = await serverOsUser();
-    if (osUser) assertReachableBy(osUser, dir);
+    // The folder holds the cluster, its settings (a password) and its log (values from error
+    // details): the owner's only. As root the server runs as the postgres OS user, whose group
+    // may pass through (not list) to reach its own data folder and log.
+    if (osUser) {
+      await chown(dir, process.getuid?.() ?? 0, osUser.gid);
+      await chmod(dir, 0o710);
+      assertReachableBy(osUser, dir);
+    } else {
+      await chmod(dir, 0o700);
+    }
 
     let saved = await readSettings(paths.settings);
     if (!existsSync(join(paths.pgdata, 'PG_VERSION'))) {
@@ -177,7 +186,8 @@ async function startServer(
   osUser: OsUser | undefined,
   settings: Record<string, string | number>,
 ): Promise<void> {
-  await writeFile(paths.logFile, '', { flag: 'a' });
+  await writeFile(paths.logFile, '', { flag: 'a', mode: 0o600 });
+  await chmod(paths.logFile, 0o600); // also a log an older release left readable to all
   if (osUser) await chown(paths.logFile, osUser.uid, osUser.gid);
   // TCP on loopback only; no Unix socket (its path length limit bites in deep temp folders).
   const flags = [`-p ${port}`, `-c listen_addresses=127.0.0.1`, `-c unix_socket_directories=''`];

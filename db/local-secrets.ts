@@ -18,7 +18,7 @@ export type LocalSecrets = Required<z.infer<typeof secretsFile>>;
 
 export async function loadOrCreateLocalSecrets(dataDir: string): Promise<LocalSecrets> {
   const path = join(dataDir, 'secrets.json');
-  await mkdir(dataDir, { recursive: true });
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
   return withFileLock(join(dataDir, 'secrets'), async () => {
     const existing = await readFile(path, 'utf8').catch(() => undefined);
     const saved = existing === undefined ? undefined : secretsFile.parse(JSON.parse(existing));

@@ -1,8 +1,8 @@
 // The embedded cluster is shared by local processes: the first starts it, others join,
 // the last to leave stops it, and its data outlives every restart.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -83,5 +83,25 @@ describe('embedded Postgres lifecycle', () => {
     expect(third.startedHere).toBe(false);
     await third.release();
     expect(existsSync(pidFile)).toBe(false);
+  });
+
+  it('keeps its folder and log from other users: the log holds values from error details', async () => {
+    const own = await mkdtemp(join(tmpdir(), 'retrysafe-embedded-'));
+    await chmod(own, 0o755); // as an older release, or a careless umask, left it
+    try {
+      const cluster = await acquireEmbeddedPostgres({ dir: own });
+      // An error detail with a value in it, as a unique violation writes to the log.
+      await query(cluster.url, 'CREATE TABLE t (email text UNIQUE); INSERT INTO t VALUES ($$someone@example.com$$)');
+      await expect(query(cluster.url, 'INSERT INTO t VALUES ($$someone@example.com$$)')).rejects.toThrow(/duplicate key/);
+      await cluster.release();
+      expect((await stat(own)).mode & 0o007).toBe(0);
+      expect((await stat(join(own, 'postgres.log'))).mode & 0o077).toBe(0);
+      expect((await stat(join(own, 'embedded.json'))).mode & 0o077).toBe(0);
+      // Nobody but the owner may read it (as root, check as an unprivileged user when one exists).
+      const probe = spawnSync('su', ['-s', '/bin/sh', 'nobody', '-c', `cat ${join(own, 'postgres.log')}`]);
+      if (process.getuid?.() === 0 && probe.error === undefined) expect(probe.status).not.toBe(0);
+    } finally {
+      await rm(own, { recursive: true, force: true });
+    }
   });
 });
