@@ -28,14 +28,8 @@ export function proxy(request: NextRequest): NextResponse {
   return response;
 }
 
+// Every page, prefetches included: a request header must not be able to switch the policy
+// off (a page fetched with `Purpose: prefetch` is still HTML a browser may render).
 export const config = {
-  matcher: [
-    {
-      source: '/((?!api/|_next/static|_next/image|favicon.ico).*)',
-      missing: [
-        { type: 'header', key: 'next-router-prefetch' },
-        { type: 'header', key: 'purpose', value: 'prefetch' },
-      ],
-    },
-  ],
+  matcher: ['/((?!api/|_next/static|_next/image|favicon.ico).*)'],
 };

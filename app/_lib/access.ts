@@ -23,6 +23,8 @@ export const routeAccess = {
   '/operators': operator('admin'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
+  // The HTTP layer's liveness, and the no-op baseline of `npm run bench -- http`: touches nothing.
+  '/api/v1/ping': { kind: 'public' },
   '/api/metrics': { kind: 'metrics-token' },
   '/api/v1/payments': { kind: 'api-key' },
   '/api/v1/refunds': { kind: 'api-key' },

@@ -40,8 +40,23 @@ export function parseQuery<S extends z.ZodType>(request: Request, schema: S): z.
   return parsed.success ? parsed.data : invalid(parsed.error, 'Invalid query parameters');
 }
 
-/** The JSON body checked against `schema` (an unreadable body is an empty one): the value, or the 400 to answer. */
+/** Whether the body is declared JSON: application/json, with or without parameters (charset). */
+function isJson(request: Request): boolean {
+  return (request.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() === 'application/json';
+}
+
+/**
+ * The JSON body checked against `schema` (an unreadable body is an empty one): the value, or
+ * the problem to answer: 415 unless the body is declared application/json (a form or text/plain
+ * body is what a cross-site form can send without a preflight), else 400.
+ */
 export async function parseBody<S extends z.ZodType>(request: Request, schema: S): Promise<z.infer<S> | Response> {
+  if (!isJson(request)) {
+    return problemResponse(
+      { status: 415, slug: 'unsupported-media-type', title: 'The body must be application/json', headers: { 'Accept-Post': 'application/json' } },
+      randomUUID(),
+    );
+  }
   const parsed = schema.safeParse(await readJson(request));
   return parsed.success ? parsed.data : invalid(parsed.error);
 }

@@ -53,11 +53,13 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * For route handlers: the operator, or the problem response to return (401 without a
- * session, 403 below the route's role, 403 for a mutation from another origin: CSRF).
+ * session, 403 below the route's role, 403 for a mutation from another origin: CSRF, and 403
+ * for any request a browser says another site made, GETs included: some GETs are audited
+ * exports, and a page elsewhere must not be able to make an operator's browser write audit rows).
  */
 export async function authorizeRoute(request: Request, path: OperatorRoute): Promise<SessionOperator | Response> {
   const correlationId = randomUUID();
-  if (!SAFE_METHODS.has(request.method) && !sameOrigin(request)) {
+  if ((!SAFE_METHODS.has(request.method) && !sameOrigin(request)) || fromAnotherSite(request)) {
     return problemResponse({ status: 403, slug: 'cross-origin', title: 'Cross-origin request refused' }, correlationId);
   }
   const operator = await readOperatorSession(operatorAuth(), request.headers);
@@ -68,11 +70,20 @@ export async function authorizeRoute(request: Request, path: OperatorRoute): Pro
   return operator;
 }
 
-/** A mutation must come from a page of this dashboard: Origin (or Referer) matches the host it was sent to. */
+/**
+ * A mutation must come from a page of this dashboard: Origin (or Referer) is PUBLIC_URL's, or
+ * matches the Host the request was sent to. Never X-Forwarded-Host: any client can send it, so
+ * it would let a foreign Origin name itself.
+ */
 function sameOrigin(request: Request): boolean {
   const source = request.headers.get('origin') ?? request.headers.get('referer');
   if (!source || !URL.canParse(source)) return false;
-  const host = request.headers.get('x-forwarded-host') ?? request.headers.get('host');
   const origin = new URL(source);
-  return origin.host === host || origin.origin === new URL(dashboard().publicUrl).origin;
+  return origin.host === request.headers.get('host') || origin.origin === new URL(dashboard().publicUrl).origin;
+}
+
+/** Fetch Metadata: the browser says another site (or a sibling subdomain) made this request. */
+function fromAnotherSite(request: Request): boolean {
+  const site = request.headers.get('sec-fetch-site');
+  return site === 'cross-site' || site === 'same-site';
 }

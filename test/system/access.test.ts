@@ -97,3 +97,81 @@ describe('access control', () => {
     expect(rows).toEqual([]);
   });
 });
+
+describe('hostile headers and input', () => {
+  const db = useTestDatabase();
+  let server: RunningServer | undefined;
+  let operator = '';
+
+  beforeAll(async () => {
+    server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
+    operator = (await signInEveryRole(db.dashboardUrl, server.baseUrl, 'hostile.example')).get('compliance') ?? '';
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it.each<Record<string, string>>([{ purpose: 'prefetch' }, { 'next-router-prefetch': '1' }, { 'sec-purpose': 'prefetch' }, {}])('every HTML answer carries the CSP (request headers %o)', async (headers) => {
+    for (const path of ['/login', '/audit']) {
+      const response = await fetch(`${server?.baseUrl ?? ''}${path}`, { headers: { ...headers, cookie: operator }, redirect: 'manual' });
+      expect(response.headers.get('content-type')).toContain('text/html');
+      expect(response.headers.get('content-security-policy')).toMatch(/script-src 'self' 'nonce-[^']+' 'strict-dynamic'/);
+    }
+  });
+
+  it('answers a NUL character or an unrepresentable date in admin input with a 400 naming the field', async () => {
+    const base = server?.baseUrl ?? '';
+    const lookup = await fetch(`${base}/api/admin/keys/lookup`, {
+      method: 'POST',
+      headers: { cookie: operator, origin: base, 'content-type': 'application/json' },
+      body: JSON.stringify({ principalId: '6f1c1b5e-3f5e-4d7a-9a43-0f6c2f1f0a11', key: 'k', reason: 'ticket \u0000 42' }),
+    });
+    expect(lookup.status).toBe(400);
+    expect(((await lookup.json()) as { errors: { path: string }[] }).errors.map((error) => error.path)).toEqual(['reason']);
+    const audit = await fetch(`${base}/api/admin/audit?from=0000-01-01T00:00:00Z`, { headers: { cookie: operator } });
+    expect(audit.status).toBe(400);
+    expect(((await audit.json()) as { errors: { path: string }[] }).errors.map((error) => error.path)).toEqual(['from']);
+    const actor = await fetch(`${base}/api/admin/audit?actor=${encodeURIComponent('a\u0000')}`, { headers: { cookie: operator } });
+    expect(actor.status).toBe(400);
+  });
+
+  it('refuses a foreign Origin that names itself in X-Forwarded-Host', async () => {
+    const base = server?.baseUrl ?? '';
+    const response = await fetch(`${base}/api/admin/keys/lookup`, {
+      method: 'POST',
+      headers: { cookie: operator, origin: 'https://evil.example', 'x-forwarded-host': 'evil.example', 'content-type': 'application/json' },
+      body: JSON.stringify({ principalId: '6f1c1b5e-3f5e-4d7a-9a43-0f6c2f1f0a11', key: 'k', reason: 'ticket 42' }),
+    });
+    expect(response.status).toBe(403);
+  });
+
+  it('answers 415 to an admin body that is not declared application/json', async () => {
+    const base = server?.baseUrl ?? '';
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+      const response = await fetch(`${base}/api/admin/keys/lookup`, {
+        method: 'POST',
+        headers: { cookie: operator, origin: base, ...(type ? { 'content-type': type } : {}) },
+        body: JSON.stringify({ principalId: '6f1c1b5e-3f5e-4d7a-9a43-0f6c2f1f0a11', key: 'k', reason: 'ticket 42' }),
+      });
+      expect([type, response.status]).toEqual([type, 415]);
+      expect(response.headers.get('content-type')).toBe('application/problem+json');
+      expect(response.headers.get('cache-control')).toBe('no-store');
+    }
+  });
+
+  it('refuses an audited export another site asked the browser for, and writes no audit row', async () => {
+    const base = server?.baseUrl ?? '';
+    const count = async () => Number((await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM audit_log WHERE action IN ('audit.export', 'retention.export')")).rows[0]?.n);
+    const before = await count();
+    for (const path of ['/api/admin/audit?format=csv', '/api/admin/retention/export?what=evidence']) {
+      for (const site of ['cross-site', 'same-site']) {
+        const refused = await fetch(`${base}${path}`, { headers: { cookie: operator, 'sec-fetch-site': site } });
+        expect([path, site, refused.status]).toEqual([path, site, 403]);
+      }
+      // The dashboard's own download (same-origin), and a person typing the address (none), still work.
+      for (const site of ['same-origin', 'none']) expect((await fetch(`${base}${path}`, { headers: { cookie: operator, 'sec-fetch-site': site } })).status).toBe(200);
+    }
+    expect(await count()).toBe(before + 4);
+  });
+});
+
