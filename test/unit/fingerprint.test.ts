@@ -64,3 +64,10 @@ describe('fingerprint stream', () => {
     expect(fingerprint(secret, { method: 'post', endpoint: 'POST /api/v1/payments', body: { a: 1, b: 'é' } }).toString('hex')).toBe(expected.digest('hex'));
   });
 });
+
+describe('canonical JSON', () => {
+  it('is RFC 8785 (the example of its section 3.2.2), so fingerprints do not move with the library', () => {
+    const input = JSON.parse('{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/","literals":[null,true,false]}') as unknown;
+    expect(canonicalBody(input)).toBe('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}');
+  });
+});
