@@ -52,3 +52,11 @@ export class StoredResponseUnreadableError extends IdempotencyError {
     super(`The stored response cannot be read: ${reason}`);
   }
 }
+
+/** The scoped key cannot be stored: a principal that is not a UUID, a key or scope outside its byte bounds, or text Postgres cannot hold. */
+export class InvalidKeyIdentityError extends IdempotencyError {
+  readonly code = 'INVALID_KEY_IDENTITY';
+  constructor(readonly field: 'principalId' | 'scope' | 'key', reason: string) {
+    super(`${field} ${reason}`);
+  }
+}

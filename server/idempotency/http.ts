@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import {
   FingerprintMismatchError,
+  InvalidKeyIdentityError,
   KeyInUseError,
   KeyQuotaExceededError,
   UncanonicalRequestError,
@@ -209,6 +210,9 @@ export function idempotentHandler<Input>(store: IdempotencyStore, endpoint: Idem
           title: 'Too many live idempotency keys',
           headers: { 'Retry-After': String(error.retryAfterSeconds) },
         });
+      }
+      if (error instanceof InvalidKeyIdentityError) {
+        return fail({ status: 400, slug: 'invalid-key-identity', title: 'The idempotency key cannot be stored', detail: error.message });
       }
       if (error instanceof UncanonicalRequestError) {
         return fail({ status: 400, slug: 'invalid-json', title: 'The request body cannot be canonicalised', detail: error.message });

@@ -11,7 +11,8 @@
 //                  failed, so a retry may run again.
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
-import { FingerprintMismatchError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors';
+import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors';
+import { isStorableText } from '../storable';
 import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events';
 import { fingerprint } from './fingerprint';
 import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy';
@@ -98,6 +99,18 @@ const LOCK_NOT_AVAILABLE = '55P03';
 
 type Decision = 'replay' | 'mismatch' | 'conflict' | 'takeover';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What the key table's types and checks would refuse, refused first as a typed error (a 400), not a failed statement (a 500). */
+function checkIdentity(principalId: string, scope: string, key: string): void {
+  if (!UUID.test(principalId)) throw new InvalidKeyIdentityError('principalId', 'must be a UUID');
+  for (const [field, value, max] of [['scope', scope, 200], ['key', key, 255]] as const) {
+    const bytes = Buffer.byteLength(value, 'utf8');
+    if (bytes < 1 || bytes > max) throw new InvalidKeyIdentityError(field, `must be 1 to ${max} bytes`);
+    if (!isStorableText(value)) throw new InvalidKeyIdentityError(field, 'must not contain NUL characters or unpaired surrogates');
+  }
+}
+
 function decide(existing: ExistingKey, requestFingerprint: Buffer): Decision {
   if (existing.expired) return 'takeover'; // past its promise: a new life for the key
   if (!timingSafeEqual(existing.fingerprint, requestFingerprint)) return 'mismatch';
@@ -155,9 +168,11 @@ export class IdempotencyStore {
   }
 
   private claimValues(call: ClaimCall): ClaimValues {
+    const scope = scopeFor(call.policy, call.endpoint);
+    checkIdentity(call.principalId, scope, call.key);
     return {
       principalId: call.principalId,
-      scope: scopeFor(call.policy, call.endpoint),
+      scope,
       key: call.key,
       fingerprint: fingerprint(this.options.fingerprintSecret, call),
       correlationId: call.correlationId ?? randomUUID(),

@@ -1,7 +1,7 @@
 // What the store keeps: scoped keys, fingerprints not bodies, sealed responses bound to
 // their row, references above the cap, and keys readable across a key rotation.
 import { describe, expect, it } from 'vitest';
-import { FingerprintMismatchError, KeyQuotaExceededError, StoredResponseUnreadableError } from '../../server/idempotency/errors';
+import { FingerprintMismatchError, InvalidKeyIdentityError, KeyQuotaExceededError, StoredResponseUnreadableError } from '../../server/idempotency/errors';
 import type { IdempotentCall } from '../../server/idempotency/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, testPolicy } from '../helpers/store';
@@ -29,6 +29,23 @@ describe.each(layouts)('store data (%s layout)', (layout) => {
     expect(second.replayed).toBe(false);
     expect(JSON.parse(second.body.toString())).toEqual({ principalId: b, key: 'retry-1' });
     expect((await store.execute(call(a, 'retry-1'))).body.equals(first.body)).toBe(true);
+  });
+
+  it.each([
+    ['a principal that is not a UUID', { principalId: 'tenant-7' }, 'principalId'],
+    ['a key over 255 bytes', { key: 'é'.repeat(128) }, 'key'],
+    ['an empty key', { key: '' }, 'key'],
+    ['a key with a NUL', { key: 'a\u0000b' }, 'key'],
+    ['a scope over 200 bytes', { endpoint: `POST /${'x'.repeat(200)}` }, 'scope'],
+  ] as const)('refuses %s with a typed error before any statement, and runs no work', async (_name, change, field) => {
+    const { store, events } = createTestStore(db.pool, { layout });
+    let ran = false;
+    const attempt = store.execute({ ...call(principal(), 'k'), ...change, work: () => ((ran = true), Promise.resolve(jsonResult(201, {}))) });
+    await expect(attempt).rejects.toBeInstanceOf(InvalidKeyIdentityError);
+    await expect(attempt).rejects.toMatchObject({ code: 'INVALID_KEY_IDENTITY', field });
+    expect(ran).toBe(false);
+    // Not an `error` outcome: the caller's input was at fault, not the store.
+    expect(events).toEqual([]);
   });
 
   it('scopes by endpoint by default, and by principal alone under an intent policy', async () => {
