@@ -2,6 +2,7 @@
 // the dashboard gets its own restricted role once the auth work lands. (Queries are
 // named pg statements; Drizzle is used for the schema and migrations.)
 import pg from 'pg';
+import { logger } from '../server/logging';
 
 export interface PoolOptions {
   /** Shown in pg_stat_activity, so an operator can tell the app's connections apart. */
@@ -21,8 +22,12 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
     idleTimeoutMillis: 30_000,
     ...options.client,
   });
-  // An idle client losing its connection (server restart) must not crash the process;
-  // the pool discards it and the next checkout reconnects.
-  pool.on('error', () => undefined);
+  // A connection lost (a server restart, a killed backend) must not crash the process. An idle
+  // client's error reaches the pool, which discards it; a checked-out client's reaches its own
+  // listener, and the statement it was running (or the next) fails, so its holder releases it
+  // as broken. Both are logged: a database going away is worth a line.
+  const report = (error: Error) => logger.warn({ pool: options.applicationName, reason: error.message }, 'database connection lost');
+  pool.on('error', report);
+  pool.on('connect', (client) => client.on('error', report));
   return pool;
 }

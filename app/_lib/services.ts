@@ -91,6 +91,8 @@ async function bootServices(): Promise<Services> {
     keyRing: new ResponseKeyRing(secrets.encryptionKeys),
     quota,
     onLeaseLost: (id) => logEvent('error', 'an attempt finished after its lease was taken over', { scope: id.scope }),
+    onAbandonFailed: (error, id) =>
+      logEvent('error', 'a failed attempt could not be marked retryable: its key stays in progress until the lease ends', { scope: id.scope, reason: reason(error) }),
   });
   const sweeper = new Sweeper(
     pool,

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { storableText } from '../storable';
 import type { Queryable } from '../idempotency/statements';
 import type { WorkResult } from '../idempotency/store';
+import { transactionOn, type HeldConnection } from '../../db/transaction';
 import { ProcessorUnavailableError, type FakeProcessor } from './processor';
 
 const JSON_TYPE = 'application/json';
@@ -123,6 +124,7 @@ export async function createRefund(
   input: RefundInput,
 ): Promise<WorkResult> {
   const client = await db.connect();
+  const held: HeldConnection = { client };
   try {
     const payment = await client.query<{ amount: string; refunded: string }>({
       name: 'demo_refundable',
@@ -143,9 +145,8 @@ export async function createRefund(
       if (error instanceof ProcessorUnavailableError) return problem(502, 'processor-unavailable', error.message);
       throw error;
     }
-    await client.query('BEGIN');
-    try {
-      const locked = await client.query<{ amount: string; refunded: string }>({
+    return await transactionOn(held, async (tx) => {
+      const locked = await tx.query<{ amount: string; refunded: string }>({
         name: 'demo_refund_lock',
         text: `SELECT p.amount, coalesce((SELECT sum(r.amount) FROM refunds r WHERE r.payment_id = p.id), 0) AS refunded
                FROM payments p WHERE p.id = $1 AND p.principal_id = $2 FOR UPDATE OF p`,
@@ -153,26 +154,21 @@ export async function createRefund(
       });
       const current = locked.rows[0];
       if (!current || Number(current.refunded) + input.amount > Number(current.amount)) {
-        await client.query('ROLLBACK');
         return problem(400, 'refund-exceeds-payment', 'The refund would exceed the amount of the payment');
       }
-      const inserted = await client.query<RefundRow>({
+      const inserted = await tx.query<RefundRow>({
         name: 'demo_create_refund',
         text: `INSERT INTO refunds (id, principal_id, payment_id, amount, status, processor_reference)
                VALUES ($1, $2, $3, $4, 'succeeded', $5)
                RETURNING id, payment_id, amount, status, processor_reference, created_at`,
         values: [newId('re'), principalId, input.payment, input.amount, processorReference],
       });
-      await client.query('COMMIT');
       const row = inserted.rows[0];
       if (!row) throw new Error('refund insert returned no row');
       return json(201, refundBody(row), row.id);
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    }
+    });
   } finally {
-    client.release();
+    client.release(held.broken);
   }
 }
 

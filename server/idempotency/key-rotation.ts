@@ -4,8 +4,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { detectStoreLayout, type StoreLayout } from '../../db/migrate';
+import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { StoredResponseUnreadableError } from './errors';
 import type { ResponseKeyRing } from './response-codec';
+import type { Queryable } from './statements';
 
 export interface RotationOptions {
   /** Rows locked and re-encrypted per chunk (one short transaction each). */
@@ -109,7 +111,7 @@ export const rotationStatementTexts = { lockChunk: LOCK_CHUNK_SQL, partitionedLo
  * one, skipping rows locked by in-flight work. Range scan of the primary key
  * (idempotency_keys_pkey; in the partitioned layout a merge of each partition's).
  */
-async function lockOldKeyChunk(db: pg.ClientBase, layout: StoreLayout, currentKeyId: string, cursor: Cursor, limit: number): Promise<SealedRow[]> {
+async function lockOldKeyChunk(db: Queryable, layout: StoreLayout, currentKeyId: string, cursor: Cursor, limit: number): Promise<SealedRow[]> {
   const from = [cursor.principalId, cursor.scope, cursor.key];
   // Unnamed, so it is planned with its values every time: a generic plan cannot see the
   // LIMIT, assumes a tenth of the table, and prefers sorting a sequential scan.
@@ -130,7 +132,7 @@ interface Resealed {
  * Writes the re-sealed bodies; returns how many rows changed. One index probe per row (the
  * primary key, or expires_at when the planner finds it as selective).
  */
-async function storeResealed(db: pg.ClientBase, currentKeyId: string, resealed: Resealed[]): Promise<number> {
+async function storeResealed(db: Queryable, currentKeyId: string, resealed: Resealed[]): Promise<number> {
   const result = await db.query({
     name: 'retrysafe_rotation_store_resealed',
     text: STORE_RESEALED_SQL,
@@ -163,39 +165,38 @@ interface ChunkResult {
 
 /** One chunk in its own transaction: lock, open with the old key, seal with the current one, write back. */
 async function rotateChunk(
-  client: pg.ClientBase,
+  held: HeldConnection,
   keyRing: ResponseKeyRing,
   layout: StoreLayout,
   cursor: Cursor,
   options: RotationOptions,
   unreadable: Map<string, number>,
 ): Promise<ChunkResult> {
-  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(options.lockTimeoutMs))}`);
-  try {
-    const rows = await lockOldKeyChunk(client, layout, keyRing.currentKeyId, cursor, options.chunkSize);
-    const resealed: Resealed[] = [];
-    for (const row of rows) {
-      const identity = { principalId: row.principal_id, scope: row.scope, key: row.key };
-      try {
-        const plaintext = keyRing.open({ keyId: row.response_key_id, ciphertext: row.response_body }, identity);
-        resealed.push({ row, body: keyRing.seal(plaintext, identity).ciphertext });
-      } catch (error) {
-        if (!(error instanceof StoredResponseUnreadableError)) throw error;
-        unreadable.set(row.response_key_id, (unreadable.get(row.response_key_id) ?? 0) + 1);
+  return transactionOn(
+    held,
+    async (client) => {
+      const rows = await lockOldKeyChunk(client, layout, keyRing.currentKeyId, cursor, options.chunkSize);
+      const resealed: Resealed[] = [];
+      for (const row of rows) {
+        const identity = { principalId: row.principal_id, scope: row.scope, key: row.key };
+        try {
+          const plaintext = keyRing.open({ keyId: row.response_key_id, ciphertext: row.response_body }, identity);
+          resealed.push({ row, body: keyRing.seal(plaintext, identity).ciphertext });
+        } catch (error) {
+          if (!(error instanceof StoredResponseUnreadableError)) throw error;
+          unreadable.set(row.response_key_id, (unreadable.get(row.response_key_id) ?? 0) + 1);
+        }
       }
-    }
-    const rotated = resealed.length > 0 ? await storeResealed(client, keyRing.currentKeyId, resealed) : 0;
-    await client.query('COMMIT');
-    const last = rows.at(-1);
-    return {
-      seen: rows.length,
-      rotated,
-      last: last && { principalId: last.principal_id, scope: last.scope, key: last.key, expiresAt: last.expires_at },
-    };
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
+      const rotated = resealed.length > 0 ? await storeResealed(client, keyRing.currentKeyId, resealed) : 0;
+      const last = rows.at(-1);
+      return {
+        seen: rows.length,
+        rotated,
+        last: last && { principalId: last.principal_id, scope: last.scope, key: last.key, expiresAt: last.expires_at },
+      };
+    },
+    beginWithLockTimeout(options.lockTimeoutMs),
+  );
 }
 
 interface PassResult {
@@ -205,13 +206,13 @@ interface PassResult {
 }
 
 /** One walk over the whole table; a chunk that times out on a lock ends it early (the next pass retries). */
-async function rotationPass(client: pg.ClientBase, keyRing: ResponseKeyRing, layout: StoreLayout, options: RotationOptions): Promise<PassResult> {
+async function rotationPass(held: HeldConnection, keyRing: ResponseKeyRing, layout: StoreLayout, options: RotationOptions): Promise<PassResult> {
   const pass: PassResult = { rotated: 0, chunks: 0, unreadable: new Map() };
   let cursor = START;
   for (;;) {
     let chunk: ChunkResult;
     try {
-      chunk = await rotateChunk(client, keyRing, layout, cursor, options, pass.unreadable);
+      chunk = await rotateChunk(held, keyRing, layout, cursor, options, pass.unreadable);
     } catch (error) {
       if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return pass;
       throw error;
@@ -236,6 +237,7 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
   const options = { ...defaultRotationOptions, ...overrides };
   const started = performance.now();
   const client = await pool.connect();
+  const held: HeldConnection = { client };
   let failed: Error | undefined;
   try {
     const layout = await detectStoreLayout(client);
@@ -244,7 +246,7 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
     let passes = 0;
     let unreadable = new Map<string, number>();
     while (passes < options.maxPasses) {
-      const pass = await rotationPass(client, keyRing, layout, options);
+      const pass = await rotationPass(held, keyRing, layout, options);
       passes += 1;
       rowsRotated += pass.rotated;
       chunks += pass.chunks;
@@ -270,6 +272,6 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
     throw error;
   } finally {
     // A connection that failed mid-chunk may still be in a transaction: discard it.
-    client.release(failed);
+    client.release(failed ?? held.broken);
   }
 }

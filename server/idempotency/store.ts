@@ -91,6 +91,11 @@ export interface StoreOptions {
   layout?: 'plain' | 'partitioned';
   /** Told when an attempt finished after its lease was taken over (the work ran twice). */
   onLeaseLost?: (id: KeyIdentity) => void;
+  /**
+   * Told about a failure the store outlives: the work failed and marking its key failed (so a
+   * retry may run at once) failed too; the key then stays in progress until its lease ends.
+   */
+  onAbandonFailed?: (error: unknown, id: KeyIdentity) => void;
 }
 
 /** How many times a claim is retried when the row changes under it (swept, or a takeover race). */
@@ -147,7 +152,7 @@ export class IdempotencyStore {
       try {
         result = await call.work({ db: this.options.pool, correlationId: claim.correlationId });
       } catch (error) {
-        await begun.abandon().catch(() => undefined);
+        await begun.abandon().catch((abandonError: unknown) => this.options.onAbandonFailed?.(abandonError, claim));
         throw error;
       }
       return begun.finish(result);

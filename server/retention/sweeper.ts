@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { detectStoreLayout } from '../../db/migrate';
+import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 import { dropExpiredPartitions, ensurePartitions } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
@@ -98,25 +99,18 @@ export const sweepChunkText = SWEEP_CHUNK_SQL;
  * One chunk: the oldest expired rows by the expires_at index, locked without waiting
  * (SKIP LOCKED), deleted by their ctid, re-checked against expires_at, summarised per scope.
  */
-async function sweepChunk(client: pg.ClientBase, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
-  await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-  try {
-    const { rows } = await client.query<ChunkRow>({
-      name: 'retention_sweep_chunk',
-      text: SWEEP_CHUNK_SQL,
-      values: [chunkSize],
-    });
-    await client.query('COMMIT');
-    return rows;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
+async function sweepChunk(held: HeldConnection, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
+  return transactionOn(
+    held,
+    async (db) => (await db.query<ChunkRow>({ name: 'retention_sweep_chunk', text: SWEEP_CHUNK_SQL, values: [chunkSize] })).rows,
+    beginWithLockTimeout(lockTimeoutMs),
+  );
 }
 
 export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], overrides: Partial<SweepOptions> = {}): Promise<SweepResult> {
   const options = { ...defaultSweepOptions, ...overrides };
   const client = await pool.connect();
+  const held: HeldConnection = { client };
   const result: SweepResult = {
     status: 'completed',
     runId: null,
@@ -157,7 +151,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
             }
           }
         } else {
-          await sweepChunks(client, options, result, perScope);
+          await sweepChunks(held, options, result, perScope);
         }
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
       } catch (error) {
@@ -171,19 +165,20 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     }
     return result;
   } finally {
-    client.release(broken);
+    // A chunk whose ROLLBACK failed left the connection unusable: discard it.
+    client.release(held.broken ?? broken);
   }
 }
 
 async function sweepChunks(
-  client: pg.ClientBase,
+  held: HeldConnection,
   options: SweepOptions,
   result: SweepResult,
   perScope: Map<string, { rows: number; minAge: number }>,
 ): Promise<void> {
   for (;;) {
     const started = performance.now();
-    const rows = await sweepChunk(client, options.chunkSize, options.lockTimeoutMs);
+    const rows = await sweepChunk(held, options.chunkSize, options.lockTimeoutMs);
     const elapsed = performance.now() - started;
     const deleted = rows.reduce((sum, row) => sum + row.rows, 0);
     result.chunks += 1;

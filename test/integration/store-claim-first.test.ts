@@ -4,7 +4,9 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { KeyInUseError } from '../../server/idempotency/errors';
-import type { IdempotentCall, WorkResult } from '../../server/idempotency/store';
+import pg from 'pg';
+import { ResponseKeyRing } from '../../server/idempotency/response-codec';
+import { IdempotencyStore, type IdempotentCall, type WorkResult } from '../../server/idempotency/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
 
@@ -160,6 +162,27 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     expect(lost).toEqual(['k']);
     const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run')), 200));
     expect(replay.body.equals(fast.body)).toBe(true);
+  });
+
+  it('reports a failed attempt it could not mark retryable, and leaves the key to its lease', async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const reported: [string, string][] = [];
+    const store = new IdempotencyStore({
+      pool,
+      fingerprintSecret: randomBytes(32),
+      keyRing: new ResponseKeyRing([newResponseKey()]),
+      layout,
+      onAbandonFailed: (error, id) => reported.push([(error as Error).message, id.key]),
+    });
+    const p = principal();
+    // The work crashes, and the pool it would mark the key failed through is gone by then.
+    const crashing = call(p, 'k', async () => {
+      await pool.end();
+      throw new Error('work crashed');
+    });
+    await expect(store.execute(crashing)).rejects.toThrow('work crashed');
+    expect(reported).toEqual([[expect.stringMatching(/pool/i), 'k']]);
+    expect(await rowOf(p)).toEqual([{ state: 'in_progress', attempts: 1 }]);
   });
 
   it('offers the claim without a callback: begin, then finish or abandon', async () => {
