@@ -115,7 +115,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               detail={
                 data.lastSweep ? (
                   <>
-                    {data.lastSweep.finishedAt ? <LocalTime iso={data.lastSweep.finishedAt} /> : 'running'}, {formatCount(data.lastSweep.rowsDeleted)} rows deleted, {data.lastSweep.staleReleased} stale released
+                    <LocalTime iso={data.lastSweep.finishedAt} />, {formatCount(data.lastSweep.rowsDeleted)} rows deleted, {data.lastSweep.staleReleased} stale released
                   </>
                 ) : (
                   ''

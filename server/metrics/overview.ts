@@ -10,6 +10,7 @@ import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type Aler
 import { BUCKET_COUNT, percentileOf } from './histogram';
 import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
+import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -54,7 +55,8 @@ export interface Overview {
   store: StorePoint[];
   /** Each scope's estimated rows and stored response bytes, from the last sample in the range (null: none yet). */
   storeByScope: { sampledAt: string; scopes: { scope: string; estimatedRows: number; responseBytes: number }[] } | null;
-  lastSweep: { id: number; finishedAt: string | null; status: string; rowsDeleted: number; staleReleased: number; stopReason: string | null } | null;
+  /** The last finished sweep run (readLastFinishedSweep). */
+  lastSweep: (Omit<FinishedSweep, 'finishedAt'> & { finishedAt: string }) | null;
   alerts: Alert[];
 }
 
@@ -114,9 +116,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
      ) s ORDER BY g.t`,
     [step, window.from, window.to],
   );
-  const sweep = await db.query<{ id: string; finished_at: Date | null; status: string; rows_deleted: string; stale_released: number; stop_reason: string | null }>(
-    'SELECT id, finished_at, status, rows_deleted, stale_released, stop_reason FROM sweep_runs ORDER BY id DESC LIMIT 1',
-  );
+  const lastSweep = await readLastFinishedSweep(db);
 
   const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
   for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
@@ -129,7 +129,6 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
   const scopeSample = (await readLatestScopeFigures(db, window.to)).filter((figure) => figure.sampledAt >= window.from);
-  const lastSweep = sweep.rows[0];
   return {
     range: query.range,
     stepSeconds: step,
@@ -181,16 +180,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
               .filter((figure) => query.scope === undefined || figure.scope === query.scope)
               .map(({ scope, estimatedRows, responseBytes }) => ({ scope, estimatedRows, responseBytes })),
           },
-    lastSweep: lastSweep
-      ? {
-          id: Number(lastSweep.id),
-          finishedAt: lastSweep.finished_at?.toISOString() ?? null,
-          status: lastSweep.status,
-          rowsDeleted: Number(lastSweep.rows_deleted),
-          staleReleased: lastSweep.stale_released,
-          stopReason: lastSweep.stop_reason,
-        }
-      : null,
+    lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
     alerts: evaluateAlerts(await readAlertInputs(db), thresholds),
   };
 }

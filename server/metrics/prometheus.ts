@@ -11,6 +11,7 @@ import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds 
 import { BUCKET_BOUNDS_MS } from './histogram';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
+import { readLastFinishedSweep } from '../retention/review';
 
 export interface PrometheusMetrics {
   registry: Registry;
@@ -74,16 +75,13 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
 
   new Gauge({
     name: 'retrysafe_sweep_last_run_timestamp_seconds',
-    help: 'When the last sweep run finished',
+    help: 'When the last finished sweep run finished (present while the next one runs)',
     labelNames: ['status'],
     registers: [registry],
     async collect() {
-      const { rows } = await pool.query<{ status: string; finished: number | null }>(
-        'SELECT status, extract(epoch FROM finished_at)::float8 AS finished FROM sweep_runs ORDER BY id DESC LIMIT 1',
-      );
+      const last = await readLastFinishedSweep(pool);
       this.reset();
-      const row = rows[0];
-      if (row?.finished != null) this.set({ status: row.status }, row.finished);
+      if (last) this.set({ status: last.status }, last.finishedAt.getTime() / 1000);
     },
   });
   new Gauge({
@@ -91,8 +89,7 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     help: 'Rows deleted by the last finished sweep run',
     registers: [registry],
     async collect() {
-      const { rows } = await pool.query<{ rows_deleted: string }>('SELECT rows_deleted FROM sweep_runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1');
-      this.set(Number(rows[0]?.rows_deleted ?? 0));
+      this.set((await readLastFinishedSweep(pool))?.rowsDeleted ?? 0);
     },
   });
 

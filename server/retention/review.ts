@@ -105,3 +105,28 @@ export async function readRetentionReview(db: Queryable): Promise<RetentionRevie
     sweeps,
   };
 }
+
+export interface FinishedSweep {
+  id: number;
+  finishedAt: Date;
+  status: string;
+  rowsDeleted: number;
+  staleReleased: number;
+  stopReason: string | null;
+}
+
+/**
+ * The last sweep run that finished (completed or failed), the one meaning "the last sweep" has
+ * everywhere: the overview, the Prometheus gauges (which then stay present while a run is under
+ * way) and the store sample's link. A backward scan of sweep_runs' primary key past the running one.
+ */
+export async function readLastFinishedSweep(db: Queryable): Promise<FinishedSweep | null> {
+  const { rows } = await db.query<{ id: string; finished_at: Date; status: string; rows_deleted: string; stale_released: number; stop_reason: string | null }>({
+    name: 'retention_last_finished_sweep',
+    text: 'SELECT id, finished_at, status, rows_deleted, stale_released, stop_reason FROM sweep_runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1',
+  });
+  const row = rows[0];
+  return row
+    ? { id: Number(row.id), finishedAt: row.finished_at, status: row.status, rowsDeleted: Number(row.rows_deleted), staleReleased: row.stale_released, stopReason: row.stop_reason }
+    : null;
+}
