@@ -49,6 +49,8 @@ const environmentSchema = z.object({
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Signs operator session cookies. */
   AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** Sessions end this long after sign-in, however much they are used (on top of the 8 h idle timeout). */
+  SESSION_ABSOLUTE_HOURS: z.coerce.number().min(0.1).max(720).default(8),
   /** Where operators reach the dashboard (an https URL makes the session cookie Secure). */
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** The first admin, created when no operator exists. */
@@ -134,6 +136,7 @@ export interface DashboardSettings {
   databaseUrl: string;
   authSecret: string;
   publicUrl: string;
+  absoluteSessionSeconds: number;
 }
 
 /** The dashboard's restricted database role and session secret; outside embedded mode both must be configured. */
@@ -146,5 +149,6 @@ export function requireDashboardSettings(environment: Environment = readEnvironm
     databaseUrl: environment.DASHBOARD_DATABASE_URL,
     authSecret: environment.AUTH_SECRET,
     publicUrl: environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`,
+    absoluteSessionSeconds: Math.round(environment.SESSION_ABSOLUTE_HOURS * 3_600),
   };
 }

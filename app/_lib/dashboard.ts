@@ -22,7 +22,13 @@ function dashboard() {
   if (!holder[slot]) {
     const settings = requireDashboardSettings(readEnvironment());
     const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: 10 });
-    const auth = createOperatorAuth({ pool, secret: settings.authSecret, baseURL: settings.publicUrl, plugins: [nextCookies()] });
+    const auth = createOperatorAuth({
+      pool,
+      secret: settings.authSecret,
+      baseURL: settings.publicUrl,
+      absoluteSessionSeconds: settings.absoluteSessionSeconds,
+      plugins: [nextCookies()],
+    });
     holder[slot] = { pool, auth, publicUrl: settings.publicUrl };
   }
   return holder[slot];

@@ -31,12 +31,18 @@ export interface OperatorAuthOptions {
   baseURL: string;
   /** Framework glue, e.g. better-auth's nextCookies() in the Next app (it must come last). */
   plugins?: BetterAuthPlugin[];
-  /** Session lifetime. */
+  /** Idle lifetime: a session unused this long ends (each use after the first hour extends it). */
   sessionSeconds?: number;
+  /** Absolute lifetime from sign-in, however much the session is used: a stolen token dies with it. */
+  absoluteSessionSeconds?: number;
   throttle?: ThrottleLimits;
 }
 
 const SESSION_SECONDS = 8 * 3_600;
+export const ABSOLUTE_SESSION_SECONDS = 8 * 3_600;
+
+/** Each auth instance's absolute session lifetime (readOperatorSession enforces it). */
+const absoluteLifetimes = new WeakMap<object, number>();
 
 /** The audit log as a better-auth model, so a sign-in's audit row shares its transaction. */
 const auditModel = {
@@ -58,7 +64,7 @@ const auditModel = {
 
 export function createOperatorAuth(options: OperatorAuthOptions) {
   const db = drizzle(options.pool);
-  return betterAuth({
+  const auth = betterAuth({
     appName: 'Retrysafe',
     baseURL: options.baseURL,
     secret: options.secret,
@@ -125,6 +131,8 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
     },
     plugins: [auditModel, ...(options.plugins ?? [])],
   });
+  absoluteLifetimes.set(auth, (options.absoluteSessionSeconds ?? ABSOLUTE_SESSION_SECONDS) * 1000);
+  return auth;
 }
 
 export type OperatorAuth = ReturnType<typeof createOperatorAuth>;
@@ -137,11 +145,15 @@ export interface SessionOperator {
   sessionId: string;
 }
 
-/** The operator behind a request's session cookie, or null (no session, expired, disabled, unknown role). */
+/**
+ * The operator behind a request's session cookie, or null (no session, idle past its lifetime,
+ * past its absolute lifetime from sign-in, disabled, unknown role).
+ */
 export async function readOperatorSession(auth: OperatorAuth, headers: Headers): Promise<SessionOperator | null> {
   const found = await auth.api.getSession({ headers });
   if (!found) return null;
   const { user, session } = found;
+  if (session.createdAt.getTime() + (absoluteLifetimes.get(auth) ?? ABSOLUTE_SESSION_SECONDS * 1000) <= Date.now()) return null;
   if (user.banned === true || !isOperatorRole(user.role)) return null;
   return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id };
 }

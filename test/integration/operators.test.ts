@@ -57,6 +57,22 @@ describe('operators', () => {
     expect(rows[0]?.n).toBe(0);
   });
 
+  it('ends a session at its absolute lifetime from sign-in, however recently it was used', async () => {
+    const result = await signInOperator(auth, dashboard, { email: 'ops@example.com', password: PASSWORD }, request());
+    if (!result.ok) throw new Error(`sign-in failed: ${result.reason}`);
+    const headers = withCookies(result.setCookie);
+    // Signed in 7 h 59 min ago and used a moment ago: still valid (the default is 8 h).
+    await db.pool.query("UPDATE operator_sessions SET created_at = now() - interval '7 hours 59 minutes', updated_at = now()");
+    expect(await readOperatorSession(auth, headers)).not.toBeNull();
+    // Past 8 h from sign-in: ended, although its idle expiry is hours away.
+    await db.pool.query("UPDATE operator_sessions SET created_at = now() - interval '8 hours 1 minute', expires_at = now() + interval '7 hours'");
+    expect(await readOperatorSession(auth, headers)).toBeNull();
+    // Configurable: an auth with a 9 h lifetime still accepts it.
+    const longer = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', absoluteSessionSeconds: 9 * 3_600 });
+    expect(await readOperatorSession(longer, headers)).not.toBeNull();
+    await signOutOperator(auth, dashboard, headers);
+  });
+
   it('throttles: wrong passwords are audited, then the account is locked even for the right one', async () => {
     for (let attempt = 0; attempt < limits.accountFailures; attempt += 1) {
       expect(await signInOperator(auth, dashboard, { email: 'ops@example.com', password: 'wrong password!' }, request(), limits)).toEqual({ ok: false, reason: 'invalid' });
