@@ -20,6 +20,8 @@ const nextConfig = {
           { key: 'Permissions-Policy', value: 'camera=(), microphone=(), geolocation=(), payment=()' },
         ],
       },
+      // Every admin answer, the framework's own 404s and 405s included, is never cached.
+      { source: '/api/admin/:path*', headers: [{ key: 'Cache-Control', value: 'no-store' }] },
     ];
   },
   // The build type-checks only what it ships; `npm run typecheck` covers tests, scripts and benches.

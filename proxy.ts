@@ -3,8 +3,12 @@
 // the rest, and nothing else runs. frame-ancestors 'none' forbids framing (clickjacking).
 // API routes answer JSON and are left out; their headers come from next.config.js.
 import { NextResponse, type NextRequest } from 'next/server';
+import { misdirected } from '@/app/_lib/host';
 
-export function proxy(request: NextRequest): NextResponse {
+export function proxy(request: NextRequest): NextResponse | Response {
+  // Pages answer only for this server's own host names (DNS rebinding: app/_lib/host.ts).
+  const refused = misdirected(request.headers);
+  if (refused) return refused;
   const nonce = Buffer.from(crypto.randomUUID()).toString('base64');
   const secure = request.nextUrl.protocol === 'https:';
   const policy = [

@@ -120,6 +120,7 @@ async function main(): Promise<void> {
         HOST: environment.HOST,
         // The demo traffic generator runs by default in embedded mode only.
         DEMO_TRAFFIC: process.env.DEMO_TRAFFIC || (database.embedded ? '1' : '0'),
+        RETRYSAFE_EMBEDDED: database.embedded ? '1' : '0',
         NEXT_TELEMETRY_DISABLED: '1',
       },
     });

@@ -46,6 +46,8 @@ const environmentSchema = z.object({
   IDEMPOTENCY_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   RESPONSE_ENCRYPTION_KEYS: encryptionKeys.optional(),
   DEMO_TRAFFIC: flag.optional(),
+  /** Set by `npm start` for the server it starts on embedded Postgres (loopback names are then allowed hosts). */
+  RETRYSAFE_EMBEDDED: flag.optional(),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Signs operator session cookies. */
   AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),

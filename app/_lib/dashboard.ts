@@ -13,6 +13,7 @@ import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings } from '@/server/config';
 import { problemResponse } from '@/server/idempotency/http';
 import { requiredRole, type OperatorRoute } from './access';
+import { misdirected } from './host';
 
 const slot = Symbol.for('retrysafe.dashboard');
 type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
@@ -65,6 +66,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  */
 export async function authorizeRoute(request: Request, path: OperatorRoute): Promise<SessionOperator | Response> {
   const correlationId = randomUUID();
+  const refused = misdirected(request.headers);
+  if (refused) return refused;
   if ((!SAFE_METHODS.has(request.method) && !sameOrigin(request)) || fromAnotherSite(request)) {
     return problemResponse({ status: 403, slug: 'cross-origin', title: 'Cross-origin request refused' }, correlationId);
   }

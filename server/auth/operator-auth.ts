@@ -171,6 +171,15 @@ export type SignInResult = { ok: true; setCookie: string[] } | { ok: false; reas
  * refused before the password is checked; a failure counts against the account and the
  * address and is audited; a success is audited in the session's own transaction.
  */
+/**
+ * better-auth's refusal (wrong password, disabled operator), recognised by its name and status
+ * rather than instanceof: the Next server bundles route handlers and server actions apart, and
+ * the auth instance one of them created (shared on globalThis) throws the other's APIError class.
+ */
+function isAuthRefusal(error: unknown): error is Error & { status: string | number } {
+  return error instanceof Error && error.name === 'APIError' && 'status' in error;
+}
+
 export async function signInOperator(
   auth: OperatorAuth,
   pool: pg.Pool,
@@ -195,7 +204,7 @@ export async function signInOperator(
     );
     setCookie = signedIn.headers.getSetCookie();
   } catch (error) {
-    if (!(error instanceof APIError)) throw error;
+    if (!isAuthRefusal(error)) throw error;
     await writeAudit(pool, { actor: email, action: 'auth.sign_in_failed', target: { email }, details: { address: request.address, status: error.status } });
     return { ok: false, reason: 'invalid' };
   }

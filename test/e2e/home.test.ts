@@ -55,14 +55,11 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     expect(replayed.status).toBe(401);
   });
 
-  it('answers /api/health with 200, the database and the schema version', async () => {
+  it('answers /api/health with 200 and, to anyone, only its status', async () => {
     if (!server) throw new Error('set-up failed');
     const response = await fetch(`${server.baseUrl}/api/health`);
     expect(response.status).toBe(200);
     expect(response.headers.get('cache-control')).toBe('no-store');
-    const body = (await response.json()) as { status: string; database: { reachable: boolean }; migrations: { pending: string[] } };
-    expect(body.status).toBe('ok');
-    expect(body.database.reachable).toBe(true);
-    expect(body.migrations.pending).toEqual([]);
+    expect(await response.json()).toEqual({ status: 'ok' });
   });
 });

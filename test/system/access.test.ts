@@ -3,6 +3,7 @@
 // below the required one -> 403; the required role gets through. Mutations from another
 // origin are refused; admin answers are never cached.
 import { readdir, readFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { join, relative, sep } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeAccess, type Access } from '../../app/_lib/access';
@@ -98,13 +99,15 @@ describe('access control', () => {
   });
 });
 
+const METRICS_TOKEN = 'metrics-token-for-the-hostile-tests';
+
 describe('hostile headers and input', () => {
   const db = useTestDatabase();
   let server: RunningServer | undefined;
   let operator = '';
 
   beforeAll(async () => {
-    server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
+    server = await startServer(db.url, { DEMO_TRAFFIC: '0', METRICS_TOKEN: METRICS_TOKEN });
     operator = (await signInEveryRole(db.dashboardUrl, server.baseUrl, 'hostile.example')).get('compliance') ?? '';
   });
   afterAll(async () => {
@@ -172,6 +175,44 @@ describe('hostile headers and input', () => {
       for (const site of ['same-origin', 'none']) expect((await fetch(`${base}${path}`, { headers: { cookie: operator, 'sec-fetch-site': site } })).status).toBe(200);
     }
     expect(await count()).toBe(before + 4);
+  });
+
+  it('answers 421 for another host name (DNS rebinding) on pages, admin routes, health and metrics', async () => {
+    const base = server?.baseUrl ?? '';
+    // fetch() may not set Host (a forbidden header): a plain HTTP request, as a rebinding browser sends it.
+    const statusWithHost = (path: string, host: string) =>
+      new Promise<number>((done, fail) => {
+        const url = new URL(path, base);
+        const sent = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: { host, cookie: operator, authorization: `Bearer ${METRICS_TOKEN}` } }, (answer) => {
+          answer.resume();
+          done(answer.statusCode ?? 0);
+        });
+        sent.on('error', fail);
+        sent.end();
+      });
+    for (const path of ['/login', '/', '/api/admin/overview', '/api/health', '/api/metrics']) {
+      expect([path, await statusWithHost(path, 'rebind.example')]).toEqual([path, 421]);
+      expect([path, await statusWithHost(path, `rebind.example:${new URL(base).port}`)]).toEqual([path, 421]);
+    }
+    // Its own host still answers.
+    expect((await fetch(`${base}/api/health`)).status).toBe(200);
+  });
+
+  it('tells the public only the health status, and operators or metrics-token holders the details', async () => {
+    const base = server?.baseUrl ?? '';
+    expect(await (await fetch(`${base}/api/health`)).json()).toEqual({ status: 'ok' });
+    expect(await (await fetch(`${base}/api/health`, { headers: { authorization: 'Bearer not-the-token-at-all' } })).json()).toEqual({ status: 'ok' });
+    for (const headers of [{ cookie: operator }, { authorization: `Bearer ${METRICS_TOKEN}` }] as Record<string, string>[]) {
+      const detail = (await (await fetch(`${base}/api/health`, { headers })).json()) as { database?: { serverVersion?: string }; migrations?: { pending: string[] } };
+      expect(detail.database?.serverVersion).toMatch(/^\d+/);
+      expect(detail.migrations?.pending).toEqual([]);
+    }
+  });
+
+  it('marks every admin answer no-store, the framework\'s 405 included', async () => {
+    const response = await fetch(`${server?.baseUrl ?? ''}/api/admin/overview`, { method: 'DELETE', headers: { cookie: operator, origin: server?.baseUrl ?? '' } });
+    expect(response.status).toBe(405);
+    expect(response.headers.get('cache-control')).toBe('no-store');
   });
 });
 

@@ -1,5 +1,6 @@
 // GET /api/metrics: Prometheus text exposition; needs `Authorization: Bearer $METRICS_TOKEN` when it is set.
 import { randomUUID } from 'node:crypto';
+import { misdirected } from '@/app/_lib/host';
 import { runtime } from '@/app/_lib/runtime';
 import { problemResponse } from '@/server/idempotency/http';
 import { metricsAuthorized } from '@/server/metrics/prometheus';
@@ -7,6 +8,8 @@ import { metricsAuthorized } from '@/server/metrics/prometheus';
 export const dynamic = 'force-dynamic';
 
 export async function GET(request: Request): Promise<Response> {
+  const refused = misdirected(request.headers);
+  if (refused) return refused;
   const services = await runtime();
   if (!metricsAuthorized(request.headers.get('authorization'), services.metricsToken)) {
     return problemResponse(
