@@ -3,12 +3,11 @@
 // beside a no-op route of the same server (POST /api/v1/ping: reads the body, answers 200), in
 // the same run, at 8 and 32 connections, new keys and replays. The difference is what the API
 // and the store add to what Next costs for any request. Load from autocannon, on loopback.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { ensureDashboardLogin } from '../db/dashboard-access';
-import { freePort } from '../db/embedded';
+import { spawnStart, type RunningServer } from '../scripts/spawn-start';
 import { createTenant } from '../server/demo/tenants';
 import { openBenchDatabase } from './database';
 
@@ -32,54 +31,22 @@ export interface HttpReport {
   ratios: { connections: number; keys: 'new' | 'replay'; ratio: number }[];
 }
 
-async function startServer(databaseUrl: string, dashboardUrl: string, log: (line: string) => void): Promise<{ baseUrl: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
-    env: {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      DASHBOARD_DATABASE_URL: dashboardUrl,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      PUBLIC_URL: `http://127.0.0.1:${port}`,
-      IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
-      RESPONSE_ENCRYPTION_KEYS: `b1:${randomBytes(32).toString('base64')}`,
-      AUTH_SECRET: randomBytes(32).toString('base64url'),
-      ADMIN_EMAIL: 'bench@example.com',
-      ADMIN_PASSWORD: randomBytes(12).toString('base64url'),
-      DEMO_TRAFFIC: '0',
-      // The processor stand-in answers at once and never fails: the bench measures the path, not it.
-      DEMO_PROCESSOR_LATENCY_MS: '0',
-      DEMO_PROCESSOR_FAILURE_RATE: '0',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+function startServer(databaseUrl: string, dashboardUrl: string, log: (line: string) => void): Promise<RunningServer> {
   log('  starting the server (builds first if the build is stale)...');
-  await new Promise<void>((ready, fail) => {
-    const timer = setInterval(() => {
-      if (output.includes('[retrysafe] Ready:')) {
-        clearInterval(timer);
-        ready();
-      }
-    }, 100);
-    child.once('exit', (code) => {
-      clearInterval(timer);
-      fail(new Error(`server exited during start-up (code ${code}):\n${output}`));
-    });
+  return spawnStart({
+    DATABASE_URL: databaseUrl,
+    DASHBOARD_DATABASE_URL: dashboardUrl,
+    IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
+    RESPONSE_ENCRYPTION_KEYS: `b1:${randomBytes(32).toString('base64')}`,
+    AUTH_SECRET: randomBytes(32).toString('base64url'),
+    ADMIN_EMAIL: 'bench@example.com',
+    ADMIN_PASSWORD: randomBytes(12).toString('base64url'),
+    DEMO_TRAFFIC: '0',
+    // The processor stand-in answers at once and never fails: the bench measures the path, not it.
+    DEMO_PROCESSOR_LATENCY_MS: '0',
+    DEMO_PROCESSOR_FAILURE_RATE: '0',
+    LOG_LEVEL: 'warn',
   });
-  return {
-    baseUrl: `http://127.0.0.1:${port}`,
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((done) => child.once('exit', done));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
 }
 
 function load(url: string, connections: number, request: autocannon.Request): Promise<autocannon.Result> {
