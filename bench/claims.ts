@@ -11,29 +11,21 @@
 // mean of two alternating rounds, to even out drift on a shared machine.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { EndpointPolicy } from '../server/idempotency/policy';
 import { LiveKeyQuota } from '../server/idempotency/quota';
 import { ResponseKeyRing } from '../server/idempotency/response-codec';
 import { storeStatementTexts } from '../server/idempotency/statements';
 import { IdempotencyStore, type ClaimCall } from '../server/idempotency/store';
 import { FlowRecorder } from '../server/metrics/recorder';
 import type { BenchDatabase } from './database';
+import { BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun as mean, runClosedLoop, type RunResult } from './measure';
 
 const CONCURRENCY = [1, 8, 32];
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
-const ENDPOINT = 'POST /api/v1/payments';
+const ENDPOINT = BENCH_ENDPOINT;
 const REPLAY_KEYS_PER_WORKER = 200;
 
-const policy: EndpointPolicy = {
-  scopeMode: 'endpoint',
-  retryWindowMs: 86_400_000,
-  retentionMs: 93_600_000,
-  leaseMs: 30_000,
-  lockTimeoutMs: 5_000,
-  maxResponseBytes: 4_096,
-  liveKeyQuota: 100_000_000,
-};
+const policy = benchPolicy;
 
 const BARE_INSERT = `INSERT INTO idempotency_keys
   (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
@@ -55,8 +47,8 @@ export interface ClaimsReport {
 
 export async function benchClaims(database: BenchDatabase, log: (line: string) => void): Promise<ClaimsReport[]> {
   const reports: ClaimsReport[] = [];
-  const body = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
-  const response = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
+  const body = benchBody;
+  const response = benchResponse;
   for (const concurrency of CONCURRENCY) {
     const run = randomUUID().slice(0, 8);
     const principals = Array.from({ length: concurrency }, () => randomUUID());

@@ -2,6 +2,21 @@
 // 26 hours before its expiry (distinct instants, as real traffic has), loaded in batches of
 // 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
+import type { EndpointPolicy } from '../server/idempotency/policy';
+
+/** The endpoint, policy, request and response every store benchmark uses: a payment, as the demo's. */
+export const BENCH_ENDPOINT = 'POST /api/v1/payments';
+export const benchPolicy: EndpointPolicy = {
+  scopeMode: 'endpoint',
+  retryWindowMs: 86_400_000,
+  retentionMs: 93_600_000,
+  leaseMs: 30_000,
+  lockTimeoutMs: 5_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 100_000_000,
+};
+export const benchBody = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
+export const benchResponse = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
 
 /**
  * Loads `rows` completed keys of 5,000 principals whose expiries spread over the day after

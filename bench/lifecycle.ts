@@ -13,7 +13,7 @@
 // 0.9x; sustained last 30 s >= 0.9x the first 30 s.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { EndpointPolicy, ExecutionMode } from '../server/idempotency/policy';
+import type { ExecutionMode } from '../server/idempotency/policy';
 import { LiveKeyQuota } from '../server/idempotency/quota';
 import { ResponseKeyRing } from '../server/idempotency/response-codec';
 import { partitionedStatementTexts, STORE_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '../server/idempotency/statements';
@@ -21,7 +21,7 @@ import { IdempotencyStore, type IdempotentCall } from '../server/idempotency/sto
 import { FlowRecorder } from '../server/metrics/recorder';
 import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
 import { openBenchDatabase } from './database';
-import { loadCompletedKeys } from './fixtures';
+import { loadCompletedKeys, BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { runClosedLoop, type RunResult } from './measure';
 
 type Layout = 'plain' | 'partitioned';
@@ -32,21 +32,13 @@ const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
 const LARGE_ROWS = Number(process.env.BENCH_LIFECYCLE_ROWS ?? 10_000_000);
 const SUSTAINED_MS = Number(process.env.BENCH_SUSTAINED_SECONDS ?? 300) * 1000;
 const WINDOW_MS = 30_000;
-const ENDPOINT = 'POST /api/v1/payments';
+const ENDPOINT = BENCH_ENDPOINT;
 const REPLAY_KEYS_PER_CALLER = 200;
 const MODES: ExecutionMode[] = ['claim-first', 'transactional'];
 
-const policy: EndpointPolicy = {
-  scopeMode: 'endpoint',
-  retryWindowMs: 86_400_000,
-  retentionMs: 93_600_000,
-  leaseMs: 30_000,
-  lockTimeoutMs: 5_000,
-  maxResponseBytes: 4_096,
-  liveKeyQuota: 100_000_000,
-};
-const body = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
-const response = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
+const policy = benchPolicy;
+const body = benchBody;
+const response = benchResponse;
 
 // Every statement and flight sent by any client of this process, counted at pg.Client.query.
 const wire = { statements: 0, flights: 0 };
