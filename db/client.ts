@@ -13,9 +13,22 @@ export interface PoolOptions {
   client?: Pick<pg.PoolConfig, 'options' | 'pipeline'>;
 }
 
+/**
+ * pg lets the connection string's parameters override the config, so session options given in
+ * both (e.g. `?options=-c search_path=app` and the store's) are merged into the URL, not lost.
+ */
+function withSessionOptions(connectionString: string, options: string | undefined): string {
+  if (options === undefined || !URL.canParse(connectionString)) return connectionString;
+  const url = new URL(connectionString);
+  const given = url.searchParams.get('options');
+  if (given === null) return connectionString;
+  url.searchParams.set('options', `${given} ${options}`);
+  return url.toString();
+}
+
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
   const pool = new pg.Pool({
-    connectionString,
+    connectionString: withSessionOptions(connectionString, options.client?.options),
     application_name: options.applicationName,
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,

@@ -16,8 +16,9 @@ export interface HeldConnection {
 
 /** One transaction on a held connection; `begin` may set transaction-local settings (e.g. lock_timeout). */
 export async function transactionOn<T>(held: HeldConnection, run: (db: Pick<pg.PoolClient, 'query'>) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-  await held.client.query(begin);
   try {
+    // Inside the try: a BEGIN that opened the transaction and then failed (its SET LOCAL) is rolled back too.
+    await held.client.query(begin);
     const result = await run(held.client);
     await held.client.query('COMMIT');
     return result;
@@ -29,6 +30,7 @@ export async function transactionOn<T>(held: HeldConnection, run: (db: Pick<pg.P
 
 /** BEGIN with a transaction-local lock_timeout: waits on a row lock end after `ms`. */
 export function beginWithLockTimeout(ms: number): string {
+  if (!Number.isFinite(ms)) throw new RangeError(`lock timeout must be a number of milliseconds, not ${ms}`);
   return `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(ms))}`;
 }
 

@@ -6,42 +6,53 @@
 // second line of defence.
 import pino, { type Logger } from 'pino';
 
-/** Field names that are never written, compared lower-case without '-' or '_'. */
-export const REDACTED_NAMES = new Set([
+/**
+ * Field names whose values are never written, compared lower-case without '-' or '_', by how
+ * the name ends: `authorization` covers proxy-authorization, `token` accessToken and
+ * METRICS_TOKEN, `secret` AUTH_SECRET and fingerprintSecret, `databaseurl`
+ * DASHBOARD_DATABASE_URL, `key` and `keys` apiKey, idempotency-key and encryptionKeys.
+ */
+export const REDACTED_ENDINGS = [
   'authorization',
-  'proxyauthorization',
   'cookie',
-  'setcookie',
-  'apikey',
-  'xapikey',
   'password',
   'passwordhash',
   'secret',
   'token',
   'key',
-  'idempotencykey',
+  'keys',
   'body',
-  'responsebody',
-  'requestbody',
   'databaseurl',
   'connectionstring',
-]);
+];
 
 const CENSOR = '[redacted]';
 const MAX_DEPTH = 10;
 
-const normalise = (name: string) => name.toLowerCase().replace(/[-_]/g, '');
+export function isRedactedName(name: string): boolean {
+  const normal = name.toLowerCase().replace(/[-_]/g, '');
+  return REDACTED_ENDINGS.some((ending) => normal.endsWith(ending));
+}
 
-/** A copy of `value` with every redacted name's value censored, at any depth (cycles cut). */
+/**
+ * A copy of `value` with every redacted name's value censored, at any depth (cycles cut). Header
+ * lists as [name, value] pairs are censored by their name too; dates stay dates; bytes are never
+ * written (they may be a key or a body).
+ */
 export function redact(value: unknown, depth = 0, seen = new WeakSet<object>()): unknown {
   if (value === null || typeof value !== 'object') return value;
+  if (value instanceof Date) return value;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return '[bytes]';
   if (seen.has(value) || depth >= MAX_DEPTH) return '[omitted]';
   seen.add(value);
-  if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1, seen));
+  if (Array.isArray(value)) {
+    if (value.length === 2 && typeof value[0] === 'string' && isRedactedName(value[0])) return [value[0], CENSOR];
+    return value.map((item) => redact(item, depth + 1, seen));
+  }
   // Errors keep pino's serializer (type, message, stack); their own fields are redacted too.
   const source = value instanceof Error ? { ...Object.fromEntries(Object.entries(value)), type: value.name, message: value.message, stack: value.stack } : value;
   const copy: Record<string, unknown> = {};
-  for (const [name, item] of Object.entries(source)) copy[name] = REDACTED_NAMES.has(normalise(name)) ? CENSOR : redact(item, depth + 1, seen);
+  for (const [name, item] of Object.entries(source)) copy[name] = isRedactedName(name) ? CENSOR : redact(item, depth + 1, seen);
   return copy;
 }
 

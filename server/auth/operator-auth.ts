@@ -41,8 +41,13 @@ export interface OperatorAuthOptions {
 const SESSION_SECONDS = 8 * 3_600;
 export const ABSOLUTE_SESSION_SECONDS = 8 * 3_600;
 
-/** Each auth instance's absolute session lifetime (readOperatorSession enforces it). */
-const absoluteLifetimes = new WeakMap<object, number>();
+/**
+ * Each auth instance's absolute session lifetime, kept on the instance itself under a global
+ * symbol: Next bundles route handlers and server actions with separate copies of this module,
+ * and they share one instance (globalThis), so a map local to the module would miss it.
+ */
+const ABSOLUTE_LIFETIME = Symbol.for('retrysafe.absoluteSessionMs');
+type WithLifetime = { [ABSOLUTE_LIFETIME]?: number };
 
 /** The audit log as a better-auth model, so a sign-in's audit row shares its transaction. */
 const auditModel = {
@@ -131,7 +136,7 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
     },
     plugins: [auditModel, ...(options.plugins ?? [])],
   });
-  absoluteLifetimes.set(auth, (options.absoluteSessionSeconds ?? ABSOLUTE_SESSION_SECONDS) * 1000);
+  (auth as WithLifetime)[ABSOLUTE_LIFETIME] = (options.absoluteSessionSeconds ?? ABSOLUTE_SESSION_SECONDS) * 1000;
   return auth;
 }
 
@@ -153,7 +158,7 @@ export async function readOperatorSession(auth: OperatorAuth, headers: Headers):
   const found = await auth.api.getSession({ headers });
   if (!found) return null;
   const { user, session } = found;
-  if (session.createdAt.getTime() + (absoluteLifetimes.get(auth) ?? ABSOLUTE_SESSION_SECONDS * 1000) <= Date.now()) return null;
+  if (session.createdAt.getTime() + ((auth as WithLifetime)[ABSOLUTE_LIFETIME] ?? ABSOLUTE_SESSION_SECONDS * 1000) <= Date.now()) return null;
   if (user.banned === true || !isOperatorRole(user.role)) return null;
   return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id };
 }

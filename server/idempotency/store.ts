@@ -329,7 +329,9 @@ export class IdempotencyStore {
       this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy)),
     ]);
     if (began.status === 'rejected') {
-      if (step.status === 'fulfilled' && step.value.kind === 'claimed') await this.sql.fail(client, claim, step.value.claimed.attempts);
+      if (step.status === 'fulfilled' && step.value.kind === 'claimed') {
+        await this.sql.fail(client, claim, step.value.claimed.attempts).catch((error: unknown) => this.options.onAbandonFailed?.(error, claim));
+      }
       throw began.reason;
     }
     if (step.status === 'rejected') throw step.reason;

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createPool } from '../../db/client';
-import { inTransaction, transactionOn, type HeldConnection } from '../../db/transaction';
+import { beginWithLockTimeout, inTransaction, transactionOn, type HeldConnection } from '../../db/transaction';
 import { useTestDatabase } from '../helpers/database';
 
 describe('transactions on pooled connections', () => {
@@ -47,4 +47,28 @@ describe('transactions on pooled connections', () => {
     await expect(inTransaction(pool, async (tx) => { await tx.query('SELECT pg_terminate_backend(pg_backend_pid())'); })).rejects.toThrow();
     expect(await inTransaction(pool, async (tx) => (await tx.query<{ n: number }>('SELECT 1 AS n')).rows[0]?.n)).toBe(1);
   });
+
+  it('rolls back a BEGIN whose SET LOCAL failed, so the connection goes back out of any transaction', async () => {
+    const client = await pool.connect();
+    const held: HeldConnection = { client };
+    await expect(transactionOn(held, () => Promise.resolve(1), "BEGIN; SET LOCAL lock_timeout = 'not a duration'")).rejects.toThrow();
+    expect(held.broken).toBeUndefined();
+    // Not left in an aborted transaction: an ordinary statement runs.
+    expect((await client.query<{ n: number }>('SELECT 1 AS n')).rows[0]?.n).toBe(1);
+    client.release(held.broken);
+    expect(() => beginWithLockTimeout(Number.NaN)).toThrow(RangeError);
+  });
+
+  it('keeps the store\'s session settings when the connection string has options of its own', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c work_mem=5MB');
+    const store = createPool(url.toString(), { applicationName: 'store-test', max: 1, client: { options: '-c enable_seqscan=off' } });
+    try {
+      const { rows } = await store.query<{ seqscan: string; mem: string }>("SELECT current_setting('enable_seqscan') AS seqscan, current_setting('work_mem') AS mem");
+      expect(rows[0]).toEqual({ seqscan: 'off', mem: '5MB' });
+    } finally {
+      await store.end();
+    }
+  });
 });
+

@@ -61,4 +61,27 @@ describe('logger redaction at any depth', () => {
     expect(parsed.cyclic.note).toBe('kept');
     expect(parsed.err.message).toBe('boom');
   });
+
+  it('redacts compound names, header pairs and bytes, and keeps dates', () => {
+    const { log, text } = capture();
+    const at = new Date('2026-12-03T10:00:00.000Z');
+    log.warn(
+      {
+        env: { AUTH_SECRET: 'SENTINEL-1', METRICS_TOKEN: 'SENTINEL-2', DASHBOARD_DATABASE_URL: 'postgres://u:SENTINEL-3@h/d', RESPONSE_ENCRYPTION_KEYS: 'k1:SENTINEL-4' },
+        secrets: { fingerprintSecret: 'SENTINEL-5', dashboardPassword: 'SENTINEL-6', accessToken: 'SENTINEL-7' },
+        rawHeaders: [['Authorization', 'Bearer SENTINEL-8'], ['x-idempotency-key', 'SENTINEL-9'], ['accept', 'text/csv']],
+        key: Buffer.from('SENTINEL-10'),
+        at,
+        count: 3,
+      },
+      'compound',
+    );
+    const line = text();
+    expect(line).not.toMatch(/SENTINEL/);
+    const parsed = JSON.parse(line) as { at: string; count: number; rawHeaders: string[][] };
+    expect(parsed.at).toBe(at.toISOString());
+    expect(parsed.count).toBe(3);
+    expect(parsed.rawHeaders[2]).toEqual(['accept', 'text/csv']);
+  });
 });
+
