@@ -7,6 +7,7 @@ import { OverviewDashboard } from '@/components/overview/overview-dashboard';
 import { parseOverviewSearch } from '@/components/overview/search';
 import { queryKeys } from '@/components/query-keys';
 import { readOverview, type OverviewJson } from '@/server/metrics/overview';
+import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
@@ -15,14 +16,14 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
   const search = parseOverviewSearch(await searchParams);
   const { alertThresholds } = await runtime();
   const client = new QueryClient();
-  // A failed read leaves the cache empty: the client shows its error state and retries.
+  // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .query({
       queryKey: queryKeys.overview(search.range, search.scope ?? null),
       // As the client would receive it from /api/admin/overview: dates as strings.
       queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, scope: search.scope }, alertThresholds))) as OverviewJson,
     })
-    .catch(() => undefined);
+    .catch(reportPrefetchFailure('/'));
   return (
     <main className="wide">
       <h1>Overview</h1>

@@ -7,6 +7,7 @@ import { parseAuditSearch } from '@/components/audit/search';
 import { AUDIT_PAGE_SIZE } from '@/components/audit/search-params';
 import { queryKeys } from '@/components/query-keys';
 import { listAudit } from '@/server/audit/query';
+import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
@@ -14,7 +15,7 @@ export default async function AuditPage({ searchParams }: { searchParams: Promis
   await requirePageOperator('/audit');
   const search = parseAuditSearch(await searchParams);
   const client = new QueryClient();
-  // A failed read leaves the cache empty: the client shows its error state and retries.
+  // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .infiniteQuery({
       queryKey: queryKeys.auditLog(search),
@@ -22,7 +23,7 @@ export default async function AuditPage({ searchParams }: { searchParams: Promis
       initialPageParam: null as string | null,
       getNextPageParam: (last) => last.next,
     })
-    .catch(() => undefined);
+    .catch(reportPrefetchFailure('/audit'));
   return (
     <main className="wide">
       <h1>Audit log</h1>

@@ -4,16 +4,17 @@ import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { StaleClaims } from '@/components/claims/stale-claims';
 import { queryKeys, STALE_CLAIMS_SHOWN } from '@/components/query-keys';
 import { listStaleClaims } from '@/server/idempotency/key-metadata';
+import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
 export default async function ClaimsPage() {
   await requirePageOperator('/claims');
   const client = new QueryClient();
-  // A failed read leaves the cache empty: the client shows its error state and retries.
+  // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .query({ queryKey: queryKeys.staleClaims(), queryFn: () => listStaleClaims(dashboardPool(), STALE_CLAIMS_SHOWN) })
-    .catch(() => undefined);
+    .catch(reportPrefetchFailure('/claims'));
   return (
     <main className="wide">
       <h1>Stale claims</h1>

@@ -5,20 +5,21 @@ import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { Operators, type OperatorJson } from '@/components/operators/operators';
 import { queryKeys } from '@/components/query-keys';
 import { listOperators } from '@/server/auth/operators';
+import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
 export default async function OperatorsPage() {
   const you = await requirePageOperator('/operators');
   const client = new QueryClient();
-  // A failed read leaves the cache empty: the client shows its error state and retries.
+  // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .query({
       queryKey: queryKeys.operators(),
       // As the client would receive it from /api/admin/operators: dates as strings.
       queryFn: async () => JSON.parse(JSON.stringify(await listOperators(dashboardPool()))) as OperatorJson[],
     })
-    .catch(() => undefined);
+    .catch(reportPrefetchFailure('/operators'));
   return (
     <main className="wide">
       <h1>Operators</h1>

@@ -6,13 +6,14 @@ import { queryKeys } from '@/components/query-keys';
 import { RetentionReview } from '@/components/retention/retention-review';
 import { roleIncludes } from '@/server/auth/roles';
 import { readRetentionReview } from '@/server/retention/review';
+import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
 export default async function RetentionPage() {
   const operator = await requirePageOperator('/retention');
   const client = new QueryClient();
-  await client.query({ queryKey: queryKeys.retention(), queryFn: () => readRetentionReview(dashboardPool()) }).catch(() => undefined);
+  await client.query({ queryKey: queryKeys.retention(), queryFn: () => readRetentionReview(dashboardPool()) }).catch(reportPrefetchFailure('/retention'));
   return (
     <main className="wide">
       <h1>Retention review</h1>
