@@ -1,17 +1,9 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../server/logging';
+import { captureLog } from '../helpers/log-capture';
 
 describe('logger', () => {
   it('redacts credentials, keys and bodies wherever they appear in a line', () => {
-    const lines: string[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    const log = createLogger({ destination });
+    const { log, lines } = captureLog();
     log.info(
       {
         headers: { authorization: 'Bearer SENTINEL-1', cookie: 'retrysafe.session_token=SENTINEL-2' },
@@ -28,16 +20,7 @@ describe('logger', () => {
 });
 
 describe('logger redaction at any depth', () => {
-  const capture = () => {
-    const lines: string[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    return { log: createLogger({ destination }), text: () => lines.join('') };
-  };
+  const capture = captureLog;
 
   it('redacts nested and differently written names, and keeps the rest', () => {
     const { log, text } = capture();

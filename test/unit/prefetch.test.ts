@@ -1,19 +1,11 @@
 // A page's failed server prefetch is logged with the page and the reason, and never rethrown.
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../server/logging';
+import { captureLog } from '../helpers/log-capture';
 import { reportPrefetchFailure } from '../../server/prefetch';
 
 describe('reportPrefetchFailure', () => {
   it('writes one JSON line naming the page and the reason, and lets the render go on', async () => {
-    const lines: string[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    const log = createLogger({ destination });
+    const { log, lines } = captureLog();
     // As a page does: the rejection is handled, so the render goes on.
     await expect(Promise.reject(new Error('connection refused')).catch(reportPrefetchFailure('/audit', log))).resolves.toBeUndefined();
     expect(lines).toHaveLength(1);
