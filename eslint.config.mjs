@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 import reactHooks from 'eslint-plugin-react-hooks';
 
 export default tseslint.config(
-  { ignores: ['.next/**', 'node_modules/**', '.data/**', 'artifacts/**', 'next-env.d.ts', 'db/migrations/**'] },
+  { ignores: ['packages/*/dist/**', '.next/**', 'node_modules/**', '.data/**', 'artifacts/**', 'next-env.d.ts', 'db/migrations/**'] },
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {

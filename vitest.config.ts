@@ -1,8 +1,15 @@
 import { fileURLToPath } from 'node:url';
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
+// Tests load @retrysafe/store from its TypeScript sources (the package's `retrysafe-source`
+// export condition); the Next build and adopters load its built dist/, and a test of its own
+// installs the packed tarball into an empty project.
+const conditions = ['retrysafe-source', ...defaultServerConditions];
+
 export default defineConfig({
-  resolve: { alias: { '@': fileURLToPath(new URL('./', import.meta.url)) } },
+  resolve: { alias: { '@': fileURLToPath(new URL('./', import.meta.url)) }, conditions },
+  ssr: { resolve: { conditions, externalConditions: ['retrysafe-source'] } },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/setup/global.ts'],

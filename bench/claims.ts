@@ -11,11 +11,11 @@
 // mean of two alternating rounds, to even out drift on a shared machine.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { LiveKeyQuota } from '../server/idempotency/quota';
-import { ResponseKeyRing } from '../server/idempotency/response-codec';
-import { storeStatementTexts } from '../server/idempotency/statements';
-import { IdempotencyStore, type ClaimCall } from '../server/idempotency/store';
-import { FlowRecorder } from '../server/metrics/recorder';
+import { LiveKeyQuota } from '@retrysafe/store';
+import { ResponseKeyRing } from '@retrysafe/store';
+import { storeStatementTexts } from '@retrysafe/store/postgres';
+import { IdempotencyStore, type ClaimCall } from '@retrysafe/store';
+import { FlowRecorder } from '@retrysafe/store';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun as mean, runClosedLoop, type RunResult } from './measure';

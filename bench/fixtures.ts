@@ -2,7 +2,7 @@
 // 26 hours before its expiry (distinct instants, as real traffic has), loaded in batches of
 // 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
-import type { EndpointPolicy } from '../server/idempotency/policy';
+import type { EndpointPolicy } from '@retrysafe/store';
 
 /** The endpoint, policy, request and response every store benchmark uses: a payment, as the demo's. */
 export const BENCH_ENDPOINT = 'POST /api/v1/payments';

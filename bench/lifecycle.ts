@@ -13,12 +13,12 @@
 // 0.9x; sustained last 30 s >= 0.9x the first 30 s.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { ExecutionMode } from '../server/idempotency/policy';
-import { LiveKeyQuota } from '../server/idempotency/quota';
-import { ResponseKeyRing } from '../server/idempotency/response-codec';
-import { partitionedStatementTexts, STORE_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '../server/idempotency/statements';
-import { IdempotencyStore, type IdempotentCall } from '../server/idempotency/store';
-import { FlowRecorder } from '../server/metrics/recorder';
+import type { ExecutionMode } from '@retrysafe/store';
+import { LiveKeyQuota } from '@retrysafe/store';
+import { ResponseKeyRing } from '@retrysafe/store';
+import { partitionedStatementTexts, STORE_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '@retrysafe/store/postgres';
+import { IdempotencyStore, type IdempotentCall } from '@retrysafe/store';
+import { FlowRecorder } from '@retrysafe/store';
 import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
 import { openBenchDatabase } from './database';
 import { loadCompletedKeys, BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';

@@ -3,7 +3,7 @@
 // claiming new keys. Target: no claim waits on it for more than 50 ms.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { partitionedStatements } from '../server/idempotency/statements';
+import { partitionedStatements } from '@retrysafe/store/postgres';
 import { dropExpiredPartitions } from '../server/retention/partitions';
 import type { BenchDatabase } from './database';
 import { loadCompletedKeys } from './fixtures';

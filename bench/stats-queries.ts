@@ -4,7 +4,7 @@
 // claiming new keys into the 10-million-row table, with the index and with it dropped,
 // alternating rounds.
 import pg from 'pg';
-import { storeStatementTexts } from '../server/idempotency/statements';
+import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { readAlertInputs } from '../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';

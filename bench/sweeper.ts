@@ -3,7 +3,7 @@
 // 1.5x the baseline), and during the naive unbounded DELETE, for comparison.
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { storeStatementTexts } from '../server/idempotency/statements';
+import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { sweepOnce, defaultSweepOptions, type SweepResult } from '../server/retention/sweeper';
 import type { BenchDatabase } from './database';
 import { loadCompletedKeys } from './fixtures';

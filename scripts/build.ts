@@ -10,8 +10,8 @@ import { withFileLock } from '../db/file-lock';
 import { DATA_DIR } from '../db/database-url';
 
 const ROOT = process.cwd();
-const SOURCE_DIRS = ['app', 'components', 'server', 'db'];
-const SOURCE_FILES = ['next.config.js', 'tsconfig.json', 'tsconfig.app.json', 'package.json', 'package-lock.json', 'proxy.ts', 'instrumentation.ts'];
+const SOURCE_DIRS = ['app', 'components', 'server', 'db', 'packages/store/src'];
+const SOURCE_FILES = ['next.config.js', 'tsconfig.json', 'tsconfig.app.json', 'package.json', 'package-lock.json', 'proxy.ts', 'instrumentation.ts', 'packages/store/package.json', 'packages/store/tsconfig.build.json'];
 const STAMP = join(ROOT, '.next', 'retrysafe-source-hash');
 
 async function listFiles(dir: string): Promise<string[]> {
@@ -51,11 +51,23 @@ export async function buildIfStale(log: (line: string) => void): Promise<BuildOu
   return withFileLock(join(DATA_DIR, 'build'), async () => {
     if (await isBuildCurrent()) return 'current';
     log(existsSync(join(ROOT, '.next', 'BUILD_ID')) ? 'Sources changed since the last build: rebuilding' : 'Building the app (first run)');
+    // The app imports @retrysafe/store as an adopter does: from its built dist/.
+    await buildStorePackage();
     await runNext(['build'], { stdio: 'inherit' });
     // Hash after the build: next build may rewrite tsconfig.json.
     await writeFile(STAMP, await sourceHash());
     return 'built';
   }, 15 * 60_000);
+}
+
+/** Compiles packages/store to dist/ (ESM JavaScript and declarations). */
+export function buildStorePackage(): Promise<void> {
+  const tsc = createRequire(resolve(ROOT, 'package.json')).resolve('typescript/bin/tsc');
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [tsc, '-p', join(ROOT, 'packages', 'store', 'tsconfig.build.json')], { stdio: 'inherit' });
+    child.once('error', fail);
+    child.once('exit', (code, signal) => (code === 0 ? done() : fail(new Error(`building @retrysafe/store failed (${signal ?? `exit code ${code}`})`))));
+  });
 }
 
 export function nextBin(): string {

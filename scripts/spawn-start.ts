@@ -14,7 +14,7 @@ export interface RunningServer {
 /** Starts scripts/start.ts with `env` over the process environment (PORT, HOST and PUBLIC_URL set to the free loopback port). */
 export async function spawnStart(env: Record<string, string>): Promise<RunningServer> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
+  const child: ChildProcess = spawn(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/start.ts'], {
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,6 +1,7 @@
 // One zod-validated view of the environment. Empty variables count as unset, so
 // `DATABASE_URL= npm start` means "use the default", not "connect to ''".
 import { z } from 'zod';
+import { parseResponseKeys } from '@retrysafe/store';
 import { alertThresholdOverrides } from './metrics/alerts';
 
 const postgresUrl = z
@@ -9,30 +10,12 @@ const postgresUrl = z
 
 /** `id:base64key` entries, comma-separated; each key 32 bytes (AES-256). The first one encrypts. */
 const encryptionKeys = z.string().transform((value, context) => {
-  const keys: { id: string; key: Buffer }[] = [];
-  for (const entry of value.split(',').map((part) => part.trim()).filter(Boolean)) {
-    const separator = entry.indexOf(':');
-    const id = entry.slice(0, separator);
-    const key = Buffer.from(entry.slice(separator + 1), 'base64');
-    if (separator <= 0 || !/^[A-Za-z0-9_-]{1,32}$/.test(id)) {
-      context.addIssue({ code: 'custom', message: 'each entry must be id:base64key with an id of [A-Za-z0-9_-]{1,32}' });
-      return z.NEVER;
-    }
-    if (key.length !== 32) {
-      context.addIssue({ code: 'custom', message: `key "${id}" must decode to 32 bytes` });
-      return z.NEVER;
-    }
-    if (keys.some((existing) => existing.id === id)) {
-      context.addIssue({ code: 'custom', message: `key id "${id}" appears twice` });
-      return z.NEVER;
-    }
-    keys.push({ id, key });
-  }
-  if (keys.length === 0) {
-    context.addIssue({ code: 'custom', message: 'needs at least one key' });
+  try {
+    return parseResponseKeys(value);
+  } catch (error) {
+    context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : 'is not a list of id:base64key' });
     return z.NEVER;
   }
-  return keys;
 });
 
 const flag = z.enum(['0', '1']).transform((value) => value === '1');

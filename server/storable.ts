@@ -4,15 +4,9 @@
 // as sent), and timestamptz takes no year 0 (ISO 0000 is 1 BC, written BC in Postgres). Each is a
 // 400 naming the field instead.
 import { z } from 'zod';
+import { isStorableText, UNSTORABLE_TEXT } from '@retrysafe/store';
 
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
-/** The message every schema gives for text Postgres cannot store. */
-export const UNSTORABLE_TEXT = 'must not contain NUL characters or unpaired surrogates';
-
-export function isStorableText(value: string): boolean {
-  return !UNSTORABLE.test(value);
-}
+export { isStorableText, UNSTORABLE_TEXT };
 
 /** A string Postgres stores as sent. Chain the usual checks after it: storableText().trim().max(500). */
 export function storableText(): z.ZodString {

@@ -3,7 +3,7 @@
 import 'server-only';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import { problemResponse } from '@/server/idempotency/http';
+import { problemResponse } from '@retrysafe/store';
 
 export function adminJson(value: unknown, status = 200): Response {
   return Response.json(value, { status, headers: { 'Cache-Control': 'no-store' } });

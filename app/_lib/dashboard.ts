@@ -11,7 +11,7 @@ import { createPool } from '@/db/client';
 import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
 import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings } from '@/server/config';
-import { problemResponse } from '@/server/idempotency/http';
+import { problemResponse } from '@retrysafe/store';
 import { requiredRole, type OperatorRoute } from './access';
 import { misdirected } from './host';
 

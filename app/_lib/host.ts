@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { readEnvironment } from '@/server/config';
 import { allowedHosts, isAllowedHost } from '@/server/http-host';
-import { problemResponse } from '@/server/idempotency/http';
+import { problemResponse } from '@retrysafe/store';
 
 let allowed: Set<string> | undefined;
 

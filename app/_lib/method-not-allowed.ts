@@ -1,6 +1,6 @@
 import 'server-only';
 import { randomUUID } from 'node:crypto';
-import { problemResponse } from '@/server/idempotency/http';
+import { problemResponse } from '@retrysafe/store';
 
 /** Route handlers for the methods an endpoint does not support: a problem+json 405. */
 export function onlyPost(): Record<'GET' | 'PUT' | 'PATCH' | 'DELETE', () => Response> {

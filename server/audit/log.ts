@@ -1,6 +1,6 @@
 // Writes to the append-only audit log. Always called with the transaction of the action
 // it records, so an action and its audit row commit or vanish together.
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import type { AuditAction } from './actions';
 
 export interface AuditEntry {

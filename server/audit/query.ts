@@ -4,7 +4,7 @@
 // given, so the planner sees the real ones rather than "$n IS NULL OR ...".
 import { z } from 'zod';
 import { storableInstant, storableText } from '../storable';
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { instantFromMicros, microsOf } from '../keyset';
 
 const cursorSchema = z

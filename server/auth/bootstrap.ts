@@ -2,7 +2,7 @@
 // ADMIN_PASSWORD, else with a generated password that is shown once (never logged again).
 import { randomBytes } from 'node:crypto';
 import type { Connectable } from '../../db/transaction';
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { countOperators, createOperator } from './operators';
 
 export const DEFAULT_ADMIN_EMAIL = 'admin@retrysafe.local';

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { storableText } from '../storable';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { hashPassword, passwordSchema } from './passwords';
 import { operatorRoles, type OperatorRole } from './roles';
 

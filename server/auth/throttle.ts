@@ -1,7 +1,7 @@
 // Sign-in throttling, cluster-wide (a row per subject in sign_in_throttle): failures are
 // counted per account and per client address within a window; past the limit the subject
 // is locked for a while, and a success clears the account's count. Primary-key upserts.
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 
 export interface ThrottleLimits {
   /** Failures of one account within the window before it is locked. */

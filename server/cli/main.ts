@@ -14,7 +14,7 @@ import { createOperator, newOperatorSchema } from '../auth/operators';
 import { DASHBOARD_ROLE, dashboardGrantStatements } from '../../db/dashboard-access';
 import { loadOrCreateLocalSecrets } from '../../db/local-secrets';
 import { rotateResponseKeys } from '../idempotency/key-rotation';
-import { ResponseKeyRing } from '../idempotency/response-codec';
+import { ResponseKeyRing } from '@retrysafe/store';
 
 type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
 

@@ -2,13 +2,12 @@
 //   POST /api/v1/payments  transactional: the payment row and the key share a transaction.
 //   POST /api/v1/refunds   claim-first: the claim commits, then a slow, fallible processor runs.
 import type pg from 'pg';
-import { idempotentHandler, type Principal } from '../idempotency/http';
-import type { EndpointPolicy } from '../idempotency/policy';
-import type { IdempotencyStore } from '../idempotency/store';
+import type { EndpointPolicy, IdempotencyStore } from '@retrysafe/store';
+import { idempotent } from '@retrysafe/store/fetch';
 import { createPayment, createRefund, paymentInput, paymentResponse, refundInput, refundResponse } from './payments';
 import { MAX_REQUEST_BYTES, PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT, paymentsPolicy, refundsPolicy } from './policies';
 import type { FakeProcessor } from './processor';
-import { authenticateApiKey } from './tenants';
+import { authenticateApiKey, type TenantPrincipal } from './tenants';
 
 export interface DemoApiOptions {
   store: IdempotencyStore;
@@ -25,26 +24,29 @@ export interface DemoApi {
 }
 
 export function createDemoApi(options: DemoApiOptions): DemoApi {
-  const authenticate = (authorization: string | null): Promise<Principal | null> => authenticateApiKey(options.pool, authorization);
+  const authenticate = (request: Request): Promise<TenantPrincipal | null> => authenticateApiKey(options.pool, request.headers.get('authorization'));
+  const may = (permission: string) => (principal: TenantPrincipal) => principal.permissions.includes(permission);
   return {
-    payments: idempotentHandler(options.store, {
+    payments: idempotent(options.store, {
       endpoint: PAYMENTS_ENDPOINT,
+      method: 'POST',
       mode: 'transactional',
       policy: () => options.policyFor?.(PAYMENTS_ENDPOINT) ?? paymentsPolicy,
       maxBodyBytes: MAX_REQUEST_BYTES,
-      permission: 'payments:write',
+      authorize: may('payments:write'),
       authenticate,
       input: paymentInput,
       work: (input, principal, context) => createPayment(context.db, principal.principalId, input),
       rederive: (reference, db) => paymentResponse(db, reference),
       onError: options.onError,
     }),
-    refunds: idempotentHandler(options.store, {
+    refunds: idempotent(options.store, {
       endpoint: REFUNDS_ENDPOINT,
+      method: 'POST',
       mode: 'claim-first',
       policy: () => options.policyFor?.(REFUNDS_ENDPOINT) ?? refundsPolicy,
       maxBodyBytes: MAX_REQUEST_BYTES,
-      permission: 'refunds:write',
+      authorize: may('refunds:write'),
       authenticate,
       input: refundInput,
       work: (input, principal) => createRefund(options.pool, options.processor, principal.principalId, input),

@@ -4,8 +4,8 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { storableText } from '../storable';
-import type { Queryable } from '../idempotency/statements';
-import type { WorkResult } from '../idempotency/store';
+import type { Queryable } from '@retrysafe/store/postgres';
+import type { WorkResult } from '@retrysafe/store';
 import { transactionOn, type HeldConnection } from '../../db/transaction';
 import { ProcessorUnavailableError, type FakeProcessor } from './processor';
 

@@ -1,7 +1,7 @@
 // The demo API's published idempotency promises: the defaults its endpoint policies are
 // created with on first start. Afterwards the policies live in the database
 // (endpoint_policies, with history) and change only through changePolicy.
-import type { EndpointPolicy } from '../idempotency/policy';
+import type { EndpointPolicy } from '@retrysafe/store';
 import type { PolicyFields } from '../retention/policies';
 
 const HOUR = 3_600_000;

@@ -1,8 +1,8 @@
 // Demo tenants: each is a principal with an API key. Only a SHA-256 of the key is kept
 // (the key is 256 random bits, so a fast hash is enough); the key is shown once.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Queryable } from '../idempotency/statements';
-import type { Principal } from '../idempotency/http';
+import type { Queryable } from '@retrysafe/store/postgres';
+import type { Principal } from '@retrysafe/store';
 
 const KEY_PREFIX = 'rsk_';
 
@@ -27,7 +27,12 @@ export async function createTenant(db: Queryable, name: string): Promise<Created
 }
 
 /** `Authorization: Bearer <apiKey>` -> the tenant, unless missing, unknown or revoked. Unique index on api_key_hash. */
-export async function authenticateApiKey(db: Queryable, authorization: string | null): Promise<Principal | null> {
+/** A tenant of the demo API: the principal and what its API key may do. */
+export interface TenantPrincipal extends Principal {
+  permissions: readonly string[];
+}
+
+export async function authenticateApiKey(db: Queryable, authorization: string | null): Promise<TenantPrincipal | null> {
   const match = /^Bearer ([A-Za-z0-9_-]{1,200})$/.exec(authorization ?? '');
   const apiKey = match?.[1];
   if (!apiKey?.startsWith(KEY_PREFIX)) return null;

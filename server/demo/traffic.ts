@@ -6,8 +6,8 @@
 // Bounded (at most `maxInFlight` requests at once), loopback only, stopped with stop().
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import type { EndpointPolicy } from '../idempotency/policy';
-import type { IdempotencyStore } from '../idempotency/store';
+import type { EndpointPolicy } from '@retrysafe/store';
+import type { IdempotencyStore } from '@retrysafe/store';
 import { REFUNDS_ENDPOINT } from './policies';
 import { createTenant, type CreatedTenant } from './tenants';
 

@@ -6,8 +6,8 @@ import { z } from 'zod';
 import { storableText } from '../storable';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
-import { KEY_PATTERN } from './http';
-import type { Queryable } from './statements';
+import { KEY_PATTERN } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { instantFromMicros, MICROS_PATTERN, microsOf } from '../keyset';
 import { PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 

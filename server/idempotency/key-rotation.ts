@@ -5,9 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { detectStoreLayout, type StoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
-import { StoredResponseUnreadableError } from './errors';
-import type { ResponseKeyRing } from './response-codec';
-import type { Queryable } from './statements';
+import { StoredResponseUnreadableError } from '@retrysafe/store';
+import type { ResponseKeyRing } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
 
 export interface RotationOptions {
   /** Rows locked and re-encrypted per chunk (one short transaction each). */

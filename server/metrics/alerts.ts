@@ -3,8 +3,8 @@
 // the condition must hold on every sample, a severity and a one-line action. Thresholds are
 // configuration with defaults (alertThresholds).
 import { z } from 'zod';
-import type { Queryable } from '../idempotency/statements';
-import { BUCKET_COUNT, percentileOf } from './histogram';
+import type { Queryable } from '@retrysafe/store/postgres';
+import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 
 export type Severity = 'warning' | 'critical';
 

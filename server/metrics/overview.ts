@@ -4,10 +4,10 @@
 // body or fingerprint is read. Every query is a primary-key range scan on a time column.
 import { z } from 'zod';
 import { storableText } from '../storable';
-import { claimOutcomes, type ClaimOutcome } from '../idempotency/events';
-import type { Queryable } from '../idempotency/statements';
+import { claimOutcomes, type ClaimOutcome } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
-import { BUCKET_COUNT, percentileOf } from './histogram';
+import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
 import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';

@@ -6,9 +6,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { FlowObserver } from '../idempotency/events';
+import type { FlowObserver } from '@retrysafe/store';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds } from './alerts';
-import { BUCKET_BOUNDS_MS } from './histogram';
+import { BUCKET_BOUNDS_MS } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
 import { readLastFinishedSweep } from '../retention/review';

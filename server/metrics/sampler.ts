@@ -6,7 +6,7 @@
 // (estimated from a bounded page sample, server/metrics/scope-sample.ts).
 import type pg from 'pg';
 import { inTransaction } from '../../db/transaction';
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { insertScopeFigures, sampleScopeFigures, type ScopeFigures } from './scope-sample';
 import { readStoreFigures, type StoreFigures } from './store-figures';
 

@@ -3,7 +3,7 @@
 // random sample of the table's pages (TABLESAMPLE SYSTEM): about SCOPE_SAMPLE_PAGES pages
 // whatever the table's size, scaled up by the sampled fraction. A table that small is read
 // whole, and the figures are then exact. Taken by the store-statistics leader once a minute.
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 
 /** Pages read per sample: 2,000 pages is 16 MiB at the default block size. */
 export const SCOPE_SAMPLE_PAGES = 2_000;

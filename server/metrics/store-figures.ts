@@ -1,6 +1,6 @@
 // Figures about the key store that are cheap on an 86-million-row table: catalog
 // statistics and index-served extremes, never count(*) over the table.
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 
 export interface StoreFigures {

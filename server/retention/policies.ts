@@ -8,8 +8,8 @@
 import { z } from 'zod';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
-import type { EndpointPolicy } from '../idempotency/policy';
-import type { Queryable } from '../idempotency/statements';
+import type { EndpointPolicy } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
 
 export const policyFields = z
   .object({

@@ -2,9 +2,9 @@
 // database every few seconds (and at once after a change made through this process), so
 // a claim costs no extra round trip. A change made on another instance takes effect here
 // within one refresh interval; the key's expiry is fixed from the policy seen at claim time.
-import type { EndpointPolicy } from '../idempotency/policy';
+import type { EndpointPolicy } from '@retrysafe/store';
 import { listPolicies, toEndpointPolicy, type PolicyRecord } from './policies';
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 
 export class PolicyRegistry {
   private policies = new Map<string, EndpointPolicy>();

@@ -2,7 +2,7 @@
 // the documented window, and by how much), the change history with breaking changes flagged,
 // and the sweeper's evidence that no key was deleted inside its window (the youngest deleted
 // row's age at deletion against the window in force). Read through the dashboard's role.
-import type { Queryable } from '../idempotency/statements';
+import type { Queryable } from '@retrysafe/store/postgres';
 import { listPolicies, policyHistory, type PolicyHistoryEntry, type PolicyRecord } from './policies';
 
 export interface PolicyReview extends Omit<PolicyRecord, 'updatedAt'> {

@@ -2,7 +2,7 @@
 // Found through the partial index idempotency_keys_stale_lease_idx, which holds
 // only in-progress rows. The store already lets a retry take such a key over; releasing
 // marks it failed and retryable, so it no longer shows as running.
-import type { KeyIdentity, Queryable } from '../idempotency/statements';
+import type { KeyIdentity, Queryable } from '@retrysafe/store/postgres';
 
 const COUNT_STALE_SQL = `SELECT count(*)::int AS n FROM idempotency_keys
            WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`;

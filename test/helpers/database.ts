@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { withDatabase } from './database-url';
 import { DASHBOARD_LOGIN } from '../../db/dashboard-access';
-import { STORE_POOL_SETTINGS } from '../../server/idempotency/statements';
+import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 
 export interface TestDatabase {
   /** Connection string of this file's database (owner role). */

@@ -3,8 +3,8 @@ import type pg from 'pg';
 import { createDemoApi, type DemoApi } from '../../server/demo/api';
 import { FakeProcessor } from '../../server/demo/processor';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
-import type { EndpointPolicy } from '../../server/idempotency/policy';
-import type { LiveKeyQuota } from '../../server/idempotency/quota';
+import type { EndpointPolicy } from '@retrysafe/store';
+import type { LiveKeyQuota } from '@retrysafe/store';
 import { createTestStore } from './store';
 
 export interface DemoHarness {

@@ -1,6 +1,6 @@
 // A deterministic stream of flow events (seeded), so several processes can record parts
 // of it and a test can compute what the stored totals must be.
-import { claimOutcomes, type FlowEvent } from '../../server/idempotency/events';
+import { claimOutcomes, type FlowEvent } from '@retrysafe/store';
 
 function mulberry32(seed: number): () => number {
   let state = seed >>> 0;

@@ -5,7 +5,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { explainNested, explainPrepared, offPrimaryKey, type PlanCacheMode, type PlanNode } from '../../db/plan';
-import { partitionedStatementTexts, storeStatementTexts, type KeyIdentity } from '../../server/idempotency/statements';
+import { partitionedStatementTexts, storeStatementTexts, type KeyIdentity } from '@retrysafe/store/postgres';
 import { staleClaimTexts } from '../../server/retention/stale-claims';
 
 export interface RequestPathStatement {

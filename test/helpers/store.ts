@@ -1,11 +1,11 @@
 // A real store on a test file's database, with a recorder of its flow events.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import type { FlowEvent } from '../../server/idempotency/events';
-import type { EndpointPolicy } from '../../server/idempotency/policy';
-import { LiveKeyQuota } from '../../server/idempotency/quota';
-import { ResponseKeyRing, type ResponseKey } from '../../server/idempotency/response-codec';
-import { IdempotencyStore, type WorkResult } from '../../server/idempotency/store';
+import type { FlowEvent } from '@retrysafe/store';
+import type { EndpointPolicy } from '@retrysafe/store';
+import { LiveKeyQuota } from '@retrysafe/store';
+import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
+import { IdempotencyStore, type WorkResult } from '@retrysafe/store';
 
 export const testPolicy: EndpointPolicy = {
   scopeMode: 'endpoint',

@@ -3,7 +3,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimKey, type ClaimValues } from '../../server/idempotency/statements';
+import { claimKey, type ClaimValues } from '@retrysafe/store/postgres';
 import { useTestDatabase } from '../helpers/database';
 
 const CONNECTIONS = 32;

@@ -4,7 +4,7 @@ import { readJournal } from '../../db/migrate';
 import { useTestDatabase } from '../helpers/database';
 
 function cli(args: string[], env: Record<string, string>) {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'server/cli/main.ts', ...args], {
+  const result = spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'server/cli/main.ts', ...args], {
     env: { ...process.env, ...env },
     encoding: 'utf8',
   });

@@ -138,7 +138,7 @@ describe('demo payments API', () => {
   });
 
   it('answers 429 with Retry-After over the live-key quota, and still replays existing keys', async () => {
-    const { LiveKeyQuota } = await import('../../server/idempotency/quota');
+    const { LiveKeyQuota } = await import('@retrysafe/store');
     const { paymentsPolicy } = await import('../../server/demo/policies');
     const quota = new LiveKeyQuota(db.pool);
     const demo = createDemoHarness(db.pool, { quota, policyFor: () => ({ ...paymentsPolicy, liveKeyQuota: 2 }) });

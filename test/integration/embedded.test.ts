@@ -15,7 +15,7 @@ interface Holder {
 }
 
 function hold(dir: string): Promise<Holder> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/hold-embedded.ts', dir], {
+  const child = spawn(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/hold-embedded.ts', dir], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   return new Promise((ready, fail) => {

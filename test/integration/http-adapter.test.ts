@@ -2,7 +2,7 @@
 // authenticate returned that cannot be stored is a 400 naming it, not a 500.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { idempotentHandler } from '../../server/idempotency/http';
+import { idempotent } from '@retrysafe/store/fetch';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, testPolicy } from '../helpers/store';
 
@@ -11,13 +11,13 @@ describe('Fetch adapter', () => {
 
   it('answers 400 problem+json when the principal cannot be a key scope', async () => {
     const { store } = createTestStore(db.pool);
-    const handle = idempotentHandler(store, {
+    const handle = idempotent(store, {
       endpoint: 'POST /orders',
+      method: 'POST',
       mode: 'claim-first',
       policy: testPolicy,
       maxBodyBytes: 1024,
-      permission: 'orders:write',
-      authenticate: () => Promise.resolve({ principalId: 'customer-42', permissions: ['orders:write'] }),
+      authenticate: () => Promise.resolve({ principalId: 'customer-42' }),
       input: z.object({ sku: z.string() }),
       work: () => Promise.resolve(jsonResult(201, { id: 'o1' })),
     });

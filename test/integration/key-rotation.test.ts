@@ -6,8 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { explainPrepared, summarisePlan } from '../../db/plan';
 import { rotateResponseKeys, rotationStatementTexts, type RotationSummary } from '../../server/idempotency/key-rotation';
-import { ResponseKeyRing, type ResponseKey } from '../../server/idempotency/response-codec';
-import type { IdempotencyStore, IdempotentCall } from '../../server/idempotency/store';
+import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
+import type { IdempotencyStore, IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, newResponseKey, principal, testPolicy } from '../helpers/store';
 
@@ -174,7 +174,7 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
   it('npm run cli -- rotate-keys prints one JSON object and exits 0', async () => {
     await storeResponses(storeWith([k1]), 12);
     const encode = (key: ResponseKey) => `${key.id}:${key.key.toString('base64')}`;
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'server/cli/main.ts', 'rotate-keys'], {
+    const result = spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'server/cli/main.ts', 'rotate-keys'], {
       env: { ...process.env, DATABASE_URL: db.url, RESPONSE_ENCRYPTION_KEYS: `${encode(k2)},${encode(k1)}` },
       encoding: 'utf8',
     });

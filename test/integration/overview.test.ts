@@ -1,7 +1,7 @@
 // The overview read model: rates, shares and percentiles per step from the stored buckets,
 // the store series, and nothing of any stored response.
 import { describe, expect, it } from 'vitest';
-import { bucketOf } from '../../server/metrics/histogram';
+import { bucketOf } from '@retrysafe/store';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { sampleStoreStats } from '../../server/metrics/sampler';
 import { useTestDatabase } from '../helpers/database';

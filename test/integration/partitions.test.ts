@@ -3,7 +3,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { partitionedStatements, partitionedStatementTexts } from '../../server/idempotency/statements';
+import { partitionedStatements, partitionedStatementTexts } from '@retrysafe/store/postgres';
 import { changePolicy, ensurePolicies } from '../../server/retention/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';

@@ -3,8 +3,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { BUCKET_COUNT, bucketOf, percentileOf } from '../../server/metrics/histogram';
-import { FlowRecorder } from '../../server/metrics/recorder';
+import { BUCKET_COUNT, bucketOf, percentileOf } from '@retrysafe/store';
+import { FlowRecorder } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '../../server/metrics/rollup';
 import { useTestDatabase } from '../helpers/database';
 import { flowEvents } from '../helpers/flow-events';
@@ -18,8 +18,8 @@ describe('flow recorder', () => {
   it('adds the counts of two processes exactly', async () => {
     await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute');
     await Promise.all([
-      run(process.execPath, ['--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '11', '3000']),
-      run(process.execPath, ['--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '12', '2000']),
+      run(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '11', '3000']),
+      run(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/record-flow.ts', db.url, '12', '2000']),
     ]);
     const expected = new Map<string, number>();
     const expectedLatency = new Map<string, number>();

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, layouts, type StoreLayout } from '../helpers/database';
 import { checkRequestPathPlans, type PlanFinding } from '../helpers/request-path-plans';
-import { STORE_SESSION_OPTIONS } from '../../server/idempotency/statements';
+import { STORE_SESSION_OPTIONS } from '@retrysafe/store/postgres';
 
 const SCOPE = 'POST /api/v1/payments';
 const BIG_PRINCIPAL = '00000000-0000-0000-0000-0000000b1600';

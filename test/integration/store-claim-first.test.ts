@@ -3,10 +3,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { KeyInUseError } from '../../server/idempotency/errors';
+import { KeyInUseError } from '@retrysafe/store';
 import pg from 'pg';
-import { ResponseKeyRing } from '../../server/idempotency/response-codec';
-import { IdempotencyStore, type IdempotentCall, type WorkResult } from '../../server/idempotency/store';
+import { ResponseKeyRing } from '@retrysafe/store';
+import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
 
@@ -112,7 +112,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     const leaseMs = 1_500;
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), layout],
+      ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), layout],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     await new Promise<void>((claimed, fail) => {

@@ -1,8 +1,8 @@
 // What the store keeps: scoped keys, fingerprints not bodies, sealed responses bound to
 // their row, references above the cap, and keys readable across a key rotation.
 import { describe, expect, it } from 'vitest';
-import { FingerprintMismatchError, InvalidKeyIdentityError, KeyQuotaExceededError, StoredResponseUnreadableError } from '../../server/idempotency/errors';
-import type { IdempotentCall } from '../../server/idempotency/store';
+import { FingerprintMismatchError, InvalidKeyIdentityError, KeyQuotaExceededError, StoredResponseUnreadableError } from '@retrysafe/store';
+import type { IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, testPolicy } from '../helpers/store';
 

@@ -8,9 +8,9 @@
 // On a pool without pipelining, a new transactional key takes one flight more.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STORE_POOL_SETTINGS } from '../../server/idempotency/statements';
-import { KeyInUseError } from '../../server/idempotency/errors';
-import type { IdempotentCall } from '../../server/idempotency/store';
+import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
+import { KeyInUseError } from '@retrysafe/store';
+import type { IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 

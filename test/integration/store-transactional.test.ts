@@ -1,8 +1,8 @@
 // Transactional mode: claim, effect and completion in one transaction.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { FingerprintMismatchError, KeyInUseError } from '../../server/idempotency/errors';
-import type { IdempotentCall } from '../../server/idempotency/store';
+import { FingerprintMismatchError, KeyInUseError } from '@retrysafe/store';
+import type { IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 

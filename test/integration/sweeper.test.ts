@@ -141,7 +141,7 @@ describe('sweeper', () => {
     const long = sweepOnce(db.pool, 'schedule', { chunkSize: 100, minPauseMs: 40 });
     await sleep(300);
     // While this process sweeps, another one (the CLI) finds the sweeper lock taken.
-    const other = await run(process.execPath, ['--import', 'tsx', 'server/cli/main.ts', 'sweep'], {
+    const other = await run(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'server/cli/main.ts', 'sweep'], {
       env: { ...process.env, DATABASE_URL: db.url },
       encoding: 'utf8',
     });

@@ -2,7 +2,7 @@
 // clears when the series recovers (or when the rule held for less than the duration).
 import { describe, expect, it } from 'vitest';
 import { evaluateAlerts, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
-import { BUCKET_COUNT, bucketOf } from '../../server/metrics/histogram';
+import { BUCKET_COUNT, bucketOf } from '@retrysafe/store';
 
 const now = new Date('2026-12-02T12:00:00Z');
 const minutesAgo = (m: number) => new Date(now.getTime() - m * 60_000);

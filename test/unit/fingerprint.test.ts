@@ -1,8 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { UncanonicalRequestError } from '../../server/idempotency/errors';
-import { canonicalBody, fingerprint } from '../../server/idempotency/fingerprint';
+import { UncanonicalRequestError } from '@retrysafe/store';
+import { canonicalBody, fingerprint } from '@retrysafe/store';
 
 const secret = randomBytes(32);
 const print = (body: unknown, endpoint = '/api/v1/payments', method = 'POST') => fingerprint(secret, { method, endpoint, body }).toString('hex');

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from '../../server/metrics/histogram';
+import { BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from '@retrysafe/store';
 
 describe('latency histogram buckets', () => {
   it('puts every latency in the bucket whose bounds hold it', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseIdempotencyKey } from '../../server/idempotency/http';
+import { parseIdempotencyKey } from '@retrysafe/store';
 
 describe('parseIdempotencyKey', () => {
   it.each([

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { misdirected } from '@/app/_lib/host';
 import { runtime } from '@/app/_lib/runtime';
-import { problemResponse } from '@/server/idempotency/http';
+import { problemResponse } from '@retrysafe/store';
 import { metricsAuthorized } from '@/server/metrics/prometheus';
 
 export const dynamic = 'force-dynamic';

@@ -1,8 +1,25 @@
-// The store's typed outcomes that are not a response of the endpoint's own. The HTTP
-// adapter maps each `code` to a status once; nothing compares error messages.
+// The store's typed outcomes that are not a response of the endpoint's own. Each carries a
+// stable `code`; the HTTP layer maps codes to statuses once (problemFor), and nothing compares
+// error messages or relies on instanceof, so two copies of the package in one process (a
+// bundled and an unbundled one, say) still agree.
+
+export const idempotencyErrorCodes = [
+  'KEY_IN_USE',
+  'FINGERPRINT_MISMATCH',
+  'KEY_QUOTA_EXCEEDED',
+  'UNCANONICAL_REQUEST',
+  'RESPONSE_NOT_STORABLE',
+  'STORED_RESPONSE_UNREADABLE',
+  'INVALID_KEY_IDENTITY',
+] as const;
+export type IdempotencyErrorCode = (typeof idempotencyErrorCodes)[number];
 
 export abstract class IdempotencyError extends Error {
-  abstract readonly code: string;
+  abstract readonly code: IdempotencyErrorCode;
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
 }
 
 /** Another attempt with this key is still running (or holds the row past lock_timeout). */
@@ -56,7 +73,16 @@ export class StoredResponseUnreadableError extends IdempotencyError {
 /** The scoped key cannot be stored: a principal that is not a UUID, a key or scope outside its byte bounds, or text Postgres cannot hold. */
 export class InvalidKeyIdentityError extends IdempotencyError {
   readonly code = 'INVALID_KEY_IDENTITY';
-  constructor(readonly field: 'principalId' | 'scope' | 'key', reason: string) {
+  constructor(readonly field: 'principalId' | 'scope' | 'key' | 'service', reason: string) {
     super(`${field} ${reason}`);
   }
+}
+
+const knownCodes: ReadonlySet<string> = new Set(idempotencyErrorCodes);
+
+/** An error of this package (any copy of it), told by its code. */
+export function isIdempotencyError(error: unknown): error is IdempotencyError {
+  if (typeof error !== 'object' || error === null || !(error instanceof Error)) return false;
+  const code: unknown = (error as { code?: unknown }).code;
+  return typeof code === 'string' && knownCodes.has(code);
 }

@@ -3,7 +3,7 @@
 // put the new key first, re-encrypt, then drop the old one). The row's scoped key is
 // the associated data, so a ciphertext copied into another principal's row fails to open.
 import { createCipheriv, createDecipheriv, randomFillSync } from 'node:crypto';
-import { StoredResponseUnreadableError } from './errors';
+import { StoredResponseUnreadableError } from './errors.js';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;

@@ -3,8 +3,9 @@
 // shared minute buckets in one statement, so the stored figures are the sum over all
 // instances. A crash loses at most what accumulated since the last flush.
 import type pg from 'pg';
-import type { ClaimOutcome, FlowEvent, FlowObserver } from '../idempotency/events';
-import { BUCKET_COUNT, bucketOf } from './histogram';
+import type { ClaimOutcome, FlowEvent, FlowObserver } from './events.js';
+import { BUCKET_COUNT, bucketOf } from './histogram.js';
+import { periodicTask, type PeriodicTask } from './periodic.js';
 
 interface Pending {
   counts: Map<string, { minute: number; scope: string; outcome: ClaimOutcome; count: number }>;
@@ -21,7 +22,7 @@ export interface RecorderOptions {
 
 export class FlowRecorder implements FlowObserver {
   private pending: Pending = empty();
-  private timer: NodeJS.Timeout | null = null;
+  private readonly task: PeriodicTask;
   private flushing: Promise<void> | null = null;
   private readonly now: () => number;
 
@@ -30,6 +31,12 @@ export class FlowRecorder implements FlowObserver {
     private readonly options: RecorderOptions = {},
   ) {
     this.now = options.now ?? Date.now;
+    this.task = periodicTask({
+      name: 'flow metrics flush',
+      intervalMs: options.flushIntervalMs ?? 5_000,
+      run: () => this.flush(),
+      onError: (error) => options.onError?.(error),
+    });
   }
 
   record(event: FlowEvent): void {
@@ -50,14 +57,11 @@ export class FlowRecorder implements FlowObserver {
   }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.flush().catch((error: unknown) => this.options.onError?.(error)), this.options.flushIntervalMs ?? 5_000);
-    this.timer.unref();
+    this.task.start();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    await this.task.stop();
     await this.flush();
   }
 

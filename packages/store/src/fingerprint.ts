@@ -3,7 +3,7 @@
 // not change it; any value does. The body itself is never stored.
 import { createHmac } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import { UncanonicalRequestError } from './errors';
+import { UncanonicalRequestError } from './errors.js';
 
 export interface CanonicalRequest {
   method: string;

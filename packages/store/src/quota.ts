@@ -8,6 +8,7 @@
 // leaves the count up to one bucket after it left the window, never before).
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { periodicTask, type PeriodicTask } from './periodic.js';
 
 export interface QuotaOptions {
   instanceId?: string;
@@ -41,7 +42,7 @@ export class LiveKeyQuota {
   private readonly idleMs: number;
   private readonly onError: (error: unknown) => void;
   private readonly entries = new Map<string, Entry>();
-  private timer: NodeJS.Timeout | null = null;
+  private task: PeriodicTask | null = null;
   private flushing: Promise<void> | null = null;
 
   constructor(
@@ -56,14 +57,12 @@ export class LiveKeyQuota {
   }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.flush().catch(this.onError), this.flushIntervalMs);
-    this.timer.unref();
+    this.task ??= periodicTask({ name: 'key quota flush', intervalMs: this.flushIntervalMs, run: () => this.flush(), onError: (error) => this.onError(error) });
+    this.task.start();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    await this.task?.stop();
     await this.flush();
   }
 

@@ -11,13 +11,13 @@
 //                  failed, so a retry may run again.
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
-import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors';
-import { isStorableText } from '../storable';
-import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events';
-import { fingerprint } from './fingerprint';
-import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy';
-import type { LiveKeyQuota } from './quota';
-import type { ResponseKeyRing } from './response-codec';
+import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors.js';
+import { isStorableText } from './storable.js';
+import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events.js';
+import { fingerprint } from './fingerprint.js';
+import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy.js';
+import type { LiveKeyQuota } from './quota.js';
+import type { ResponseKeyRing } from './response-codec.js';
 import {
   statementsFor,
   type ClaimValues,
@@ -25,7 +25,7 @@ import {
   type ExistingKey,
   type KeyIdentity,
   type Queryable,
-} from './statements';
+} from './statements.js';
 
 export interface StoredResponse {
   status: number;

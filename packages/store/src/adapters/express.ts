@@ -1,0 +1,52 @@
+// Express (4 and 5): a request handler. It works with or without express.json() before it: a body
+// the JSON parser already read is used as parsed (its size from Content-Length); otherwise the
+// handler reads the raw body itself, at most the route's cap.
+//
+//   app.post('/orders', express.json(), idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
+//   app.use(problemErrors()); // optional: express.json()'s own 400/413 as problem+json too
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import type { IdempotencyStore } from '../store.js';
+import { answerIdempotent, problemAnswer, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { declaredLength, headerOf, streamBody } from './node-http.js';
+import { randomUUID } from 'node:crypto';
+
+export type ExpressRoute<Input, P extends Principal> = IdempotentRoute<Input, P, Request>;
+
+function viewOf(req: Request): RequestView<Request> {
+  // A JSON parser has run when the body was consumed into req.body (body-parser 1.x also marks
+  // it with _body); otherwise the stream is still unread and is read here.
+  const parsed = (req as Request & { _body?: unknown })._body === true || (req.body !== undefined && req.readableEnded);
+  return {
+    native: req,
+    header: (name) => headerOf(req.headers, name),
+    body: parsed ? { kind: 'parsed', value: req.body as unknown, bytes: declaredLength(req.headers) } : streamBody(req),
+  };
+}
+
+function send(res: Response, answer: HttpAnswer): void {
+  res.status(answer.status);
+  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+  res.end(Buffer.from(answer.body.buffer, answer.body.byteOffset, answer.body.byteLength));
+}
+
+export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: ExpressRoute<Input, P>): RequestHandler {
+  return (req, res, next) => {
+    answerIdempotent(store, route, viewOf(req)).then((answer) => send(res, answer), next);
+  };
+}
+
+/** Maps express.json()'s (body-parser's) refusals to problem+json; other errors pass on. */
+export function problemErrors(): ErrorRequestHandler {
+  return (error: unknown, _req, res, next) => {
+    const type = typeof error === 'object' && error !== null ? (error as { type?: unknown }).type : undefined;
+    if (type === 'entity.too.large') {
+      send(res, problemAnswer({ status: 413, slug: 'body-too-large', title: 'Request body too large' }, randomUUID()));
+    } else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      send(res, problemAnswer({ status: 400, slug: 'invalid-json', title: 'The request body is not valid JSON' }, randomUUID()));
+    } else {
+      next(error);
+    }
+  };
+}
+
+export { jsonResult, problemFor, type Principal, type Problem } from '../http.js';

@@ -1,0 +1,54 @@
+// Fastify: route options with the handler, Fastify's body limit set to the route's cap, and an
+// error handler that answers Fastify's own body refusals (too large, not JSON, empty) as
+// problem+json:
+//
+//   app.post('/orders', idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
+import { randomUUID } from 'node:crypto';
+import type { FastifyReply, FastifyRequest, RouteShorthandOptionsWithHandler } from 'fastify';
+import type { IdempotencyStore } from '../store.js';
+import { answerIdempotent, problemAnswer, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { declaredLength, headerOf } from './node-http.js';
+
+export type FastifyRoute<Input, P extends Principal> = IdempotentRoute<Input, P, FastifyRequest>;
+
+function viewOf(request: FastifyRequest): RequestView<FastifyRequest> {
+  return {
+    native: request,
+    header: (name) => headerOf(request.headers, name),
+    // Fastify has parsed the body (JSON by default), within bodyLimit.
+    body: { kind: 'parsed', value: request.body, bytes: declaredLength(request.headers) },
+  };
+}
+
+function send(reply: FastifyReply, answer: HttpAnswer): FastifyReply {
+  return reply.code(answer.status).headers(answer.headers).send(Buffer.from(answer.body.buffer, answer.body.byteOffset, answer.body.byteLength));
+}
+
+function statusOf(error: unknown): number {
+  const status = typeof error === 'object' && error !== null ? (error as { statusCode?: unknown }).statusCode : undefined;
+  return typeof status === 'number' && status >= 400 && status < 500 ? status : 500;
+}
+
+export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: FastifyRoute<Input, P>): RouteShorthandOptionsWithHandler {
+  return {
+    bodyLimit: route.maxBodyBytes,
+    // Fastify awaits an async handler; it resolves to the reply it sent.
+    handler: async (request, reply) => send(reply, await answerIdempotent(store, route, viewOf(request))),
+    errorHandler: (error, _request, reply) => {
+      const status = statusOf(error);
+      const correlationId = randomUUID();
+      if (status === 500) route.onError?.(error, correlationId);
+      const problem =
+        status === 413
+          ? { status, slug: 'body-too-large', title: 'Request body too large', detail: `The limit is ${route.maxBodyBytes} bytes` }
+          : status === 415
+            ? { status, slug: 'unsupported-media-type', title: 'The request body must be application/json' }
+            : status === 500
+              ? { status, slug: 'internal', title: 'Internal error', detail: 'Retrying with the same Idempotency-Key is safe' }
+              : { status, slug: 'invalid-json', title: 'The request body is not valid JSON' };
+      send(reply, problemAnswer(problem, correlationId));
+    },
+  };
+}
+
+export { jsonResult, problemFor, type Principal, type Problem } from '../http.js';

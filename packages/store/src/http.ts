@@ -1,0 +1,290 @@
+// The HTTP semantics, once for every framework. An adapter turns its framework's request into a
+// RequestView and writes the HttpAnswer back; everything the contract promises lives here:
+// problem+json errors, Idempotent-Replayed, X-Correlation-Id (the original's on replay),
+// Retry-After on 409 and 429, 413 over the body cap. Authentication and authorization run before
+// any lookup on every request, so a replay is re-authorized.
+import { randomUUID } from 'node:crypto';
+import { isIdempotencyError } from './errors.js';
+import type { EndpointPolicy, ExecutionMode } from './policy.js';
+import type { Queryable } from './statements.js';
+import type { IdempotencyStore, StoreOutcome, WorkContext, WorkResult } from './store.js';
+import { validate, type Validator } from './validator.js';
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+export interface Problem {
+  status: number;
+  /** Short machine-readable slug; the problem type is urn:retrysafe:problem:<slug>. */
+  slug: string;
+  title: string;
+  detail?: string;
+  errors?: { path: string; message: string }[];
+  headers?: Record<string, string>;
+}
+
+/** What an adapter writes back: status, headers and the exact bytes. */
+export interface HttpAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+export function problemAnswer(problem: Problem, correlationId: string): HttpAnswer {
+  const body = {
+    type: `urn:retrysafe:problem:${problem.slug}`,
+    title: problem.title,
+    status: problem.status,
+    ...(problem.detail === undefined ? {} : { detail: problem.detail }),
+    ...(problem.errors === undefined ? {} : { errors: problem.errors }),
+    correlationId,
+  };
+  return {
+    status: problem.status,
+    headers: { 'Content-Type': PROBLEM_CONTENT_TYPE, 'Cache-Control': 'no-store', 'X-Correlation-Id': correlationId, ...problem.headers },
+    body: new TextEncoder().encode(JSON.stringify(body)),
+  };
+}
+
+/** A Fetch API Response from an answer. */
+export function toResponse(answer: HttpAnswer): Response {
+  // Node's Buffers (and so these bytes) sit on a plain ArrayBuffer, never a SharedArrayBuffer.
+  const body = answer.body as Uint8Array<ArrayBuffer>;
+  return new Response(body.byteLength === 0 ? null : body, { status: answer.status, headers: answer.headers });
+}
+
+export function problemResponse(problem: Problem, correlationId: string): Response {
+  return toResponse(problemAnswer(problem, correlationId));
+}
+
+/**
+ * The problem for an error the store or this layer raised, told by its `code` (so it works
+ * across two copies of this package); null for anything else, which is a bare 500.
+ */
+export function problemFor(error: unknown): Problem | null {
+  if (!isIdempotencyError(error) && !isRequestError(error)) return null;
+  switch (error.code) {
+    case 'KEY_IN_USE':
+      return {
+        status: 409,
+        slug: 'key-in-use',
+        title: 'A request with this Idempotency-Key is still in progress',
+        detail: 'Retry after the time in Retry-After',
+        headers: { 'Retry-After': String(retryAfterOf(error)) },
+      };
+    case 'FINGERPRINT_MISMATCH':
+      return { status: 422, slug: 'key-reused', title: 'This Idempotency-Key was already used with a different request' };
+    case 'KEY_QUOTA_EXCEEDED':
+      return { status: 429, slug: 'key-quota-exceeded', title: 'Too many live idempotency keys', headers: { 'Retry-After': String(retryAfterOf(error)) } };
+    case 'INVALID_KEY_IDENTITY':
+      return { status: 400, slug: 'invalid-key-identity', title: 'The idempotency key cannot be stored', detail: error.message };
+    case 'UNCANONICAL_REQUEST':
+      return { status: 400, slug: 'invalid-json', title: 'The request body cannot be canonicalised', detail: error.message };
+    case 'BODY_TOO_LARGE':
+      return { status: 413, slug: 'body-too-large', title: 'Request body too large', detail: error.message };
+    case 'INVALID_JSON':
+      return { status: 400, slug: 'invalid-json', title: 'The request body is not valid JSON' };
+    case 'RESPONSE_NOT_STORABLE':
+    case 'STORED_RESPONSE_UNREADABLE':
+      return null;
+  }
+}
+
+function retryAfterOf(error: object): number {
+  const seconds: unknown = 'retryAfterSeconds' in error ? error.retryAfterSeconds : undefined;
+  return typeof seconds === 'number' && Number.isFinite(seconds) ? Math.max(1, Math.ceil(seconds)) : 1;
+}
+
+/** Errors of the request itself, raised while reading it. */
+export class RequestBodyError extends Error {
+  constructor(
+    readonly code: 'BODY_TOO_LARGE' | 'INVALID_JSON',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RequestBodyError';
+  }
+}
+
+function isRequestError(error: unknown): error is RequestBodyError {
+  if (!(error instanceof Error)) return false;
+  const code: unknown = (error as { code?: unknown }).code;
+  return error.name === 'RequestBodyError' && (code === 'BODY_TOO_LARGE' || code === 'INVALID_JSON');
+}
+
+/** An idempotency key as the contract allows it: 1 to 255 visible ASCII characters. */
+export const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * The Idempotency-Key header: 1 to 255 characters, each 0x21..0x7E. A structured-field
+ * string ("...", RFC 8941 escapes \" and \\) is accepted and unquoted; the result must
+ * still be a valid key.
+ */
+export function parseIdempotencyKey(header: string | null | undefined): { ok: true; key: string } | { ok: false; detail: string } {
+  if (header === null || header === undefined || header === '') return { ok: false, detail: 'The Idempotency-Key header is required' };
+  let key = header;
+  if (header.length >= 2 && header.startsWith('"') && header.endsWith('"')) {
+    let unquoted = '';
+    for (let i = 1; i < header.length - 1; i += 1) {
+      const char = header.charAt(i);
+      if (char === '\\') {
+        const next = header.charAt(i + 1);
+        if ((next !== '"' && next !== '\\') || i + 1 >= header.length - 1) {
+          return { ok: false, detail: 'The quoted Idempotency-Key has an invalid escape' };
+        }
+        unquoted += next;
+        i += 1;
+      } else if (char === '"') {
+        return { ok: false, detail: 'The quoted Idempotency-Key has an unescaped quote' };
+      } else {
+        unquoted += char;
+      }
+    }
+    key = unquoted;
+  }
+  if (!KEY_PATTERN.test(key)) {
+    return { ok: false, detail: 'The Idempotency-Key must be 1 to 255 characters, each between 0x21 and 0x7E' };
+  }
+  return { ok: true, key };
+}
+
+/** Reads at most maxBytes from a byte stream, refusing as soon as it is over. */
+export async function readLimited(chunks: AsyncIterable<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of chunks) {
+    total += chunk.byteLength;
+    if (total > maxBytes) throw tooLarge(maxBytes);
+    parts.push(chunk);
+  }
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.byteLength;
+  }
+  return out;
+}
+
+export function tooLarge(maxBytes: number): RequestBodyError {
+  return new RequestBodyError('BODY_TOO_LARGE', `The limit is ${maxBytes} bytes`);
+}
+
+/** The request body as the adapter has it. */
+export type RequestBody =
+  /** Not read yet: the layer reads at most the route's cap and parses it as JSON. */
+  | { kind: 'stream'; read: (maxBytes: number) => Promise<Uint8Array> }
+  /** Already parsed by the framework (express.json(), Fastify); `bytes` is its size when known. */
+  | { kind: 'parsed'; value: unknown; bytes: number | null };
+
+/** A framework's request as this layer sees it. */
+export interface RequestView<Native> {
+  native: Native;
+  header: (name: string) => string | null | undefined;
+  body: RequestBody;
+}
+
+/** Who is calling. An adopter's principal may carry more (roles, a tenant name). */
+export interface Principal {
+  principalId: string;
+}
+
+export interface IdempotentRoute<Input, P extends Principal, Native> {
+  /** The operation's name and the scope of endpoint-scoped keys, e.g. "POST /orders". */
+  endpoint: string;
+  /** The HTTP method, part of the fingerprint. */
+  method: string;
+  mode: ExecutionMode;
+  /** The policy in force, read on every request (e.g. from a PolicyRegistry). */
+  policy: EndpointPolicy | (() => EndpointPolicy);
+  /** Largest request body accepted (413 beyond). */
+  maxBodyBytes: number;
+  /** The whole request in, the principal out (null: 401). Runs on every request, replays included. */
+  authenticate: (request: Native) => Promise<P | null> | P | null;
+  /** May this principal call the endpoint? (false: 403). Checked on every request, replays included. */
+  authorize?: (principal: P, request: Native) => Promise<boolean> | boolean;
+  /** The body's schema: a Standard Schema (zod, valibot, arktype...) or a { safeParse } object. */
+  input: Validator<Input>;
+  /** The operation. transactional: use context.db for the effects that must commit with the key. */
+  work: (input: Input, principal: P, context: WorkContext, request: Native) => Promise<WorkResult>;
+  /** Rebuilds a response that was stored as a reference (over the size cap). */
+  rederive?: (reference: string, db: Queryable) => Promise<Buffer>;
+  /** Told about unexpected errors (answered as a bare 500); must not log request bodies. */
+  onError?: (error: unknown, correlationId: string) => void;
+}
+
+function outcomeAnswer(outcome: StoreOutcome): HttpAnswer {
+  const headers: Record<string, string> = {
+    'Content-Type': outcome.contentType,
+    'Cache-Control': 'no-store',
+    'X-Correlation-Id': outcome.correlationId,
+  };
+  if (outcome.replayed) headers['Idempotent-Replayed'] = 'true';
+  return { status: outcome.status, headers, body: new Uint8Array(outcome.body.buffer, outcome.body.byteOffset, outcome.body.byteLength) };
+}
+
+function parseJson(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch {
+    throw new RequestBodyError('INVALID_JSON', 'The request body is not valid JSON');
+  }
+}
+
+async function bodyOf(body: RequestBody, maxBytes: number): Promise<unknown> {
+  if (body.kind === 'stream') return parseJson(await body.read(maxBytes));
+  if (body.bytes !== null && body.bytes > maxBytes) throw tooLarge(maxBytes);
+  // Parsed without a known size (chunked): its JSON text is the nearest measure.
+  if (body.bytes === null && Buffer.byteLength(JSON.stringify(body.value === undefined ? null : body.value), 'utf8') > maxBytes) throw tooLarge(maxBytes);
+  return body.value;
+}
+
+/** Answers one request to an endpoint behind the store. */
+export async function answerIdempotent<Input, P extends Principal, Native>(
+  store: IdempotencyStore,
+  route: IdempotentRoute<Input, P, Native>,
+  request: RequestView<Native>,
+): Promise<HttpAnswer> {
+  const correlationId = randomUUID();
+  const fail = (problem: Problem) => problemAnswer(problem, correlationId);
+  try {
+    const principal = await route.authenticate(request.native);
+    if (!principal) {
+      return fail({ status: 401, slug: 'unauthenticated', title: 'Missing or invalid credentials', headers: { 'WWW-Authenticate': 'Bearer' } });
+    }
+    if (route.authorize && !(await route.authorize(principal, request.native))) {
+      return fail({ status: 403, slug: 'forbidden', title: `This principal may not call ${route.endpoint}` });
+    }
+    const key = parseIdempotencyKey(request.header('idempotency-key'));
+    if (!key.ok) return fail({ status: 400, slug: 'invalid-idempotency-key', title: 'Invalid Idempotency-Key', detail: key.detail });
+
+    const json = await bodyOf(request.body, route.maxBodyBytes);
+    const parsed = await validate(route.input, json);
+    if (!parsed.ok) {
+      return fail({ status: 400, slug: 'invalid-body', title: 'The request body is invalid', errors: parsed.issues });
+    }
+    const input = parsed.value;
+    const outcome = await store.execute({
+      principalId: principal.principalId,
+      endpoint: route.endpoint,
+      method: route.method.toUpperCase(),
+      key: key.key,
+      body: json,
+      policy: typeof route.policy === 'function' ? route.policy() : route.policy,
+      mode: route.mode,
+      correlationId,
+      work: (context) => route.work(input, principal, context, request.native),
+      rederive: route.rederive,
+    });
+    return outcomeAnswer(outcome);
+  } catch (error) {
+    const problem = problemFor(error);
+    if (problem) return fail(problem);
+    route.onError?.(error, correlationId);
+    return fail({ status: 500, slug: 'internal', title: 'Internal error', detail: 'Retrying with the same Idempotency-Key is safe' });
+  }
+}
+
+/** A JSON work result: the body as UTF-8 JSON text. */
+export function jsonResult(status: number, value: unknown): WorkResult {
+  return { status, contentType: 'application/json', body: Buffer.from(JSON.stringify(value), 'utf8') };
+}

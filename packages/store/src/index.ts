@@ -1,0 +1,47 @@
+// @retrysafe/store: idempotency keys on Postgres. The store, its composition root and the
+// framework-neutral HTTP layer; adapters are in the subpaths /express, /fastify, /hono, /next
+// and /fetch, the Postgres backend's statements in /postgres.
+export { createRetrysafe, detectLayout, type Retrysafe, type RetrysafeOptions } from './retrysafe.js';
+export {
+  IdempotencyStore,
+  type Begun,
+  type ClaimCall,
+  type IdempotentCall,
+  type StoreOptions,
+  type StoreOutcome,
+  type StoredResponse,
+  type WorkContext,
+  type WorkResult,
+} from './store.js';
+export {
+  answerIdempotent,
+  jsonResult,
+  KEY_PATTERN,
+  parseIdempotencyKey,
+  PROBLEM_CONTENT_TYPE,
+  problemAnswer,
+  problemFor,
+  problemResponse,
+  readLimited,
+  RequestBodyError,
+  toResponse,
+  type HttpAnswer,
+  type IdempotentRoute,
+  type Principal,
+  type Problem,
+  type RequestBody,
+  type RequestView,
+} from './http.js';
+export { validate, type SafeParser, type StandardSchemaV1, type Validated, type Validator } from './validator.js';
+export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type ScopeMode } from './policy.js';
+export { LiveKeyQuota, type QuotaDecision, type QuotaOptions } from './quota.js';
+export { ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
+export { parseResponseKeys } from './response-keys.js';
+export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
+export { claimOutcomes, ignoreFlow, type ClaimOutcome, type FlowEvent, type FlowObserver } from './events.js';
+export { FlowRecorder, observeAll, type RecorderOptions } from './recorder.js';
+export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';
+export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './periodic.js';
+export { isStorableText, UNSTORABLE_TEXT } from './storable.js';
+export * from './errors.js';
+export type { Queryable, KeyIdentity } from './statements.js';

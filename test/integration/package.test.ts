@@ -1,0 +1,109 @@
+// @retrysafe/store as an adopter gets it: `npm pack` gives a tarball that installs into an empty
+// project and runs on plain Node (no tsx, no bundler, nothing else from this repository): every
+// subpath loads without its framework installed, and an Express service built on it answers a
+// new key with 201 and its retry with the byte-identical replay.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../helpers/database';
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, '../..');
+
+const SERVICE = `
+import express from 'express';
+import { createRetrysafe, jsonResult, problemFor } from '@retrysafe/store';
+import { idempotent, problemErrors } from '@retrysafe/store/express';
+import * as fetchAdapter from '@retrysafe/store/fetch';
+import * as honoAdapter from '@retrysafe/store/hono';
+import * as nextAdapter from '@retrysafe/store/next';
+import * as fastifyAdapter from '@retrysafe/store/fastify';
+import * as postgres from '@retrysafe/store/postgres';
+
+const loaded = {
+  fetch: typeof fetchAdapter.idempotent,
+  hono: typeof honoAdapter.idempotent,
+  next: typeof nextAdapter.idempotentRoute,
+  fastify: typeof fastifyAdapter.idempotent,
+  postgres: typeof postgres.claimKey,
+  problemFor: problemFor(Object.assign(new Error('x'), { name: 'X', code: 'FINGERPRINT_MISMATCH' }))?.status ?? null,
+};
+const retrysafe = await createRetrysafe({
+  connectionString: process.env.DATABASE_URL,
+  fingerprintSecret: 'a fingerprint secret of the test',
+  responseKeys: 'k1:' + Buffer.alloc(32, 7).toString('base64'),
+});
+const policy = { scopeMode: 'endpoint', retryWindowMs: 3600000, retentionMs: 7200000, leaseMs: 10000, lockTimeoutMs: 2000, maxResponseBytes: 4096, liveKeyQuota: 1000 };
+const input = { safeParse: (value) => (value && typeof value.sku === 'string' ? { success: true, data: value } : { success: false, error: { issues: [{ path: ['sku'], message: 'required' }] } }) };
+let runs = 0;
+const app = express();
+app.post('/orders', express.json(), idempotent(retrysafe.store, {
+  endpoint: 'POST /orders', method: 'POST', mode: 'claim-first', policy, maxBodyBytes: 1024, input,
+  authenticate: (req) => (/^Bearer ([0-9a-f-]{36})$/.exec(req.headers.authorization ?? '') ?? [])[1] ? { principalId: req.headers.authorization.slice(7) } : null,
+  work: async (order) => { runs += 1; return jsonResult(201, { id: 'order-' + runs, sku: order.sku }); },
+}));
+app.use(problemErrors());
+const server = app.listen(0, '127.0.0.1', async () => {
+  const url = 'http://127.0.0.1:' + server.address().port + '/orders';
+  const send = () => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env.PRINCIPAL, 'idempotency-key': 'order-key-1' }, body: JSON.stringify({ sku: 'A-1' }) });
+  const first = await send();
+  const firstBody = await first.text();
+  const second = await send();
+  const secondBody = await second.text();
+  server.close();
+  await retrysafe.stop();
+  process.stdout.write(JSON.stringify({ loaded, runs, first: { status: first.status, body: firstBody }, second: { status: second.status, body: secondBody, replayed: second.headers.get('idempotent-replayed') } }));
+});
+`;
+
+describe('@retrysafe/store from its tarball', () => {
+  const db = useTestDatabase();
+  let dir = '';
+  let tarball = '';
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
+    await run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT });
+    const packed = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
+    if (!packed) throw new Error('npm pack wrote no tarball');
+    tarball = join(dir, packed);
+    await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'adopter', private: true, type: 'module' }));
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', tarball, 'express@5.3.0'], { cwd: dir });
+  }, 180_000);
+  afterAll(() => (dir ? rm(dir, { recursive: true, force: true }) : undefined));
+
+  it('holds built JavaScript and declarations only, and depends on pg and canonicalize alone', async () => {
+    const { stdout } = await run('tar', ['-tzf', tarball]);
+    const files = stdout.trim().split('\n');
+    expect(files).toContain('package/dist/index.js');
+    expect(files).toContain('package/dist/index.d.ts');
+    expect(files).toContain('package/dist/adapters/express.js');
+    expect(files.filter((file) => file.startsWith('package/src/') || file.endsWith('.ts') && !file.endsWith('.d.ts'))).toEqual([]);
+    const { stdout: manifest } = await run('tar', ['-xzOf', tarball, 'package/package.json']);
+    const pkg = JSON.parse(manifest) as { dependencies: Record<string, string> };
+    expect(Object.keys(pkg.dependencies).sort()).toEqual(['canonicalize', 'pg']);
+  });
+
+  it('runs an Express service on plain Node: 201, then the byte-identical replay', async () => {
+    await writeFile(join(dir, 'service.mjs'), SERVICE);
+    const principal = crypto.randomUUID();
+    const { stdout } = await run(process.execPath, ['service.mjs'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, NODE_ENV: 'production', DATABASE_URL: db.url, PRINCIPAL: principal },
+      timeout: 60_000,
+    });
+    const result = JSON.parse(stdout) as {
+      loaded: Record<string, unknown>;
+      runs: number;
+      first: { status: number; body: string };
+      second: { status: number; body: string; replayed: string | null };
+    };
+    expect(result.loaded).toEqual({ fetch: 'function', hono: 'function', next: 'function', fastify: 'function', postgres: 'function', problemFor: 422 });
+    expect(result.first.status).toBe(201);
+    expect(result.second).toEqual({ status: 201, body: result.first.body, replayed: 'true' });
+    expect(result.runs).toBe(1);
+  });
+});
