@@ -11,16 +11,13 @@ import { createDemoApi, type DemoApi } from '@/server/demo/api';
 import { defaultPolicies, defaultPolicyFields } from '@/server/demo/policies';
 import { FakeProcessor } from '@/server/demo/processor';
 import { TrafficGenerator } from '@/server/demo/traffic';
-import { LiveKeyQuota } from '@retrysafe/store';
-import { ResponseKeyRing } from '@retrysafe/store';
-import { IdempotencyStore } from '@retrysafe/store';
+import { createRetrysafe, periodicTask, type FlowRecorder, type IdempotencyStore, type LiveKeyQuota, type PeriodicTask } from '@retrysafe/store';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { ensurePolicies } from '@/server/retention/policies';
 import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
 import { thresholdsWith, type AlertThresholds } from '@/server/metrics/alerts';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
-import { FlowRecorder, observeAll } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 import { pruneThrottle } from '@/server/auth/throttle';
 import { sampleStoreStats } from '@/server/metrics/sampler';
@@ -37,6 +34,8 @@ export interface Services {
   metricsToken: string | undefined;
   alertThresholds: AlertThresholds;
   demo: DemoApi;
+  /** Flushes the recorder and the quota, stops every periodic task and closes the pools. */
+  stop: () => Promise<void>;
 }
 
 const slot = Symbol.for('retrysafe.services');
@@ -66,7 +65,6 @@ async function bootServices(): Promise<Services> {
   const environment = readEnvironment();
   const secrets = requireStoreSecrets(environment);
   const pool = ownerPool();
-  const quota = new LiveKeyQuota(pool, { onError: (error) => logEvent('error', 'quota flush failed', { reason: reason(error) }) });
   const policies = new PolicyRegistry(pool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
   const layout = await detectStoreLayout(pool);
   // The store's own connections, with the session settings its plans rely on (statements.ts);
@@ -77,23 +75,24 @@ async function bootServices(): Promise<Services> {
     connectionTimeoutMillis: 2_000,
     client: STORE_POOL_SETTINGS,
   });
-  const recorder = new FlowRecorder(pool, {
-    flushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
-    onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
-  });
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
   const prometheus = createPrometheusMetrics(pool, thresholds);
-  const store = new IdempotencyStore({
-    observer: observeAll(recorder, prometheus.observer),
+  // The same composition root an adopting service uses; this server adds the shared duties.
+  const retrysafe = await createRetrysafe({
     pool: storePool,
     layout,
     fingerprintSecret: secrets.fingerprintSecret,
-    keyRing: new ResponseKeyRing(secrets.encryptionKeys),
-    quota,
+    responseKeys: secrets.encryptionKeys,
+    metricsFlushIntervalMs: environment.METRICS_FLUSH_SECONDS * 1000,
+    observer: prometheus.observer,
     onLeaseLost: (id) => logEvent('error', 'an attempt finished after its lease was taken over', { scope: id.scope }),
     onAbandonFailed: (error, id) =>
       logEvent('error', 'a failed attempt could not be marked retryable: its key stays in progress until the lease ends', { scope: id.scope, reason: reason(error) }),
+    onError: (error, { task }) => logEvent('error', `${task} failed`, { reason: reason(error) }),
   });
+  const { store, recorder } = retrysafe;
+  const quota = retrysafe.quota;
+  if (!quota) throw new Error('the dashboard runs with the live-key quota');
   const sweeper = new Sweeper(
     pool,
     environment.SWEEP_INTERVAL_SECONDS * 1000,
@@ -123,29 +122,38 @@ async function bootServices(): Promise<Services> {
     logEvent('error', 'could not create the default policies', { reason: reason(error) }),
   );
   await policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
-  quota.start();
   sweeper.start();
-  recorder.start();
-  const rollup = setInterval(() => {
-    rollUpFlowMetrics(pool, {
-      minuteRetentionMs: environment.METRICS_MINUTE_RETENTION_HOURS * 3_600_000,
-      hourRetentionMs: environment.METRICS_HOUR_RETENTION_DAYS * 86_400_000,
-    }).catch((error: unknown) => logEvent('error', 'metrics roll-up failed', { reason: reason(error) }));
-    pruneThrottle(pool).catch((error: unknown) => logEvent('error', 'sign-in throttle pruning failed', { reason: reason(error) }));
-  }, 5 * 60_000);
-  rollup.unref();
-  const sample = () => {
-    sampleStoreStats(pool).catch((error: unknown) => logEvent('error', 'store statistics sample failed', { reason: reason(error) }));
-  };
-  // The first sample soon after boot, so a new dashboard has a store point within seconds.
-  setTimeout(sample, 5_000).unref();
-  setInterval(sample, 60_000).unref();
-  if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
+  const failed = (error: unknown, task: string) => logEvent('error', `${task} failed`, { reason: reason(error) });
+  const tasks: PeriodicTask[] = [
+    periodicTask({
+      name: 'metrics roll-up',
+      intervalMs: 5 * 60_000,
+      run: () =>
+        rollUpFlowMetrics(pool, {
+          minuteRetentionMs: environment.METRICS_MINUTE_RETENTION_HOURS * 3_600_000,
+          hourRetentionMs: environment.METRICS_HOUR_RETENTION_DAYS * 86_400_000,
+        }),
+      onError: failed,
+    }),
+    periodicTask({ name: 'sign-in throttle pruning', intervalMs: 5 * 60_000, run: () => pruneThrottle(pool), onError: failed }),
+    // The first sample soon after boot, so a new dashboard has a store point within seconds.
+    periodicTask({ name: 'store statistics sample', intervalMs: 60_000, firstRunAfterMs: 5_000, run: () => sampleStoreStats(pool), onError: failed }),
+  ];
+  for (const task of tasks) task.start();
+  const traffic = environment.DEMO_TRAFFIC === true ? startTraffic(environment.PORT, environment.HOST, pool, store, policies) : null;
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo };
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      traffic?.stop();
+      await Promise.allSettled([sweeper.stop(), policies.stop(), ...tasks.map((task) => task.stop())]);
+      await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { reason: reason(error) }));
+      await Promise.allSettled([storePool.end(), pool.end()]);
+    })());
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo, stop };
 }
 
-function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): void {
+function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): TrafficGenerator {
   let lastLogged = 0;
   const traffic = new TrafficGenerator({
     baseUrl: `http://${host === '::1' ? '[::1]' : '127.0.0.1'}:${port}`,
@@ -166,6 +174,7 @@ function startTraffic(port: number, host: string, pool: pg.Pool, store: Idempote
       (error: unknown) => logEvent('error', 'demo traffic did not start', { reason: reason(error) }),
     );
   }, 3_000).unref();
+  return traffic;
 }
 
 /** The booted services (booting them on first use). A failed boot is retried on the next call. */

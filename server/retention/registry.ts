@@ -2,30 +2,31 @@
 // database every few seconds (and at once after a change made through this process), so
 // a claim costs no extra round trip. A change made on another instance takes effect here
 // within one refresh interval; the key's expiry is fixed from the policy seen at claim time.
-import type { EndpointPolicy } from '@retrysafe/store';
+import { periodicTask, type EndpointPolicy, type PeriodicTask } from '@retrysafe/store';
 import { listPolicies, toEndpointPolicy, type PolicyRecord } from './policies';
 import type { Queryable } from '@retrysafe/store/postgres';
 
 export class PolicyRegistry {
   private policies = new Map<string, EndpointPolicy>();
-  private timer: NodeJS.Timeout | null = null;
+  private readonly task: PeriodicTask;
 
   constructor(
     private readonly db: Queryable,
     private readonly fallbacks: Record<string, EndpointPolicy>,
-    private readonly refreshMs = 5_000,
-    private readonly onError: (error: unknown) => void = () => undefined,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.refresh();
-    this.timer ??= setInterval(() => void this.refresh().catch(this.onError), this.refreshMs);
-    this.timer.unref();
+    refreshMs = 5_000,
+    onError: (error: unknown) => void = () => undefined,
+  ) {
+    this.task = periodicTask({ name: 'policy refresh', intervalMs: refreshMs, run: () => this.refresh(), onError });
   }
 
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+  /** Loads the policies (a failure is thrown; the schedule starts either way). */
+  async start(): Promise<void> {
+    this.task.start();
+    await this.refresh();
+  }
+
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 
   async refresh(): Promise<PolicyRecord[]> {

@@ -7,6 +7,7 @@
 // per scope, the youngest deleted row's age at deletion against the documented window.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { periodicTask, type PeriodicTask } from '@retrysafe/store';
 import { detectStoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
@@ -252,38 +253,24 @@ async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: M
 
 /** Runs sweepOnce on an interval; across instances only one runs at a time (the advisory lock). */
 export class Sweeper {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<SweepResult> | null = null;
+  private readonly task: PeriodicTask;
 
   constructor(
-    private readonly pool: pg.Pool,
-    private readonly intervalMs: number,
-    private readonly options: Partial<SweepOptions> = {},
-    private readonly onResult: (result: SweepResult) => void = () => undefined,
-    private readonly onError: (error: unknown) => void = () => undefined,
-  ) {}
+    pool: pg.Pool,
+    intervalMs: number,
+    options: Partial<SweepOptions> = {},
+    onResult: (result: SweepResult) => void = () => undefined,
+    onError: (error: unknown) => void = () => undefined,
+  ) {
+    this.task = periodicTask({ name: 'sweep', intervalMs, run: async () => onResult(await sweepOnce(pool, 'schedule', options)), onError });
+  }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.tick(), this.intervalMs);
-    this.timer.unref();
+    this.task.start();
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running) return; // never overlap with ourselves
-    this.running = sweepOnce(this.pool, 'schedule', this.options);
-    try {
-      this.onResult(await this.running);
-    } catch (error) {
-      this.onError(error);
-    } finally {
-      this.running = null;
-    }
+  /** Stops the schedule and waits for a sweep in flight. */
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 }

@@ -44,6 +44,8 @@ export interface RetrysafeOptions {
   onError?: (error: unknown, context: { task: string }) => void;
   /** Told when an attempt finished after its lease was taken over (its work ran twice). */
   onLeaseLost?: StoreOptions['onLeaseLost'];
+  /** Told when a failed attempt could not be marked retryable (its key stays in progress until its lease ends); default: onError. */
+  onAbandonFailed?: StoreOptions['onAbandonFailed'];
 }
 
 export interface Retrysafe {
@@ -100,7 +102,7 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
         },
       },
       onLeaseLost: options.onLeaseLost,
-      onAbandonFailed: (error) => report(error, { task: 'mark a failed attempt retryable' }),
+      onAbandonFailed: options.onAbandonFailed ?? ((error) => report(error, { task: 'mark a failed attempt retryable' })),
     });
     recorder.start();
     quota?.start();
