@@ -5,7 +5,20 @@
 import { NextResponse, type NextRequest } from 'next/server';
 import { misdirected } from '@/app/_lib/host';
 
+/** A path whose percent-encoding is not UTF-8: Next answers such a dynamic segment with a bare 500, so it is refused here as what it is. */
+function undecodable(pathname: string): Response | null {
+  try {
+    decodeURIComponent(pathname);
+    return null;
+  } catch {
+    const body = { type: 'urn:retrysafe:problem:invalid-path', title: 'The path is not valid percent-encoded UTF-8', status: 400 };
+    return Response.json(body, { status: 400, headers: { 'Content-Type': 'application/problem+json', 'Cache-Control': 'no-store' } });
+  }
+}
+
 export function proxy(request: NextRequest): NextResponse | Response {
+  // The API routes it matches (those with a dynamic segment) get the path check only.
+  if (request.nextUrl.pathname.startsWith('/api/')) return undecodable(request.nextUrl.pathname) ?? NextResponse.next();
   // Pages answer only for this server's own host names (DNS rebinding: app/_lib/host.ts).
   const refused = misdirected(request.headers);
   if (refused) return refused;
@@ -33,7 +46,8 @@ export function proxy(request: NextRequest): NextResponse | Response {
 }
 
 // Every page, prefetches included: a request header must not be able to switch the policy
-// off (a page fetched with `Purpose: prefetch` is still HTML a browser may render).
+// off (a page fetched with `Purpose: prefetch` is still HTML a browser may render). Of the API,
+// only the routes with a dynamic segment, for the path check.
 export const config = {
-  matcher: ['/((?!api/|_next/static|_next/image|favicon.ico).*)'],
+  matcher: ['/((?!api/|_next/static|_next/image|favicon.ico).*)', '/api/admin/operators/:id+'],
 };

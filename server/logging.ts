@@ -72,3 +72,13 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
 }
 
 export const logger = createLogger();
+
+/** What is logged of an error: a database error's code and routine (its message may quote input), otherwise its name and message. */
+export function describeError(error: unknown): Record<string, string> {
+  if (!(error instanceof Error)) return { name: typeof error };
+  const fields = error as Error & { code?: unknown; routine?: unknown; severity?: unknown };
+  if (typeof fields.code === 'string' && /^[0-9A-Z]{5}$/.test(fields.code) && typeof fields.severity === 'string') {
+    return { name: error.name, sqlstate: fields.code, ...(typeof fields.routine === 'string' ? { routine: fields.routine } : {}) };
+  }
+  return { name: error.name, message: error.message.slice(0, 300) };
+}

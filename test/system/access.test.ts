@@ -53,7 +53,7 @@ describe('access control', () => {
     const routes = await appRoutes();
     const file = routes.find((route) => route.path === path)?.file ?? '';
     const isPage = file.endsWith('page.tsx');
-    const methods = isPage ? ['GET'] : [...(await readFile(file, 'utf8')).matchAll(/export async function (GET|POST|PUT|PATCH|DELETE)\b/g)].map((match) => match[1] ?? 'GET');
+    const methods = isPage ? ['GET'] : [...(await readFile(file, 'utf8')).matchAll(/export (?:async function|const) (GET|POST|PUT|PATCH|DELETE)\b(?! *,)/g)].map((match) => match[1] ?? 'GET');
     expect(methods.length).toBeGreaterThan(0);
     for (const method of methods) {
       const send = (cookie?: string) =>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { captureLog } from '../helpers/log-capture';
+import { describeError } from '../../server/logging';
 
 describe('logger', () => {
   it('redacts credentials, keys and bodies wherever they appear in a line', () => {
@@ -68,3 +69,17 @@ describe('logger redaction at any depth', () => {
   });
 });
 
+
+describe('describeError', () => {
+  it('keeps a database error to its SQLSTATE and routine, never its message (which may quote input)', () => {
+    const error = Object.assign(new Error('invalid input syntax for type uuid: "secret-input"'), { name: 'error', code: '22P02', severity: 'ERROR', routine: 'string_to_uuid' });
+    const described = describeError(error);
+    expect(described).toEqual({ name: 'error', sqlstate: '22P02', routine: 'string_to_uuid' });
+    expect(JSON.stringify(described)).not.toContain('secret-input');
+  });
+
+  it('keeps other errors to their name and the first 300 characters of the message', () => {
+    expect(describeError(new TypeError(`x${'y'.repeat(400)}`))).toEqual({ name: 'TypeError', message: `x${'y'.repeat(299)}` });
+    expect(describeError('a string')).toEqual({ name: 'string' });
+  });
+});

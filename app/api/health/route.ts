@@ -7,6 +7,7 @@ import { currentOperator } from '@/app/_lib/dashboard';
 import { ownerPool } from '@/app/_lib/runtime';
 import { readEnvironment } from '@/server/config';
 import { checkHealth } from '@/server/health';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
@@ -18,7 +19,7 @@ function holdsMetricsToken(authorization: string | null): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const refused = misdirected(request.headers);
   if (refused) return refused;
   const report = await checkHealth(ownerPool());
@@ -28,3 +29,5 @@ export async function GET(request: Request): Promise<Response> {
     headers: { 'Cache-Control': 'no-store' },
   });
 }
+
+export const GET = handled('/api/health', get);

@@ -4,10 +4,11 @@ import { misdirected } from '@/app/_lib/host';
 import { runtime } from '@/app/_lib/runtime';
 import { problemResponse } from '@retrysafe/store';
 import { metricsAuthorized } from '@/server/metrics/prometheus';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const refused = misdirected(request.headers);
   if (refused) return refused;
   const services = await runtime();
@@ -20,3 +21,5 @@ export async function GET(request: Request): Promise<Response> {
   const body = await services.prometheus.registry.metrics();
   return new Response(body, { headers: { 'Content-Type': services.prometheus.registry.contentType, 'Cache-Control': 'no-store' } });
 }
+
+export const GET = handled('/api/metrics', get);

@@ -8,6 +8,7 @@ import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { toCsv } from '@/server/audit/csv';
 import { writeAudit } from '@/server/audit/log';
 import { auditQuerySchema, listAudit } from '@/server/audit/query';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
@@ -15,7 +16,7 @@ const EXPORT_LIMIT = 10_000;
 
 const requestSchema = auditQuerySchema.extend({ format: z.enum(['json', 'csv']).default('json') });
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/audit');
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, requestSchema);
@@ -34,3 +35,5 @@ export async function GET(request: Request): Promise<Response> {
   );
   return csvAttachment(csv, `retrysafe-audit`);
 }
+
+export const GET = handled('/api/admin/audit', get);

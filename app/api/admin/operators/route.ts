@@ -2,16 +2,17 @@
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { createOperator, listOperators, newOperatorSchema } from '@/server/auth/operators';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators');
   if (operator instanceof Response) return operator;
   return adminJson({ operators: await listOperators(dashboardPool()) });
 }
 
-export async function POST(request: Request): Promise<Response> {
+async function post(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators');
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, newOperatorSchema);
@@ -22,3 +23,6 @@ export async function POST(request: Request): Promise<Response> {
     return problemFor(error, { OPERATOR_EXISTS: 409 });
   }
 }
+
+export const GET = handled('/api/admin/operators', get);
+export const POST = handled('/api/admin/operators', post);

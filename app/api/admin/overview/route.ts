@@ -4,10 +4,11 @@ import { runtime } from '@/app/_lib/runtime';
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { overviewQuery, readOverview } from '@/server/metrics/overview';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/overview');
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, overviewQuery);
@@ -15,3 +16,5 @@ export async function GET(request: Request): Promise<Response> {
   const { alertThresholds } = await runtime();
   return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds));
 }
+
+export const GET = handled('/api/admin/overview', get);

@@ -7,6 +7,7 @@ import { storableText } from '@/server/storable';
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changePolicy } from '@/server/retention/policies';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
@@ -18,7 +19,7 @@ const changeSchema = z.strictObject({
   acknowledgeBreakingChange: z.boolean().optional(),
 });
 
-export async function POST(request: Request): Promise<Response> {
+async function post(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/policies');
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, changeSchema);
@@ -30,3 +31,5 @@ export async function POST(request: Request): Promise<Response> {
     return problemFor(error, { INVALID_POLICY: 400, BREAKING_CHANGE_NOT_ACKNOWLEDGED: 409, POLICY_VERSION_CONFLICT: 409, POLICY_NOT_FOUND: 404 });
   }
 }
+
+export const POST = handled('/api/admin/policies', post);

@@ -2,13 +2,16 @@
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/stale-claims');
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
   return adminJson({ claims: await listStaleClaims(dashboardPool(), parsed.limit) });
 }
+
+export const GET = handled('/api/admin/stale-claims', get);

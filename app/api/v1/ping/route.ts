@@ -3,10 +3,13 @@
 // sets the payments API against (same server, same request shape), so the store's share of a
 // request's cost shows.
 import { randomUUID } from 'node:crypto';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function POST(request: Request): Promise<Response> {
+async function post(request: Request): Promise<Response> {
   await request.arrayBuffer();
   return Response.json({ ok: true }, { headers: { 'Cache-Control': 'no-store', 'X-Correlation-Id': randomUUID() } });
 }
+
+export const POST = handled('/api/v1/ping', post);

@@ -4,12 +4,13 @@ import { storableText } from '@/server/storable';
 import { adminJson, invalid, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changeOperator, operatorChangeSchema } from '@/server/auth/operators';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
 const idSchema = storableText().min(1).max(64);
 
-export async function PATCH(request: Request, context: { params: Promise<{ id: string }> }): Promise<Response> {
+async function patch(request: Request, context: { params: Promise<{ id: string }> }): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators/[id]');
   if (operator instanceof Response) return operator;
   const id = idSchema.safeParse((await context.params).id);
@@ -22,3 +23,5 @@ export async function PATCH(request: Request, context: { params: Promise<{ id: s
     return problemFor(error, { OPERATOR_NOT_FOUND: 404, LAST_ADMIN: 409 });
   }
 }
+
+export const PATCH = handled('/api/admin/operators/[id]', patch);

@@ -7,6 +7,7 @@ import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { toCsv } from '@/server/audit/csv';
 import { writeAudit } from '@/server/audit/log';
 import { readRetentionReview, readSweepEvidence } from '@/server/retention/review';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
@@ -15,7 +16,7 @@ const EVIDENCE_EXPORT_RUNS = 10_000;
 
 const querySchema = z.strictObject({ what: z.enum(['policies', 'history', 'evidence']) });
 
-export async function GET(request: Request): Promise<Response> {
+async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/retention/export');
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, querySchema);
@@ -46,3 +47,5 @@ export async function GET(request: Request): Promise<Response> {
   });
   return csvAttachment(csv, `retrysafe-retention-${what}`);
 }
+
+export const GET = handled('/api/admin/retention/export', get);

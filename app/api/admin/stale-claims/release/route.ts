@@ -4,10 +4,11 @@ import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { staleReleaseSchema } from '@/server/idempotency/key-metadata';
 import { releaseStaleClaim } from '@/server/retention/stale-claims';
+import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-export async function POST(request: Request): Promise<Response> {
+async function post(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/stale-claims/release');
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, staleReleaseSchema);
@@ -20,3 +21,5 @@ export async function POST(request: Request): Promise<Response> {
     return problemFor(error, { CLAIM_NOT_STALE: 409 });
   }
 }
+
+export const POST = handled('/api/admin/stale-claims/release', post);

@@ -1,0 +1,192 @@
+// A bounded hostile-input run against the started server: fast-check generates every public and
+// admin route's fields (NUL characters, lone surrogates, years 0 and 10000, huge strings, wrong
+// types, extra fields, malformed JSON, wrong content types), at least 5,000 requests in all,
+// sent by an admin session with a same-origin Origin (so the input reaches validation and the
+// database) and by the demo API's tenant. No answer may be a 5xx, and the server is healthy
+// and still answers correctly afterwards.
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
+import { useTestDatabase } from '../helpers/database';
+import { signInEveryRole } from '../helpers/operators';
+import { startServer, type RunningServer } from '../helpers/server';
+
+const hostileText = fc.oneof(
+  { weight: 4, arbitrary: fc.string({ maxLength: 40 }) },
+  { weight: 2, arbitrary: fc.string({ unit: 'grapheme', maxLength: 20 }) },
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom(
+      '\u0000',
+      'a\u0000b',
+      '\ud800',
+      'x\udc00y',
+      '\ud83d',
+      '0000-01-01T00:00:00Z',
+      '10000-01-01T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '-infinity',
+      'NaN',
+      "'; DROP TABLE operators; --",
+      '%00',
+      '../../etc/passwd',
+      '00000000-0000-0000-0000-000000000000',
+      '\u202e\u0000\u0007',
+    ),
+  },
+  { weight: 1, arbitrary: fc.string({ minLength: 2_000, maxLength: 20_000, unit: fc.constantFrom('a', '\u00e9', '\u0000', '\ud83d\ude00') }) },
+);
+const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
+  { weight: 6, arbitrary: hostileText },
+  { weight: 1, arbitrary: fc.integer() },
+  { weight: 1, arbitrary: fc.constantFrom(0, -1, 2 ** 53, 1e308, -0, 0.5) },
+  { weight: 1, arbitrary: fc.boolean() },
+  { weight: 1, arbitrary: fc.constant(null) },
+  { weight: 1, arbitrary: fc.array(hostileText, { maxLength: 3 }) },
+  { weight: 1, arbitrary: fc.dictionary(hostileText, hostileText, { maxKeys: 3 }) },
+);
+
+/** An object over `fields`, each field valid-looking, hostile or absent, sometimes with an extra field. */
+function fieldsOf(fields: Record<string, fc.Arbitrary<unknown>>): fc.Arbitrary<Record<string, unknown>> {
+  const record: Record<string, fc.Arbitrary<unknown>> = {};
+  for (const [name, valid] of Object.entries(fields)) record[name] = fc.oneof(valid, hostileValue);
+  return fc
+    .tuple(fc.record(record, { requiredKeys: [] }), fc.option(fc.tuple(hostileText, hostileValue), { freq: 5 }))
+    .map(([value, extra]) => (extra ? { ...value, [extra[0]]: extra[1] } : value));
+}
+
+const uuid = fc.uuid();
+const key = fc.string({ minLength: 1, maxLength: 20, unit: fc.constantFrom('a', 'b', '-', '1') });
+const reason = fc.constant('hostile input run');
+
+interface Case {
+  method: 'GET' | 'POST' | 'PATCH';
+  path: string;
+  as: 'admin' | 'tenant';
+  query?: Record<string, unknown>;
+  body?: { contentType: string; text: string };
+}
+
+/** A JSON body: usually the generated object, sometimes broken JSON, another content type or a bare value. */
+function bodyOf(fields: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<{ contentType: string; text: string }> {
+  return fc.oneof(
+    { weight: 8, arbitrary: fields.map((value) => ({ contentType: 'application/json', text: JSON.stringify(value) })) },
+    { weight: 1, arbitrary: fc.string({ maxLength: 60 }).map((text) => ({ contentType: 'application/json', text: `{${text}` })) },
+    { weight: 1, arbitrary: fields.map((value) => ({ contentType: 'text/plain', text: JSON.stringify(value) })) },
+    { weight: 1, arbitrary: hostileValue.map((value) => ({ contentType: 'application/json', text: JSON.stringify(value) })) },
+  );
+}
+
+const queryCase = (path: string, fields: Record<string, fc.Arbitrary<unknown>>): fc.Arbitrary<Case> =>
+  fieldsOf(fields).map((query) => ({ method: 'GET', path, as: 'admin', query }));
+const bodyCase = (method: 'POST' | 'PATCH', path: string | fc.Arbitrary<string>, fields: Record<string, fc.Arbitrary<unknown>>, as: Case['as'] = 'admin'): fc.Arbitrary<Case> =>
+  fc.tuple(typeof path === 'string' ? fc.constant(path) : path, bodyOf(fieldsOf(fields))).map(([concrete, body]) => ({ method, path: concrete, as, body }));
+
+const instant = fc.date({ min: new Date('2020-01-01'), max: new Date('2030-01-01'), noInvalidDate: true }).map((date) => date.toISOString());
+
+const cases: Record<string, fc.Arbitrary<Case>> = {
+  'POST /api/v1/payments': bodyCase('POST', '/api/v1/payments', { amount: fc.integer({ min: 1, max: 10_000 }), currency: fc.constantFrom('EUR', 'USD'), description: fc.string({ maxLength: 20 }) }, 'tenant'),
+  'POST /api/v1/refunds': bodyCase('POST', '/api/v1/refunds', { payment: uuid, amount: fc.integer({ min: 1, max: 100 }) }, 'tenant'),
+  'GET /api/admin/audit': queryCase('/api/admin/audit', { actor: fc.string({ maxLength: 10 }), action: fc.constantFrom('key.lookup', 'sign_in'), from: instant, to: instant, after: fc.string({ maxLength: 30 }), limit: fc.integer({ min: 1, max: 500 }), format: fc.constantFrom('json', 'csv') }),
+  'GET /api/admin/overview': queryCase('/api/admin/overview', { range: fc.constantFrom('1h', '6h', '24h', '7d', '30d'), scope: fc.constantFrom('POST /api/v1/payments', 'intent') }),
+  'GET /api/admin/stale-claims': queryCase('/api/admin/stale-claims', { limit: fc.integer({ min: 1, max: 500 }) }),
+  'GET /api/admin/retention/export': queryCase('/api/admin/retention/export', { what: fc.constantFrom('policies', 'history', 'evidence') }),
+  'POST /api/admin/keys/lookup': bodyCase('POST', '/api/admin/keys/lookup', { principalId: uuid, key, reason }),
+  'POST /api/admin/keys/list': bodyCase('POST', '/api/admin/keys/list', {
+    principalId: uuid,
+    reason,
+    scope: fc.constantFrom('POST /api/v1/payments', 'intent'),
+    state: fc.constantFrom('in_progress', 'completed', 'failed'),
+    after: fc.record({ createdAt: fc.string({ maxLength: 20 }), scope: hostileText, key }),
+    limit: fc.integer({ min: 1, max: 200 }),
+  }),
+  'POST /api/admin/stale-claims/release': bodyCase('POST', '/api/admin/stale-claims/release', { principalId: uuid, scope: fc.constant('POST /api/v1/refunds'), key, reason }),
+  'POST /api/admin/policies': bodyCase('POST', '/api/admin/policies', {
+    endpoint: fc.constantFrom('POST /api/v1/nowhere', 'no such endpoint'),
+    expectedVersion: fc.integer({ min: 1, max: 5 }),
+    fields: fc.dictionary(fc.constantFrom('retentionSeconds', 'retryWindowSeconds', 'liveKeyQuota', 'scopeMode'), hostileValue, { maxKeys: 3 }),
+    reason,
+    acknowledgeBreakingChange: fc.boolean(),
+  }),
+  'POST /api/admin/operators': bodyCase('POST', '/api/admin/operators', { email: fc.emailAddress(), password: fc.string({ minLength: 1, maxLength: 20 }), role: fc.constantFrom('viewer', 'operator', 'root'), name: fc.string({ maxLength: 20 }) }),
+  'PATCH /api/admin/operators/[id]': bodyCase(
+    'PATCH',
+    fc
+      .oneof(
+        // Every byte percent-encoded, cut at 100 bytes (so sometimes mid-character), and encodings that are not UTF-8 at all.
+        hostileText.map((id) => [...Buffer.from(id, 'utf8').subarray(0, 100)].map((byte) => `%${byte.toString(16).padStart(2, '0')}`).join('') || 'x'),
+        fc.constantFrom('%ff', '%c3', '%f0%9f', 'a%e9b', '%2e%2e%2f', '%'),
+      )
+      .map((id) => `/api/admin/operators/${id}`),
+    { role: fc.constantFrom('viewer', 'admin', 'god'), disabled: fc.boolean(), reason },
+  ),
+};
+const RUNS_PER_ROUTE = 420; // 12 routes: 5,040 requests
+
+describe('hostile input against the running server', () => {
+  const db = useTestDatabase();
+  let server: RunningServer | undefined;
+  let adminCookie = '';
+  let tenant: CreatedTenant;
+  let sent = 0;
+  const serverErrors: string[] = [];
+
+  beforeAll(async () => {
+    server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
+    adminCookie = (await signInEveryRole(db.dashboardUrl, server.baseUrl, 'hostile.example')).get('admin') ?? '';
+    tenant = await createTenant(db.pool, 'hostile tenant');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  async function send(test: Case, idempotencyKey: string): Promise<number> {
+    const base = server?.baseUrl ?? '';
+    const url = new URL(test.path, base);
+    for (const [name, value] of Object.entries(test.query ?? {})) url.searchParams.set(name, typeof value === 'string' ? value : JSON.stringify(value));
+    const headers: Record<string, string> =
+      test.as === 'admin' ? { cookie: adminCookie, origin: base, 'sec-fetch-site': 'same-origin' } : { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': idempotencyKey };
+    if (test.body) headers['content-type'] = test.body.contentType;
+    const response = await fetch(url, { method: test.method, headers, body: test.body?.text, redirect: 'manual' });
+    await response.arrayBuffer();
+    sent += 1;
+    if (response.status >= 500) serverErrors.push(`${test.method} ${url.pathname} -> ${response.status}: ${(test.body?.text ?? url.search).slice(0, 200)}`);
+    return response.status;
+  }
+
+  it(`answers ${RUNS_PER_ROUTE * Object.keys(cases).length} generated requests over every route without a 5xx`, { timeout: 900_000 }, async () => {
+    let counter = 0;
+    await Promise.all(
+      Object.values(cases).map((arbitrary) =>
+        fc.assert(
+          fc.asyncProperty(arbitrary, async (test) => {
+            counter += 1;
+            await send(test, `hostile-${counter}`); // a 5xx is collected, with its input, and the run goes on
+          }),
+          { numRuns: RUNS_PER_ROUTE, endOnFailure: true },
+        ),
+      ),
+    );
+    // On a failure, the server's last output says why.
+    expect(serverErrors, serverErrors.length > 0 ? (server?.output() ?? '').slice(-4_000) : undefined).toEqual([]);
+    expect(sent).toBeGreaterThanOrEqual(5_000);
+  });
+
+  it('is healthy afterwards, and still serves a real payment and its replay', async () => {
+    const base = server?.baseUrl ?? '';
+    expect((await fetch(`${base}/api/health`)).status).toBe(200);
+    const pay = () =>
+      fetch(`${base}/api/v1/payments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': 'after-the-storm', 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: 100, currency: 'EUR' }),
+      });
+    const first = await pay();
+    const replay = await pay();
+    expect(first.status).toBe(201);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.text()).toBe(await first.text());
+    // Failures are one JSON line each, never Next's multi-line print of a raw error.
+    expect(server?.output() ?? '').not.toMatch(/⨯|at async|\n\s+at /);
+  });
+});
