@@ -36,6 +36,8 @@ export interface Services {
   prometheus: PrometheusMetrics;
   metricsToken: string | undefined;
   alertThresholds: AlertThresholds;
+  /** SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
+  sweepIntervalSeconds: number;
   demo: DemoApi;
 }
 
@@ -82,7 +84,7 @@ async function bootServices(): Promise<Services> {
     onError: (error) => logEvent('error', 'metrics flush failed', { reason: reason(error) }),
   });
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
-  const prometheus = createPrometheusMetrics(pool, thresholds);
+  const prometheus = createPrometheusMetrics(pool, thresholds, { sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS });
   const store = new IdempotencyStore({
     observer: observeAll(recorder, prometheus.observer),
     pool: storePool,
@@ -142,7 +144,7 @@ async function bootServices(): Promise<Services> {
   setInterval(sample, 60_000).unref();
   if (environment.DEMO_TRAFFIC === true) startTraffic(environment.PORT, environment.HOST, pool, store, policies);
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, demo };
 }
 
 function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): void {

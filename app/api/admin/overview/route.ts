@@ -12,6 +12,6 @@ export async function GET(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, overviewQuery);
   if (parsed instanceof Response) return parsed;
-  const { alertThresholds } = await runtime();
-  return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds));
+  const { alertThresholds, sweepIntervalSeconds } = await runtime();
+  return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds, sweepIntervalSeconds));
 }
