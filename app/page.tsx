@@ -14,14 +14,14 @@ export const dynamic = 'force-dynamic';
 export default async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   await requirePageOperator('/');
   const search = parseOverviewSearch(await searchParams);
-  const { alertThresholds } = await runtime();
+  const { alertThresholds, sweepIntervalSeconds } = await runtime();
   const client = new QueryClient();
   // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .query({
       queryKey: queryKeys.overview(search.range, search.scope ?? null),
       // As the client would receive it from /api/admin/overview: dates as strings.
-      queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, scope: search.scope }, alertThresholds))) as OverviewJson,
+      queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, scope: search.scope }, alertThresholds, sweepIntervalSeconds))) as OverviewJson,
     })
     .catch(reportPrefetchFailure('/'));
   return (

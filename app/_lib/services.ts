@@ -33,6 +33,8 @@ export interface Services {
   prometheus: PrometheusMetrics;
   metricsToken: string | undefined;
   alertThresholds: AlertThresholds;
+  /** SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
+  sweepIntervalSeconds: number;
   demo: DemoApi;
   /** Flushes the recorder and the quota, stops every periodic task and closes the pools. */
   stop: () => Promise<void>;
@@ -76,7 +78,7 @@ async function bootServices(): Promise<Services> {
     client: STORE_POOL_SETTINGS,
   });
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
-  const prometheus = createPrometheusMetrics(pool, thresholds);
+  const prometheus = createPrometheusMetrics(pool, thresholds, { sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS });
   // The same composition root an adopting service uses; this server adds the shared duties.
   const retrysafe = await createRetrysafe({
     pool: storePool,
@@ -150,7 +152,7 @@ async function bootServices(): Promise<Services> {
       await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { reason: reason(error) }));
       await Promise.allSettled([storePool.end(), pool.end()]);
     })());
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, demo, stop };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, demo, stop };
 }
 
 function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): TrafficGenerator {

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
+import { readLastFinishedSweep } from '../retention/review';
 
 export type Severity = 'warning' | 'critical';
 
@@ -17,9 +18,13 @@ export interface AlertThresholds {
   claimP99Minutes: number;
   mismatchShare: number;
   conflictShare: number;
+  /** Claims refused over a principal's live-key quota (429). */
+  rejectedShare: number;
   rateMinutes: number;
   /** Rates are only judged on minutes with at least this many claims. */
   minimumClaimsPerMinute: number;
+  /** The sweeper is stalled when no run has finished for this many sweep intervals. */
+  sweepStalledIntervals: number;
 }
 
 export const alertThresholds: AlertThresholds = {
@@ -31,9 +36,53 @@ export const alertThresholds: AlertThresholds = {
   claimP99Minutes: 5,
   mismatchShare: 0.05,
   conflictShare: 0.1,
+  // A few 429s are the quota doing its job on one client; 1% of all claims for 5 minutes
+  // means a principal (or several) is stuck at its quota and retrying.
+  rejectedShare: 0.01,
   rateMinutes: 5,
   minimumClaimsPerMinute: 20,
+  // One late run is a slow sweep; three missed intervals mean none is getting through.
+  sweepStalledIntervals: 3,
 };
+
+/**
+ * What each alert is called, how severe it is and what to do: the dashboard's banners and
+ * the shipped Prometheus rules (server/metrics/prometheus-rules.ts) use these same words.
+ */
+export const alertCatalog = {
+  retention_below_window: { severity: 'critical', action: 'Raise the retention to at least the window now: late retries are being executed twice.' },
+  rows_over_baseline: { severity: 'warning', action: 'Expiry is not keeping up: check the last sweep runs and the cleanup lag.' },
+  cleanup_lag: {
+    severity: 'warning',
+    action: 'The sweeper is behind or not running: look at the last sweep runs and their errors, or run npm run cli -- sweep.',
+  },
+  stale_claims: { severity: 'warning', action: 'A handler died mid-work: check whether its effect happened (correlation id), then release the claim.' },
+  claim_p99: {
+    severity: 'warning',
+    action: 'The key index may no longer fit in memory, or the database is saturated: check store size and database load.',
+  },
+  mismatch_rate: {
+    severity: 'warning',
+    what: 'reuse a key for a different request',
+    action: 'Find the principals involved (key lookup) and tell them; the store is refusing these requests as designed.',
+  },
+  conflict_rate: {
+    severity: 'warning',
+    what: 'retry while the original is still running',
+    action: 'Find the principals involved (key lookup) and tell them; the store is refusing these requests as designed.',
+  },
+  rejection_rate: {
+    severity: 'warning',
+    what: 'are over their live-key quota (429)',
+    action: "Find the principals at their quota (key lookup, their live keys): a client minting a new key per retry, or volume the endpoint's quota was not sized for.",
+  },
+  sweeper_stalled: {
+    severity: 'warning',
+    action: 'No sweep is getting through: look for "sweep failed" in the server logs and at the last sweep runs (retention page), or run npm run cli -- sweep.',
+  },
+} as const satisfies Record<string, { severity: Severity; action: string; what?: string }>;
+
+export type AlertName = keyof typeof alertCatalog;
 
 /** ALERT_THRESHOLDS: a JSON object overriding any of the defaults, e.g. {"claimP99ObjectiveMs": 30}. */
 export const alertThresholdOverrides = z
@@ -46,8 +95,10 @@ export const alertThresholdOverrides = z
     claimP99Minutes: z.number().int().positive(),
     mismatchShare: z.number().min(0).max(1),
     conflictShare: z.number().min(0).max(1),
+    rejectedShare: z.number().min(0).max(1),
     rateMinutes: z.number().int().positive(),
     minimumClaimsPerMinute: z.number().int().min(0),
+    sweepStalledIntervals: z.number().positive(),
   })
   .partial();
 
@@ -69,6 +120,8 @@ export interface FlowMinutePoint {
   claims: number;
   mismatches: number;
   conflicts: number;
+  /** Claims refused over the live-key quota. */
+  rejections: number;
   /** Merged latency histogram of the minute. */
   latency: number[];
 }
@@ -79,13 +132,32 @@ export interface PolicyPoint {
   retentionSeconds: number;
 }
 
+/** The sweeper's last finished run and how often it is meant to run. */
+export interface SweepPoint {
+  lastFinishedAt: Date | null;
+  intervalSeconds: number;
+}
+
+export interface AlertInputs {
+  now: Date;
+  store: StoreSamplePoint[];
+  flow: FlowMinutePoint[];
+  policies: PolicyPoint[];
+  sweep: SweepPoint;
+}
+
 export interface Alert {
-  name: string;
+  name: AlertName;
   severity: Severity;
   summary: string;
   action: string;
   /** Since when the condition holds (the start of the window it held over). */
   since: Date | null;
+}
+
+/** A share as the banners write it: 10%, 5%, 0.5%. */
+export function shareText(share: number): string {
+  return `${Number((share * 100).toPrecision(3))}%`;
 }
 
 /** True when `points` cover at least the last `minutes` and the condition holds on all of them. */
@@ -97,10 +169,7 @@ function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number
   return window.every(holds) ? earliest.at : null;
 }
 
-export function evaluateAlerts(
-  input: { now: Date; store: StoreSamplePoint[]; flow: FlowMinutePoint[]; policies: PolicyPoint[] },
-  thresholds: AlertThresholds = alertThresholds,
-): Alert[] {
+export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds = alertThresholds): Alert[] {
   const { now } = input;
   const store = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime());
   const flow = [...input.flow].sort((a, b) => a.at.getTime() - b.at.getTime());
@@ -110,9 +179,9 @@ export function evaluateAlerts(
     if (policy.retentionSeconds < policy.retryWindowSeconds) {
       alerts.push({
         name: 'retention_below_window',
-        severity: 'critical',
+        severity: alertCatalog.retention_below_window.severity,
         summary: `${policy.endpoint} keeps keys ${policy.retentionSeconds} s, less than its documented ${policy.retryWindowSeconds} s window`,
-        action: 'Raise the retention to at least the window now: late retries are being executed twice.',
+        action: alertCatalog.retention_below_window.action,
         since: null,
       });
     }
@@ -123,9 +192,9 @@ export function evaluateAlerts(
     const latest = store.at(-1);
     alerts.push({
       name: 'rows_over_baseline',
-      severity: 'warning',
+      severity: alertCatalog.rows_over_baseline.severity,
       summary: `The store holds ${latest?.estimatedRows ?? '?'} rows, over ${thresholds.rowsOverBaselineRatio}x its baseline of ${latest?.baselineRows ?? '?'}, for ${thresholds.rowsOverBaselineMinutes} min`,
-      action: 'Expiry is not keeping up: check the last sweep runs and the cleanup lag.',
+      action: alertCatalog.rows_over_baseline.action,
       since: overBaseline,
     });
   }
@@ -134,9 +203,9 @@ export function evaluateAlerts(
   if (latestStore && latestStore.cleanupLagSeconds > thresholds.cleanupLagSeconds) {
     alerts.push({
       name: 'cleanup_lag',
-      severity: 'warning',
+      severity: alertCatalog.cleanup_lag.severity,
       summary: `The oldest surviving row expired ${Math.round(latestStore.cleanupLagSeconds / 60)} min ago`,
-      action: 'The sweeper is behind or not running: look at the last sweep runs and their errors, or run npm run cli -- sweep.',
+      action: alertCatalog.cleanup_lag.action,
       since: new Date(latestStore.at.getTime() - latestStore.cleanupLagSeconds * 1000),
     });
   }
@@ -144,9 +213,9 @@ export function evaluateAlerts(
   if (latestStore && latestStore.oldestStaleSeconds > thresholds.staleClaimMinutes * 60) {
     alerts.push({
       name: 'stale_claims',
-      severity: 'warning',
+      severity: alertCatalog.stale_claims.severity,
       summary: `A claim has been past its lease for ${Math.round(latestStore.oldestStaleSeconds / 60)} min`,
-      action: 'A handler died mid-work: check whether its effect happened (correlation id), then release the claim.',
+      action: alertCatalog.stale_claims.action,
       since: new Date(latestStore.at.getTime() - latestStore.oldestStaleSeconds * 1000),
     });
   }
@@ -157,33 +226,51 @@ export function evaluateAlerts(
   if (slow && flow.some(busy)) {
     alerts.push({
       name: 'claim_p99',
-      severity: 'warning',
+      severity: alertCatalog.claim_p99.severity,
       summary: `Claim p99 over its ${thresholds.claimP99ObjectiveMs} ms objective for ${thresholds.claimP99Minutes} min`,
-      action: 'The key index may no longer fit in memory, or the database is saturated: check store size and database load.',
+      action: alertCatalog.claim_p99.action,
       since: slow,
     });
   }
 
-  for (const [name, share, pick, what] of [
-    ['mismatch_rate', thresholds.mismatchShare, (point: FlowMinutePoint) => point.mismatches, 'reuse a key for a different request'],
-    ['conflict_rate', thresholds.conflictShare, (point: FlowMinutePoint) => point.conflicts, 'retry while the original is still running'],
+  for (const [name, share, pick, who] of [
+    ['mismatch_rate', thresholds.mismatchShare, (point: FlowMinutePoint) => point.mismatches, 'clients'],
+    ['conflict_rate', thresholds.conflictShare, (point: FlowMinutePoint) => point.conflicts, 'clients'],
+    ['rejection_rate', thresholds.rejectedShare, (point: FlowMinutePoint) => point.rejections, 'principals'],
   ] as const) {
     const since = heldFor(flow, now, thresholds.rateMinutes, (point) => !busy(point) || pick(point) / point.claims > share);
     if (since && flow.some(busy)) {
       alerts.push({
         name,
-        severity: 'warning',
-        summary: `Over ${Math.round(share * 100)}% of claims for ${thresholds.rateMinutes} min: clients ${what}`,
-        action: 'Find the principals involved (key lookup) and tell them; the store is refusing these requests as designed.',
+        severity: alertCatalog[name].severity,
+        summary: `Over ${shareText(share)} of claims for ${thresholds.rateMinutes} min: ${who} ${alertCatalog[name].what}`,
+        action: alertCatalog[name].action,
         since,
       });
     }
   }
+
+  const { lastFinishedAt, intervalSeconds } = input.sweep;
+  const stalledAfterMs = thresholds.sweepStalledIntervals * intervalSeconds * 1000;
+  if (lastFinishedAt && now.getTime() - lastFinishedAt.getTime() > stalledAfterMs) {
+    alerts.push({
+      name: 'sweeper_stalled',
+      severity: alertCatalog.sweeper_stalled.severity,
+      summary: `No sweep has finished for ${Math.round((now.getTime() - lastFinishedAt.getTime()) / 60_000)} min, over ${thresholds.sweepStalledIntervals} sweep intervals of ${intervalSeconds} s`,
+      action: alertCatalog.sweeper_stalled.action,
+      since: new Date(lastFinishedAt.getTime() + stalledAfterMs),
+    });
+  }
   return alerts;
 }
 
-/** The last `minutes` of the series and the policies, for evaluateAlerts (primary-key ranges). */
-export async function readAlertInputs(db: Queryable, minutes = 30): Promise<{ now: Date; store: StoreSamplePoint[]; flow: FlowMinutePoint[]; policies: PolicyPoint[] }> {
+/**
+ * The last `minutes` of the series, the policies and the last finished sweep, for
+ * evaluateAlerts (primary-key ranges). `sweepIntervalSeconds` is the server's
+ * SWEEP_INTERVAL_SECONDS (its default when not given).
+ */
+export async function readAlertInputs(db: Queryable, options: { minutes?: number; sweepIntervalSeconds?: number } = {}): Promise<AlertInputs> {
+  const { minutes = 30, sweepIntervalSeconds = 60 } = options;
   const clock = await db.query<{ now: Date }>('SELECT now() AS now');
   const now = clock.rows[0]?.now ?? new Date();
   const stats = await db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
@@ -197,9 +284,9 @@ export async function readAlertInputs(db: Queryable, minutes = 30): Promise<{ no
      WHERE state = 'in_progress' AND lease_expires_at < now()`,
   );
   const oldestStale = stale.rows[0]?.seconds ?? 0;
-  const counts = await db.query<{ minute: Date; claims: string; mismatches: string | null; conflicts: string | null }>(
+  const counts = await db.query<{ minute: Date; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
     `SELECT minute, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
-            sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts
+            sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
      FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute ORDER BY minute`,
     [minutes],
   );
@@ -231,8 +318,10 @@ export async function readAlertInputs(db: Queryable, minutes = 30): Promise<{ no
       claims: Number(row.claims),
       mismatches: Number(row.mismatches ?? 0),
       conflicts: Number(row.conflicts ?? 0),
+      rejections: Number(row.rejections ?? 0),
       latency: histograms.get(row.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0),
     })),
     policies: policies.rows.map((row) => ({ endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
+    sweep: { lastFinishedAt: (await readLastFinishedSweep(db))?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
   };
 }

@@ -37,7 +37,8 @@ export interface FlowPoint {
 }
 
 /** One store_stats sample: the store's figures, named for the chart, against its baseline. */
-export interface StorePoint extends Omit<StoreFigures, 'estimatedRows'> {
+// The stored series (store_stats) keeps the stale-claim count, not the oldest one's age.
+export interface StorePoint extends Omit<StoreFigures, 'estimatedRows' | 'oldestStaleSeconds'> {
   t: string;
   rows: number;
   baseline: number;
@@ -66,7 +67,8 @@ export type OverviewJson = Omit<Overview, 'alerts'> & { alerts: (Omit<Alert, 'si
 const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
 const finite = (value: number) => (Number.isFinite(value) ? value : null);
 
-export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds): Promise<Overview> {
+/** `sweepIntervalSeconds`: the server's SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
+export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds, sweepIntervalSeconds?: number): Promise<Overview> {
   const rangeSeconds = overviewRanges[query.range];
   const step = steps[query.range];
   const hourly = rangeSeconds > 86_400;
@@ -181,6 +183,6 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
               .map(({ scope, estimatedRows, responseBytes }) => ({ scope, estimatedRows, responseBytes })),
           },
     lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
-    alerts: evaluateAlerts(await readAlertInputs(db), thresholds),
+    alerts: evaluateAlerts(await readAlertInputs(db, { sweepIntervalSeconds }), thresholds),
   };
 }

@@ -6,9 +6,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { FlowObserver } from '@retrysafe/store';
-import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds } from './alerts';
-import { BUCKET_BOUNDS_MS } from '@retrysafe/store';
+import { BUCKET_BOUNDS_MS, claimOutcomes, type FlowObserver } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
+import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds, type PolicyPoint } from './alerts';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
 import { readLastFinishedSweep } from '../retention/review';
@@ -19,7 +19,13 @@ export interface PrometheusMetrics {
   observer: FlowObserver;
 }
 
-export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThresholds = alertThresholds): PrometheusMetrics {
+export interface PrometheusOptions {
+  /** SWEEP_INTERVAL_SECONDS, exported so a rule can tell a stalled sweeper (its default when not given). */
+  sweepIntervalSeconds?: number;
+}
+
+export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThresholds = alertThresholds, options: PrometheusOptions = {}): PrometheusMetrics {
+  const sweepIntervalSeconds = options.sweepIntervalSeconds ?? 60;
   const registry = new Registry();
   const claims = new Counter({
     name: 'retrysafe_claims_total',
@@ -54,6 +60,17 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   storeGauge('retrysafe_store_oldest_row_age_seconds', 'Age of the row that expires first', (f) => f.oldestRowAgeSeconds);
   storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far past its expiry the oldest surviving row is', (f) => f.cleanupLagSeconds);
   storeGauge('retrysafe_stale_claims', 'In-progress claims whose lease has passed', (f) => f.staleClaims);
+  storeGauge('retrysafe_stale_claim_oldest_seconds', 'How long the oldest stale claim has been past its lease (0 when none)', (f) => f.oldestStaleSeconds);
+  new Gauge({
+    name: 'retrysafe_store_baseline_rows',
+    help: 'Rows a store that expires on time would hold (new keys within each scope\'s trailing retention), from the last store-statistics sample',
+    registers: [registry],
+    async collect() {
+      const baseline = await readLatestBaseline(pool);
+      this.reset();
+      if (baseline !== null) this.set(baseline);
+    },
+  });
 
   // Per scope, from the sampler's last sample (a page sample of the table, not redone per scrape).
   const scopeFigures = sharedPerScrape(() => readLatestScopeFigures(pool));
@@ -85,6 +102,27 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     },
   });
   new Gauge({
+    name: 'retrysafe_sweep_interval_seconds',
+    help: 'How often each instance tries to sweep (SWEEP_INTERVAL_SECONDS)',
+    registers: [registry],
+  }).set(sweepIntervalSeconds);
+  const policies = sharedPerScrape(() => readPolicyWindows(pool));
+  for (const [name, help, pick] of [
+    ['retrysafe_policy_retry_window_seconds', 'Documented retry window of each endpoint (the promise)', (policy) => policy.retryWindowSeconds],
+    ['retrysafe_policy_retention_seconds', 'Retention applied to the keys of each endpoint', (policy) => policy.retentionSeconds],
+  ] as const satisfies readonly (readonly [string, string, (policy: PolicyPoint) => number])[]) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['scope'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const policy of await policies()) this.set({ scope: policy.endpoint }, pick(policy));
+      },
+    });
+  }
+  new Gauge({
     name: 'retrysafe_sweep_last_rows_deleted',
     help: 'Rows deleted by the last finished sweep run',
     registers: [registry],
@@ -100,19 +138,44 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool), thresholds)) this.set({ name: alert.name, severity: alert.severity }, 1);
+      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set({ name: alert.name, severity: alert.severity }, 1);
     },
   });
 
+  // Every outcome of a scope is exported (at 0) from the scope's first claim on, so rate()
+  // sees a series' first increase instead of starting from its first non-zero sample.
+  const seenScopes = new Set<string>();
   return {
     registry,
     observer: {
       record(event) {
+        if (!seenScopes.has(event.scope)) {
+          seenScopes.add(event.scope);
+          for (const outcome of claimOutcomes) claims.inc({ scope: event.scope, outcome }, 0);
+        }
         claims.inc({ scope: event.scope, outcome: event.outcome });
         if (event.claimLatencyMs !== undefined) latency.observe({ scope: event.scope }, event.claimLatencyMs / 1000);
       },
     },
   };
+}
+
+/** The baseline of the last store-statistics sample (primary key, newest first); null before the first. */
+async function readLatestBaseline(db: Queryable): Promise<number | null> {
+  const { rows } = await db.query<{ baseline_rows: string }>({
+    name: 'metrics_latest_baseline',
+    text: 'SELECT baseline_rows FROM store_stats ORDER BY sampled_at DESC LIMIT 1',
+  });
+  return rows[0] ? Number(rows[0].baseline_rows) : null;
+}
+
+/** Each endpoint's documented window and applied retention (a handful of rows). */
+async function readPolicyWindows(db: Queryable): Promise<PolicyPoint[]> {
+  const { rows } = await db.query<{ endpoint: string; retry_window_seconds: number; retention_seconds: number }>({
+    name: 'metrics_policy_windows',
+    text: 'SELECT endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies ORDER BY endpoint',
+  });
+  return rows.map((row) => ({ endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds }));
 }
 
 /** One read shared by the gauges of a scrape: later callers within a second get the same promise. */

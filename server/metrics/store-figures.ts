@@ -19,6 +19,8 @@ export interface StoreFigures {
   cleanupLagSeconds: number;
   /** In-progress claims whose lease has passed (partial index). */
   staleClaims: number;
+  /** How long the oldest of them has been past its lease, seconds (0 when none); the same partial index. */
+  oldestStaleSeconds: number;
 }
 
 /**
@@ -34,6 +36,7 @@ export async function readStoreFigures(db: Queryable): Promise<StoreFigures> {
     oldest_expiry_lag: number | null;
     oldest_created_age: number | null;
     stale: number;
+    oldest_stale: number | null;
     small_unanalysed: boolean;
   }>({
     name: 'metrics_store_figures',
@@ -60,6 +63,7 @@ SELECT
   (SELECT extract(epoch FROM now() - expires_at)::float8 FROM oldest) AS oldest_expiry_lag,
   (SELECT extract(epoch FROM now() - created_at)::float8 FROM oldest) AS oldest_created_age,
   (SELECT count(*)::int FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()) AS stale,
+  (SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()) AS oldest_stale,
   -- Never analysed yet (a new install): the statistics say nothing, and the table is small.
   bool_and(rows = 0) AND coalesce(sum(pg_relation_size(oid)), 0) < 16 * 1024 * 1024 AS small_unanalysed
 FROM estimates`,
@@ -78,5 +82,6 @@ FROM estimates`,
     oldestRowAgeSeconds: row?.oldest_created_age ?? null,
     cleanupLagSeconds: Math.max(0, row?.oldest_expiry_lag ?? 0),
     staleClaims: row?.stale ?? 0,
+    oldestStaleSeconds: Math.max(0, row?.oldest_stale ?? 0),
   };
 }

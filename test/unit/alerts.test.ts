@@ -25,11 +25,11 @@ function histogram(latencyMs: number, count: number): number[] {
 }
 
 function flow(minutes: number, point: (m: number) => Partial<FlowMinutePoint>): FlowMinutePoint[] {
-  return Array.from({ length: minutes + 1 }, (_, i) => ({ at: minutesAgo(minutes - i), claims: 100, mismatches: 0, conflicts: 0, latency: histogram(2, 100), ...point(minutes - i) }));
+  return Array.from({ length: minutes + 1 }, (_, i) => ({ at: minutesAgo(minutes - i), claims: 100, mismatches: 0, conflicts: 0, rejections: 0, latency: histogram(2, 100), ...point(minutes - i) }));
 }
 
 const names = (input: Parameters<typeof evaluateAlerts>[0]) => evaluateAlerts(input).map((alert) => alert.name);
-const quiet = { now, store: store(20, () => ({})), flow: flow(10, () => ({})), policies: [] };
+const quiet = { now, store: store(20, () => ({})), flow: flow(10, () => ({})), policies: [], sweep: { lastFinishedAt: minutesAgo(1), intervalSeconds: 60 } };
 
 describe('alerts', () => {
   it('stays quiet on a healthy series', () => {
@@ -63,6 +63,21 @@ describe('alerts', () => {
     expect(names({ ...quiet, flow: flow(10, () => ({ mismatches: 8 })) })).toEqual(['mismatch_rate']);
     expect(names({ ...quiet, flow: flow(10, () => ({ conflicts: 15 })) })).toEqual(['conflict_rate']);
     expect(names({ ...quiet, flow: flow(10, () => ({ mismatches: 2, conflicts: 5 })) })).toEqual([]);
+  });
+
+  it('fires rejection_rate over 1% of claims rejected at the quota, and not under the claims floor', () => {
+    expect(names({ ...quiet, flow: flow(10, () => ({ rejections: 2 })) })).toEqual(['rejection_rate']);
+    expect(names({ ...quiet, flow: flow(10, () => ({ rejections: 1 })) })).toEqual([]);
+    expect(names({ ...quiet, flow: flow(10, () => ({ claims: 19, rejections: 5 })) })).toEqual([]);
+    expect(evaluateAlerts({ ...quiet, flow: flow(10, () => ({ rejections: 2 })) })[0]?.summary).toBe('Over 1% of claims for 5 min: principals are over their live-key quota (429)');
+  });
+
+  it('fires sweeper_stalled when no sweep has finished for 3 intervals', () => {
+    expect(names({ ...quiet, sweep: { lastFinishedAt: minutesAgo(3.1), intervalSeconds: 60 } })).toEqual(['sweeper_stalled']);
+    expect(names({ ...quiet, sweep: { lastFinishedAt: minutesAgo(2.9), intervalSeconds: 60 } })).toEqual([]);
+    expect(names({ ...quiet, sweep: { lastFinishedAt: minutesAgo(25), intervalSeconds: 600 } })).toEqual([]);
+    // No sweep has ever finished (a new install): nothing to judge.
+    expect(names({ ...quiet, sweep: { lastFinishedAt: null, intervalSeconds: 60 } })).toEqual([]);
   });
 
   it('always fires retention_below_window as critical', () => {

@@ -13,8 +13,8 @@ async function get(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, overviewQuery);
   if (parsed instanceof Response) return parsed;
-  const { alertThresholds } = await runtime();
-  return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds));
+  const { alertThresholds, sweepIntervalSeconds } = await runtime();
+  return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds, sweepIntervalSeconds));
 }
 
 export const GET = handled('/api/admin/overview', get);
