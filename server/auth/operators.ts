@@ -200,8 +200,8 @@ export async function resetOperatorPassword(db: Queryable, operatorId: string, i
 
 export const passwordChangeSchema = z
   .strictObject({ currentPassword: z.string().min(1).max(1_024), newPassword: passwordSchema, confirmation: z.string().max(1_024) })
-  .refine((change) => change.confirmation === change.newPassword, { message: 'does not match the new password', path: ['confirmation'] })
-  .refine((change) => change.newPassword !== change.currentPassword, { message: 'must differ from the current password', path: ['newPassword'] });
+  .refine((change) => change.confirmation === change.newPassword, { error: 'does not match the new password', path: ['confirmation'] })
+  .refine((change) => change.newPassword !== change.currentPassword, { error: 'must differ from the current password', path: ['newPassword'] });
 export type PasswordChange = z.input<typeof passwordChangeSchema>;
 
 /**

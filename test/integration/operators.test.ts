@@ -191,7 +191,7 @@ describe('operators', () => {
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM operators WHERE role = 'admin' AND NOT banned");
     expect(rows[0]?.n).toBe(1);
     // Whoever lost admin acts as admin no more, session or not.
-    const [loser, winner] = results[0]?.status === 'fulfilled' ? [boss, second] : [second, boss];
+    const [loser, winner] = results[0].status === 'fulfilled' ? [boss, second] : [second, boss];
     await expect(changeOperator(dashboard, winner.id, { role: 'viewer', reason: 'revenge' }, loser)).rejects.toBeInstanceOf(ActorRefusedError);
     // Restore boss as the admin the later tests act as.
     if (loser === boss) await changeOperator(dashboard, boss.id, { role: 'admin', reason: 'restore' }, winner);
