@@ -22,7 +22,8 @@ describe.skipIf(!hasChromium)('password change and reset in Chromium', () => {
 
   /** Another session of `email`, as a second browser elsewhere would hold: its cookie header. */
   async function anotherSession(email: string, password: string): Promise<string> {
-    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 1 });
+    // Two: the sign-in's transaction holds one, its disabled-operator check takes another.
+    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
     try {
       const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: base() });
       const signedIn = await signInOperator(auth, dashboard, { email, password }, { headers: new Headers(), address: null });
