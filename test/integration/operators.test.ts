@@ -93,6 +93,17 @@ describe('operators', () => {
     await signOutOperator(auth, dashboard, headers);
   });
 
+  it('extends a session used after its first hour through the session function (no "don\'t remember me" cookie)', async () => {
+    const { headers } = await signedIn('ops@example.com');
+    const sessionOnly = new Headers({ cookie: (headers.get('cookie') ?? '').split('; ').filter((pair) => pair.startsWith('retrysafe.session_token=')).join('; ') });
+    const mine = "user_id = (SELECT id FROM operators WHERE email = 'ops@example.com')";
+    await db.pool.query(`UPDATE operator_sessions SET expires_at = now() + interval '1 hour' WHERE ${mine}`);
+    expect(await readOperatorSession(auth, sessionOnly)).toMatchObject({ email: 'ops@example.com' });
+    const { rows } = await db.pool.query<{ hours: number }>(`SELECT (extract(epoch FROM expires_at - now()) / 3600)::float8 AS hours FROM operator_sessions WHERE ${mine}`);
+    expect(rows[0]?.hours).toBeGreaterThan(7.9);
+    await signOutOperator(auth, dashboard, headers);
+  });
+
   it('ends a session at its absolute lifetime from sign-in, however recently it was used', async () => {
     const result = await signInOperator(auth, dashboard, { email: 'ops@example.com', password: PASSWORD }, request());
     if (!result.ok) throw new Error(`sign-in failed: ${result.reason}`);
