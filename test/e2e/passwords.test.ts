@@ -1,7 +1,8 @@
 // Passwords in Chromium against the built server: an operator changes their own password on
 // /account (the current one required, their other sessions signed out, audited), and an admin
 // resets another operator's password on /operators (generated, shown once, that operator's
-// sessions ended, audited). Each new password then signs in through /login.
+// sessions ended, audited). Each new password then signs in through /login. The change API
+// answers in problem+json and locks the account after five wrong current passwords.
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import pg from 'pg';
@@ -110,5 +111,30 @@ describe.skipIf(!hasChromium)('password change and reset in Chromium', () => {
 
     await signInThroughLogin(page, email, password);
     await closeChecked(page);
+  });
+
+  it('answers the password change API in problem+json: 415, a wrong current password by its field, 403 from another origin, 429 once locked', async () => {
+    const change = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${base()}/api/account/password`, { method: 'POST', headers: { cookie: ui.cookie('compliance'), origin: base(), 'content-type': 'application/json', ...headers }, body });
+    const wrong = JSON.stringify({ currentPassword: 'not it at all', newPassword: 'another new passphrase', confirmation: 'another new passphrase' });
+    const asText = await change(wrong, { 'content-type': 'text/plain' });
+    expect([asText.status, asText.headers.get('content-type')]).toEqual([415, 'application/problem+json']);
+    const foreign = await change(wrong, { origin: 'https://evil.example' });
+    expect(foreign.status).toBe(403);
+    const mismatch = await change(JSON.stringify({ currentPassword: OPERATOR_PASSWORD, newPassword: 'another new passphrase', confirmation: 'something else' }));
+    expect(mismatch.status).toBe(400);
+    await expect(mismatch.json()).resolves.toMatchObject({ errors: [{ path: 'confirmation' }] });
+    // Each wrong password counts like a failed sign-in: the fifth locks the account.
+    for (let attempt = 1; attempt <= 5; attempt += 1) {
+      const response = await change(wrong);
+      expect([attempt, response.status, response.headers.get('content-type'), response.headers.get('cache-control')]).toEqual([attempt, 400, 'application/problem+json', 'no-store']);
+      await expect(response.json()).resolves.toMatchObject({ errors: [{ path: 'currentPassword' }] });
+    }
+    const locked = await change(JSON.stringify({ currentPassword: OPERATOR_PASSWORD, newPassword: 'another new passphrase', confirmation: 'another new passphrase' }));
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers.get('retry-after'))).toBeGreaterThan(0);
+    const { rows } = await db.pool.query("SELECT 1 FROM audit_log WHERE action = 'operator.password_change' AND actor = $1", [`compliance@${DOMAIN}`]);
+    expect(rows).toEqual([]);
+    await db.pool.query('DELETE FROM sign_in_throttle');
   });
 });
