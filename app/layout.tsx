@@ -30,6 +30,10 @@ export default async function RootLayout({ children }: { children: ReactNode }) 
             <span className="muted">
               {operator.email} · {operator.role}
             </span>
+            {/* Every operator's own page: their password. */}
+            <a href="/account">
+              Account
+            </a>
             <form action={signOut}>
               <button type="submit" className="link">
                 Sign out

@@ -1,7 +1,9 @@
 // Least privilege for the dashboard. It reads through its own database role, which can
 // select every key-store column except the response body, cannot write the store at all,
-// writes only the audit log, operator accounts, policies and the sign-in throttle, and
-// releases stale claims through a SECURITY DEFINER function. If dashboard code ever tried
+// writes only the audit log, policies and the sign-in throttle, and releases stale claims
+// through a SECURITY DEFINER function. Operators it may read but not write; credentials and
+// sessions not even read: sign-in, sessions and every operator change go through the SECURITY
+// DEFINER functions of migration 0014, which check the acting session and audit. If dashboard code ever tried
 // to read a body, Postgres itself would refuse. The SQL is one text: applied after every
 // migration when the owner may create roles, and printed by `npm run cli -- db grants` for
 // a DBA when it may not.
@@ -44,7 +46,18 @@ const readOnly = [
   'sweep_run_scopes',
   'idempotency_key_usage',
 ];
-const operatorTables = ['operators', 'operator_sessions', 'operator_accounts', 'operator_verifications', 'sign_in_throttle'];
+/** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
+const operatorFunctions = [
+  'retrysafe_session_create(text, text, text, timestamptz, text, text)',
+  'retrysafe_session_find(text[])',
+  'retrysafe_session_touch(text, timestamptz)',
+  'retrysafe_session_end(text)',
+  'retrysafe_operator_credential(text)',
+  'retrysafe_operator_create(text, text, text, text, text, text, text, text)',
+  'retrysafe_operator_change(text, text, text, boolean, text)',
+  'retrysafe_operator_reset_password(text, text, text, text)',
+  'retrysafe_operator_change_password(text, text)',
+];
 
 /** The grants, as statements (idempotent; REVOKE first so the result is exactly this). */
 export function dashboardGrantStatements(databaseName: string): string[] {
@@ -68,9 +81,13 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // Append-only: a trigger refuses UPDATE and DELETE for every role; this one may not even try.
     `GRANT SELECT, INSERT ON audit_log TO ${role}`,
     `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${role}`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${operatorTables.join(', ')} TO ${role}`,
+    // Operators are read (the list, the role check at sign-in); no column of theirs is secret.
+    // Credentials (operator_accounts), sessions and verifications: no privilege at all.
+    `GRANT SELECT ON operators TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON sign_in_throttle TO ${role}`,
+    ...operatorFunctions.map((signature) => `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`),
     `GRANT EXECUTE ON FUNCTION retrysafe_release_stale_claim(uuid, text, text, text, text) TO ${role}`,
-    // Policy changes create the partitions a longer retention needs (runs as the owner).
+    // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
     `GRANT EXECUTE ON FUNCTION retrysafe_ensure_partitions(integer) TO ${role}`,
   ];
 }

@@ -21,6 +21,8 @@ export const routeAccess = {
   '/retention': operator('compliance'),
   '/audit': operator('compliance'),
   '/operators': operator('admin'),
+  // Every signed-in operator: their own password.
+  '/account': operator('viewer'),
   '/login': { kind: 'public' },
   '/api/health': { kind: 'public' },
   // The HTTP layer's liveness, and the no-op baseline of `npm run bench -- http`: touches nothing.
@@ -31,6 +33,8 @@ export const routeAccess = {
   '/api/admin/overview': operator('viewer'),
   '/api/admin/operators': operator('admin'),
   '/api/admin/operators/[id]': operator('admin'),
+  '/api/admin/operators/[id]/password': operator('admin'),
+  '/api/account/password': operator('viewer'),
   '/api/admin/audit': operator('compliance'),
   '/api/admin/keys/lookup': operator('operator'),
   '/api/admin/keys/list': operator('operator'),

@@ -1,6 +1,8 @@
 // Operator accounts for the dashboard, in the shape better-auth's Drizzle adapter expects
 // (its user, session, account and verification models; the adapter finds columns by these
-// property names), plus the sign-in throttle. Written by the dashboard's database role.
+// property names), plus the sign-in throttle. The dashboard's database role reads operators and
+// writes the throttle; operators, credentials and sessions it writes (and reads credentials and
+// sessions) only through the SECURITY DEFINER functions of migration 0014.
 import { sql } from 'drizzle-orm';
 import { boolean, check, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
@@ -34,7 +36,8 @@ export const operatorSessions = pgTable(
   {
     id: text('id').primaryKey(),
     expiresAt: at('expires_at').notNull(),
-    // What the cookie carries (signed); every request looks the session up by it.
+    // The SHA-256 (hex) of the token the cookie carries (signed); every request looks the session
+    // up by it (server/auth/operator-store.ts). The token itself is never stored.
     token: text('token').notNull().unique('operator_sessions_token_key'),
     createdAt: at('created_at').notNull().defaultNow(),
     updatedAt: at('updated_at').notNull().defaultNow(),

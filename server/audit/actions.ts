@@ -1,7 +1,8 @@
 // Every action the audit log records, in one list: writeAudit only accepts these, and the
 // audit page offers them as filter suggestions. Plain data with no imports, so a client
 // component can use it. 'auth.sign_in' is written by the sign-in hook and
-// 'stale_claim.release' by the SQL function retrysafe_release_stale_claim (migration 0009).
+// 'stale_claim.release' by the SQL function retrysafe_release_stale_claim (migration 0009),
+// the operator.* actions by the operator functions of migration 0014.
 export const auditActions = [
   'auth.sign_in',
   'auth.sign_in_failed',
@@ -14,6 +15,8 @@ export const auditActions = [
   'operator.role',
   'operator.disable',
   'operator.enable',
+  'operator.password_change',
+  'operator.password_reset',
   'policy.create',
   'policy.change',
   'retention.export',

@@ -1,7 +1,6 @@
 // The first admin: created on start when no operator exists, from ADMIN_EMAIL and
 // ADMIN_PASSWORD, else with a generated password that is shown once (never logged again).
 import { randomBytes } from 'node:crypto';
-import type { Connectable } from '../../db/transaction';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { countOperators, createOperator } from './operators';
 
@@ -11,12 +10,12 @@ export type FirstAdmin =
   | { created: true; email: string; generatedPassword: string | null }
   | { created: false; email: string | null };
 
-export async function ensureFirstAdmin(pool: Connectable & Queryable, configured: { email?: string; password?: string }): Promise<FirstAdmin> {
+export async function ensureFirstAdmin(pool: Queryable, configured: { email?: string; password?: string }): Promise<FirstAdmin> {
   if ((await countOperators(pool)) === 0) {
     const email = (configured.email ?? DEFAULT_ADMIN_EMAIL).toLowerCase();
     const generatedPassword = configured.password ? null : randomBytes(12).toString('base64url');
     try {
-      await createOperator(pool, { email, password: configured.password ?? generatedPassword ?? '', role: 'admin', name: 'Admin' }, 'system');
+      await createOperator(pool, { email, password: configured.password ?? generatedPassword ?? '', role: 'admin', name: 'Admin' }, { system: 'system' });
       return { created: true, email, generatedPassword };
     } catch (error) {
       // Another instance starting at the same moment created one first.

@@ -1,22 +1,20 @@
 // Operator sign-in with better-auth: email and password (argon2id), sessions stored in
-// Postgres and looked up on every request (no cookie cache, so ending a session ends access
+// Postgres by the SHA-256 of their token (./operator-store.ts, through the operator functions
+// of migration 0014) and looked up on every request (no cookie cache, so ending a session ends access
 // at once), an HttpOnly SameSite=Strict cookie, Secure when the dashboard is served over
 // TLS. Sign-up is off: operators are created by an admin or the CLI (./operators.ts). Sign-in
 // runs in one adapter transaction with its audit row; failures are throttled and audited.
 import { runWithTransaction } from '@better-auth/core/context';
 import { generateId } from '@better-auth/core/utils/id';
 import { betterAuth } from 'better-auth/minimal';
-import { drizzleAdapter } from 'better-auth/adapters/drizzle';
 import { APIError, createAuthMiddleware } from 'better-auth/api';
 import { getCurrentAdapter, type BetterAuthPlugin } from 'better-auth';
-import { drizzle } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import { z } from 'zod';
 import { storableText } from '../storable';
-import { auditLog } from '../../db/schema/audit';
-import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
 import { writeAudit } from '../audit/log';
 import { logger } from '../logging';
+import { operatorStore, sessionTokenHash } from './operator-store';
 import { hashPassword, verifyPassword } from './passwords';
 import { isOperatorRole, type OperatorRole } from './roles';
 import { recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
@@ -68,7 +66,6 @@ const auditModel = {
 } satisfies BetterAuthPlugin;
 
 export function createOperatorAuth(options: OperatorAuthOptions) {
-  const db = drizzle(options.pool);
   const auth = betterAuth({
     appName: 'Retrysafe',
     baseURL: options.baseURL,
@@ -76,11 +73,7 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
     telemetry: { enabled: false },
     // Through the redacting logger, message only: its extra arguments may carry request data.
     logger: { level: 'warn', log: (level, message) => logger[level === 'debug' ? 'debug' : level](message) },
-    database: drizzleAdapter(db, {
-      provider: 'pg',
-      transaction: true,
-      schema: { user: operators, session: operatorSessions, account: operatorAccounts, verification: operatorVerifications, auditLog },
-    }),
+    database: operatorStore(options.pool),
     emailAndPassword: {
       enabled: true,
       disableSignUp: true,
@@ -148,6 +141,11 @@ export interface SessionOperator {
   name: string;
   role: OperatorRole;
   sessionId: string;
+  /**
+   * The SHA-256 of the session's token: what the database's operator functions recognise the
+   * acting session by (migration 0014). Server-side only, like the cookie: never render it.
+   */
+  sessionTokenHash: string;
 }
 
 /**
@@ -160,7 +158,7 @@ export async function readOperatorSession(auth: OperatorAuth, headers: Headers):
   const { user, session } = found;
   if (session.createdAt.getTime() + ((auth as WithLifetime)[ABSOLUTE_LIFETIME] ?? ABSOLUTE_SESSION_SECONDS * 1000) <= Date.now()) return null;
   if (user.banned === true || !isOperatorRole(user.role)) return null;
-  return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id };
+  return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id, sessionTokenHash: sessionTokenHash(session.token) };
 }
 
 export const signInSchema = z.object({

@@ -63,7 +63,7 @@ const commands: Record<string, Command> = {
     if (!parsed.success) throw new UsageError(`user create: ${parsed.error.issues.map((issue) => `--${issue.path.join('.')} ${issue.message}`).join('; ')}`);
     const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-user', max: 2 });
     try {
-      const operator = await createOperator(pool, parsed.data, 'cli');
+      const operator = await createOperator(pool, parsed.data, { system: 'cli' });
       return { id: operator.id, email: operator.email, role: operator.role };
     } finally {
       await pool.end();

@@ -151,7 +151,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await expect(page.getByRole('row').filter({ hasText: `operator@${DOMAIN}` }).textContent()).resolves.not.toContain('(you)');
 
     await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password').fill('a long first password');
+    await page.getByLabel('Password', { exact: true }).fill('a long first password');
     await page.getByLabel('Role', { exact: true }).selectOption('operator');
     await page.getByLabel('Name').fill('New Person');
     await page.getByRole('button', { name: 'Create operator' }).click();

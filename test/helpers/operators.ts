@@ -1,6 +1,7 @@
 // Operators of every role, signed in against a test database: the cookie header each would
-// send. Sessions are made through the product's own sign-in (with the server's AUTH_SECRET),
-// so the started server accepts them.
+// send. The operators are created as the owner (as the CLI does); sessions are made through the
+// product's own sign-in on the dashboard's role (with the server's AUTH_SECRET), so the started
+// server accepts them.
 import pg from 'pg';
 import { createOperatorAuth, signInOperator } from '../../server/auth/operator-auth';
 import { createOperator } from '../../server/auth/operators';
@@ -9,19 +10,21 @@ import { testSecrets } from './server';
 
 export const OPERATOR_PASSWORD = 'a long test password';
 
-export async function signInEveryRole(dashboardUrl: string, baseUrl: string, domain = 'roles.example'): Promise<Map<OperatorRole, string>> {
-  const dashboard = new pg.Pool({ connectionString: dashboardUrl, max: 2 });
+export async function signInEveryRole(db: { url: string; dashboardUrl: string }, baseUrl: string, domain = 'roles.example'): Promise<Map<OperatorRole, string>> {
+  const owner = new pg.Pool({ connectionString: db.url, max: 1 });
+  const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
   const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl });
   const cookies = new Map<OperatorRole, string>();
   try {
     for (const role of operatorRoles) {
       const email = `${role}@${domain}`;
-      await createOperator(dashboard, { email, password: OPERATOR_PASSWORD, role }, 'test');
+      await createOperator(owner, { email, password: OPERATOR_PASSWORD, role }, { system: 'test' });
       const signedIn = await signInOperator(auth, dashboard, { email, password: OPERATOR_PASSWORD }, { headers: new Headers(), address: null });
       if (!signedIn.ok) throw new Error(`could not sign in as ${role}`);
       cookies.set(role, signedIn.setCookie.map((line) => line.split(';')[0]).join('; '));
     }
   } finally {
+    await owner.end();
     await dashboard.end();
   }
   return cookies;

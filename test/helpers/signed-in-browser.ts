@@ -27,7 +27,7 @@ export function useSignedInBrowser(db: TestDatabase, options: { domain: string; 
   beforeAll(async () => {
     server = await startServer(db.url, options.env);
     browser = await launchBrowser();
-    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, options.domain);
+    cookies = await signInEveryRole(db, server.baseUrl, options.domain);
     await mkdir(SCREENSHOTS_DIR, { recursive: true });
   }, 120_000);
   afterAll(async () => {

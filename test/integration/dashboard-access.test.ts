@@ -1,6 +1,9 @@
 // Least privilege, enforced by Postgres: the dashboard's role reads key metadata but never a
-// response body, cannot write the store, may only append to the audit log, and releases a
-// stale claim only through the SECURITY DEFINER function (which audits it).
+// response body, cannot write the store, may only append to the audit log, releases a stale
+// claim only through the SECURITY DEFINER function (which audits it), reads operators but
+// writes them, their credentials and sessions only through the functions that check the acting
+// session, never reads a password hash or session token from a table, and cannot have more
+// partitions created than the longest allowed retention needs.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,8 +13,11 @@ import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/
 import { defaultPolicyFields } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+import { createOperator } from '../../server/auth/operators';
 
 const denied = { code: '42501' };
+const refusedByFunction = { code: 'RS403' };
+const invalidParameter = { code: '22023' };
 
 describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
   const db = useTestDatabase(layout);
@@ -98,5 +104,68 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     const audit = await db.pool.query<{ reason: string }>("SELECT reason FROM audit_log WHERE action = 'policy.change'");
     expect(audit.rows).toEqual([{ reason: 'clients retry for longer now' }]);
     await expect(dashboard.query('SELECT * FROM retrysafe_claim_partitioned(gen_random_uuid(), $1, $2, $3, gen_random_uuid(), 1000, 1000)', ['x', 'y', Buffer.alloc(32)])).rejects.toMatchObject(denied);
+  });
+
+  it('cannot change a role, read a password hash or a session token, or forge a session, except through the checked functions', async () => {
+    const admin = await createOperator(db.pool, { email: 'admin@access.example', password: 'a long test password', role: 'admin' }, { system: 'test' });
+    const viewer = await createOperator(db.pool, { email: 'viewer@access.example', password: 'a long test password', role: 'viewer' }, { system: 'test' });
+    await db.pool.query(
+      `INSERT INTO operator_sessions (id, token, user_id, expires_at) VALUES ('s-admin', encode(sha256('admin-token'::bytea), 'hex'), $1, now() + interval '1 hour')`,
+      [admin.id],
+    );
+    // Operators are readable (the list, the sign-in's role check) but not writable.
+    const { rows } = await dashboard.query<{ role: string }>('SELECT role FROM operators WHERE id = $1', [viewer.id]);
+    expect(rows).toEqual([{ role: 'viewer' }]);
+    await expect(dashboard.query("UPDATE operators SET role = 'admin' WHERE id = $1", [viewer.id])).rejects.toMatchObject(denied);
+    await expect(dashboard.query("INSERT INTO operators (id, name, email, role) VALUES ('x', 'x', 'x@x', 'admin')")).rejects.toMatchObject(denied);
+    await expect(dashboard.query('DELETE FROM operators')).rejects.toMatchObject(denied);
+    // Credentials, sessions and verifications: no privilege at all.
+    await expect(dashboard.query('SELECT password FROM operator_accounts')).rejects.toMatchObject(denied);
+    await expect(dashboard.query('UPDATE operator_accounts SET password = NULL')).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT token FROM operator_sessions')).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT id FROM operator_sessions')).rejects.toMatchObject(denied);
+    await expect(
+      dashboard.query("INSERT INTO operator_sessions (id, token, user_id, expires_at) VALUES ('forged', 'forged', $1, now() + interval '1 day')", [admin.id]),
+    ).rejects.toMatchObject(denied);
+    await expect(dashboard.query("UPDATE operator_sessions SET expires_at = 'infinity'")).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT * FROM operator_verifications')).rejects.toMatchObject(denied);
+    // The functions' helpers are not the dashboard's to call.
+    await expect(dashboard.query("SELECT * FROM retrysafe_session_operator('x')")).rejects.toMatchObject(denied);
+    await expect(dashboard.query("SELECT retrysafe_acting_admin('x')")).rejects.toMatchObject(denied);
+    // A role change, creation or reset needs an enabled admin's live session, by its token's hash.
+    const forgedHash = 'f'.repeat(64);
+    await expect(dashboard.query("SELECT * FROM retrysafe_operator_change($1, $2, 'admin', NULL, 'escalate')", [forgedHash, viewer.id])).rejects.toMatchObject(refusedByFunction);
+    await expect(
+      dashboard.query("SELECT * FROM retrysafe_operator_create(NULL, 'system', 'y', 'y2', 'y', 'y@y', 'admin', '$argon2id$v=19$m=19456,t=2,p=1$x$y')"),
+    ).rejects.toMatchObject(refusedByFunction);
+    await expect(dashboard.query("SELECT * FROM retrysafe_operator_reset_password($1, $2, '$argon2id$x', 'r')", [forgedHash, admin.id])).rejects.toMatchObject(refusedByFunction);
+    await expect(dashboard.query("SELECT * FROM retrysafe_operator_change_password($1, '$argon2id$x')", [forgedHash])).rejects.toMatchObject(refusedByFunction);
+    // No session for a disabled operator, none longer than a week, none stored by a token rather than its hash.
+    await db.pool.query('UPDATE operators SET banned = true WHERE id = $1', [viewer.id]);
+    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '1 hour', NULL, NULL)", ['a'.repeat(64), viewer.id])).rejects.toMatchObject(refusedByFunction);
+    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '30 days', NULL, NULL)", ['a'.repeat(64), admin.id])).rejects.toMatchObject(invalidParameter);
+    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', 'plain-token', $1, now() + interval '1 hour', NULL, NULL)", [admin.id])).rejects.toMatchObject(invalidParameter);
+    // With the live session's hash (which only its cookie's holder can compute), the admin's change goes through, audited as that admin.
+    const adminHash = (await db.pool.query<{ token: string }>("SELECT token FROM operator_sessions WHERE id = 's-admin'")).rows[0]?.token;
+    await db.pool.query('UPDATE operators SET banned = false WHERE id = $1', [viewer.id]);
+    await dashboard.query("SELECT * FROM retrysafe_operator_change($1, $2, 'operator', NULL, 'on call now')", [adminHash, viewer.id]);
+    const audit = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'operator.role'");
+    expect(audit.rows).toEqual([{ actor: 'admin@access.example' }]);
+  });
+
+  it('creates partitions only so far ahead: a huge request or retention is refused', async () => {
+    for (const pool of [dashboard, db.pool]) {
+      await expect(pool.query('SELECT retrysafe_ensure_partitions(1000000)')).rejects.toMatchObject(invalidParameter);
+      await expect(pool.query('SELECT retrysafe_ensure_partitions(-1)')).rejects.toMatchObject(invalidParameter);
+      await expect(pool.query('SELECT retrysafe_ensure_partitions(31)')).resolves.toBeDefined();
+    }
+    if (layout === 'partitioned') {
+      const before = (await listPartitions(db.pool)).length;
+      // The dashboard may update policies; a retention past the 400 days the API allows creates nothing.
+      await dashboard.query("UPDATE endpoint_policies SET retention_seconds = 20000 * 86400 WHERE endpoint = 'POST /api/v1/payments'");
+      await expect(dashboard.query('SELECT retrysafe_ensure_partitions()')).rejects.toMatchObject(invalidParameter);
+      expect((await listPartitions(db.pool)).length).toBe(before);
+      await db.pool.query("UPDATE endpoint_policies SET retention_seconds = 40 * 86400 WHERE endpoint = 'POST /api/v1/payments'");
+    }
   });
 });

@@ -33,7 +33,7 @@ describe('access control', () => {
 
   beforeAll(async () => {
     server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
-    for (const [role, cookie] of await signInEveryRole(db.dashboardUrl, server.baseUrl, 'access.example')) cookies.set(role, cookie);
+    for (const [role, cookie] of await signInEveryRole(db, server.baseUrl, 'access.example')) cookies.set(role, cookie);
   });
   afterAll(async () => {
     await server?.stop();
@@ -108,7 +108,7 @@ describe('hostile headers and input', () => {
 
   beforeAll(async () => {
     server = await startServer(db.url, { DEMO_TRAFFIC: '0', METRICS_TOKEN: METRICS_TOKEN });
-    operator = (await signInEveryRole(db.dashboardUrl, server.baseUrl, 'hostile.example')).get('compliance') ?? '';
+    operator = (await signInEveryRole(db, server.baseUrl, 'hostile.example')).get('compliance') ?? '';
   });
   afterAll(async () => {
     await server?.stop();

@@ -121,7 +121,14 @@ const cases: Record<string, fc.Arbitrary<Case>> = {
     { role: fc.constantFrom('viewer', 'admin', 'god'), disabled: fc.boolean(), reason },
   ),
 };
-const RUNS_PER_ROUTE = 420; // 12 routes: 5,040 requests
+cases['POST /api/admin/operators/[id]/password'] = bodyCase(
+  'POST',
+  fc.oneof(hostileText.map((id) => `/api/admin/operators/${encodeURIComponent(id.replace(/[\ud800-\udfff]/g, '')).slice(0, 200) || 'x'}/password`), fc.constant('/api/admin/operators/%ff/password')),
+  { reason },
+);
+// The signed-in admin's own password: never the right current one, so nothing changes.
+cases['POST /api/account/password'] = bodyCase('POST', '/api/account/password', { currentPassword: fc.string({ minLength: 12, maxLength: 20 }).map((text) => `not-${text}`), newPassword: fc.string({ minLength: 1, maxLength: 40 }), confirmation: fc.string({ maxLength: 40 }) });
+const RUNS_PER_ROUTE = 360; // 14 routes: 5,040 requests
 
 describe('hostile input against the running server', () => {
   const db = useTestDatabase();
@@ -133,7 +140,7 @@ describe('hostile input against the running server', () => {
 
   beforeAll(async () => {
     server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
-    adminCookie = (await signInEveryRole(db.dashboardUrl, server.baseUrl, 'hostile.example')).get('admin') ?? '';
+    adminCookie = (await signInEveryRole(db, server.baseUrl, 'hostile.example')).get('admin') ?? '';
     tenant = await createTenant(db.pool, 'hostile tenant');
   });
   afterAll(async () => {

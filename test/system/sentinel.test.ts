@@ -32,7 +32,7 @@ describe('a stored response never leaves the store but as a replay', () => {
     const replay = await pay();
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(await replay.text()).toContain(SENTINEL); // the tenant itself gets it back
-    cookies = await signInEveryRole(db.dashboardUrl, server.baseUrl, 'sentinel.example');
+    cookies = await signInEveryRole(db, server.baseUrl, 'sentinel.example');
   });
   afterAll(async () => {
     await server?.stop();

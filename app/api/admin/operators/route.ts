@@ -18,9 +18,9 @@ async function post(request: Request): Promise<Response> {
   const parsed = await parseBody(request, newOperatorSchema);
   if (parsed instanceof Response) return parsed;
   try {
-    return adminJson(await createOperator(dashboardPool(), parsed, operator.email), 201);
+    return adminJson(await createOperator(dashboardPool(), parsed, operator), 201);
   } catch (error) {
-    return problemFor(error, { OPERATOR_EXISTS: 409 });
+    return problemFor(error, { OPERATOR_EXISTS: 409, ACTOR_REFUSED: 403 });
   }
 }
 

@@ -18,9 +18,9 @@ async function patch(request: Request, context: { params: Promise<{ id: string }
   const change = await parseBody(request, operatorChangeSchema);
   if (change instanceof Response) return change;
   try {
-    return adminJson(await changeOperator(dashboardPool(), id.data, change, operator.email));
+    return adminJson(await changeOperator(dashboardPool(), id.data, change, operator));
   } catch (error) {
-    return problemFor(error, { OPERATOR_NOT_FOUND: 404, LAST_ADMIN: 409 });
+    return problemFor(error, { OPERATOR_NOT_FOUND: 404, LAST_ADMIN: 409, ACTOR_REFUSED: 403 });
   }
 }
 
