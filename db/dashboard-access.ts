@@ -112,7 +112,19 @@ export async function applyDashboardGrants(client: pg.ClientBase): Promise<Grant
   if (!state.exists && !state.may_create) return { applied: false, reason: `role ${DASHBOARD_ROLE} does not exist and the migrating role may not create roles` };
   await client.query('BEGIN');
   try {
-    for (const statement of dashboardGrantStatements(state.db)) await client.query(statement);
+    // A database migrated by an older release (or a test's partial migration) lacks the later
+    // functions: their grants wait for the migration that creates them.
+    const functions = [...dashboardGrantStatements(state.db).join('\n').matchAll(/GRANT EXECUTE ON FUNCTION (\S+\([^)]*\))/g)].map((match) => match[1] ?? '');
+    const present = await client.query<{ signature: string; exists: boolean }>(
+      'SELECT signature, to_regprocedure(signature) IS NOT NULL AS exists FROM unnest($1::text[]) AS t(signature)',
+      [functions],
+    );
+    const missing = new Set(present.rows.filter((row) => !row.exists).map((row) => row.signature));
+    for (const statement of dashboardGrantStatements(state.db)) {
+      const granted = /GRANT EXECUTE ON FUNCTION (\S+\([^)]*\))/.exec(statement)?.[1];
+      if (granted && missing.has(granted)) continue;
+      await client.query(statement);
+    }
     await client.query('COMMIT');
     return { applied: true };
   } catch (error) {

@@ -4,7 +4,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
-import { createRetrysafe } from '@retrysafe/store';
+import { createRetrysafe, STORE_SCHEMA_VERSION } from '@retrysafe/store';
 import { useTestDatabase } from '../helpers/database';
 import { jsonResult, testPolicy } from '../helpers/store';
 
@@ -55,6 +55,21 @@ describe('createRetrysafe', () => {
     await admin.end();
     const url = new URL(db.url);
     url.pathname = `/${empty}`;
-    await expect(createRetrysafe({ connectionString: url.toString(), fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(/migrate/);
+    await expect(createRetrysafe({ connectionString: url.toString(), fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(/no Retrysafe store tables: migrate/);
+  });
+
+  it('refuses a store schema older or newer than the package understands, saying which and what to do', async () => {
+    const start = () => createRetrysafe({ connectionString: db.url, fingerprintSecret: randomBytes(32), responseKeys });
+    const started = await start();
+    await started.stop();
+    expect(STORE_SCHEMA_VERSION).toBe(1);
+    try {
+      await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
+      await expect(start()).rejects.toThrow(/version 2, newer than this @retrysafe\/store understands \(1\): upgrade @retrysafe\/store/);
+      await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 1\): migrate the database/);
+    } finally {
+      await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
+    }
   });
 });

@@ -41,6 +41,7 @@ export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint
 export { claimOutcomes, ignoreFlow, type ClaimOutcome, type FlowEvent, type FlowObserver } from './events.js';
 export { FlowRecorder, observeAll, type RecorderOptions } from './recorder.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';
+export { checkStoreSchema, STORE_SCHEMA_VERSION, StoreSchemaMismatchError } from './schema.js';
 export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './periodic.js';
 export { isStorableText, UNSTORABLE_TEXT } from './storable.js';
 export * from './errors.js';

@@ -19,6 +19,7 @@ import { FlowRecorder } from './recorder.js';
 import { ResponseKeyRing, type ResponseKey } from './response-codec.js';
 import { parseResponseKeys } from './response-keys.js';
 import { STORE_POOL_SETTINGS } from './statements.js';
+import { checkStoreSchema } from './schema.js';
 import { IdempotencyStore, type StoreOptions } from './store.js';
 
 export interface RetrysafeOptions {
@@ -85,6 +86,7 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
     });
   if (ownsPool) pool.on('error', (error) => report(error, { task: 'idle connection' }));
   try {
+    await checkStoreSchema(pool);
     const layout = options.layout ?? (await detectLayout(pool));
     const recorder = new FlowRecorder(pool, { flushIntervalMs: options.metricsFlushIntervalMs, onError: (error) => report(error, { task: 'flow metrics flush' }) });
     const quota = options.quota === false ? null : new LiveKeyQuota(pool, { ...options.quota, onError: (error) => report(error, { task: 'key quota flush' }) });
