@@ -79,21 +79,31 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   );
   const window = clock[0];
   if (!window) throw new Error('no clock');
-  const [countTable, latencyTable, timeColumn] = hourly ? ['flow_counts_hour', 'claim_latency_hour', 'hour'] : ['flow_counts_minute', 'claim_latency_minute', 'minute'];
+  // Ranges past a day read the hour buckets for the rolled-up past and the minute buckets for
+  // what is not rolled up yet (the last 48 h by default), in one statement each: the roll-up
+  // moves a count from one table to the other in one transaction, so one snapshot sees it in
+  // exactly one of them. Each side is a range scan of its table's primary key (time first).
   const params = [step, window.from, window.to, query.scope ?? null];
-  const bucket = `date_bin($1::int * interval '1 second', ${timeColumn}, 'epoch')`;
+  const series = (columns: string, minuteTable: string, hourTable: string, from = '$2', to = '$3') =>
+    hourly
+      ? `SELECT hour AS at, ${columns} FROM ${hourTable} WHERE hour >= ${from} AND hour < ${to}
+         UNION ALL
+         SELECT minute AS at, ${columns} FROM ${minuteTable} WHERE minute >= ${from} AND minute < ${to}`
+      : `SELECT minute AS at, ${columns} FROM ${minuteTable} WHERE minute >= ${from} AND minute < ${to}`;
   const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>(
-    `SELECT ${bucket} AS t, outcome, sum(count) AS n FROM ${countTable}
-     WHERE ${timeColumn} >= $2 AND ${timeColumn} < $3 AND ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+    `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, outcome, sum(count) AS n
+     FROM (${series('scope, outcome, count', 'flow_counts_minute', 'flow_counts_hour')}) AS f
+     WHERE ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
     params,
   );
   const latency = await db.query<{ t: Date; bucket: number; n: string }>(
-    `SELECT ${bucket} AS t, bucket, sum(count) AS n FROM ${latencyTable}
-     WHERE ${timeColumn} >= $2 AND ${timeColumn} < $3 AND ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+    `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, bucket, sum(count) AS n
+     FROM (${series('scope, bucket, count', 'claim_latency_minute', 'claim_latency_hour')}) AS f
+     WHERE ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
     params,
   );
   const scopes = await db.query<{ scope: string }>(
-    `SELECT DISTINCT scope FROM ${countTable} WHERE ${timeColumn} >= $1 AND ${timeColumn} < $2 ORDER BY scope`,
+    `SELECT DISTINCT scope FROM (${series('scope', 'flow_counts_minute', 'flow_counts_hour', '$1', '$2')}) AS f ORDER BY scope`,
     [window.from, window.to],
   );
   const samples = await db.query<{

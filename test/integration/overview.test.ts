@@ -1,7 +1,8 @@
 // The overview read model: rates, shares and percentiles per step from the stored buckets,
 // the store series, and nothing of any stored response.
 import { describe, expect, it } from 'vitest';
-import { bucketOf } from '@retrysafe/store';
+import { bucketOf, FlowRecorder } from '@retrysafe/store';
+import { rollUpFlowMetrics } from '../../server/metrics/rollup';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { sampleStoreStats } from '../../server/metrics/sampler';
 import { useTestDatabase } from '../helpers/database';
@@ -52,9 +53,9 @@ describe('overview', () => {
 
   it('reads hour buckets for week and month ranges', async () => {
     await db.pool.query(
-      `INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'POST /a', 'new', 7200)`,
+      `INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'POST /hourly', 'new', 7200)`,
     );
-    const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d' }));
+    const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d', scope: 'POST /hourly' }));
     expect(week.stepSeconds).toBe(3_600);
     expect(week.flow.reduce((sum, point) => sum + point.counts.new, 0)).toBe(7200);
     // One sample per step: the last one of each hour.
@@ -64,6 +65,28 @@ describe('overview', () => {
     );
     const month = await readOverview(db.pool, overviewQuery.parse({ range: '7d' }));
     expect(month.store.filter((point) => point.baseline === 1).map((point) => point.rows)).toEqual([59, 119]);
+  });
+
+  it('includes everything recorded up to now in every range, before and after the roll-up', async () => {
+    const scope = 'POST /recent';
+    const recorder = new FlowRecorder(db.pool, { flushIntervalMs: 3_600_000 });
+    for (let i = 0; i < 30; i += 1) recorder.record({ scope, outcome: 'new', claimLatencyMs: 2 });
+    for (let i = 0; i < 7; i += 1) recorder.record({ scope, outcome: 'conflict', claimLatencyMs: 1 });
+    await recorder.flush();
+    const totals = async (range: '1h' | '24h' | '7d' | '30d') => {
+      const overview = await readOverview(db.pool, overviewQuery.parse({ range, scope }));
+      return {
+        new: overview.flow.reduce((sum, point) => sum + point.counts.new, 0),
+        conflict: overview.flow.reduce((sum, point) => sum + point.counts.conflict, 0),
+        hasLatency: overview.flow.some((point) => point.p99Ms !== null),
+        listed: overview.scopes.includes(scope),
+      };
+    };
+    const expected = { new: 30, conflict: 7, hasLatency: true, listed: true };
+    for (const range of ['1h', '24h', '7d', '30d'] as const) expect({ range, ...(await totals(range)) }).toEqual({ range, ...expected });
+    // Rolled up into hour buckets (a minute retention of zero moves them all): the long ranges still count each claim once.
+    await rollUpFlowMetrics(db.pool, { minuteRetentionMs: 0, hourRetentionMs: 40 * 86_400_000 });
+    for (const range of ['7d', '30d'] as const) expect({ range, ...(await totals(range)) }).toEqual({ range, ...expected });
   });
 
   it('refuses unknown parameters and ranges', () => {
