@@ -88,10 +88,11 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               <div className="banner ok">No alert is firing.</div>
             ) : (
               data.alerts.map((alert) => (
-                <div key={alert.name} className={`banner ${alert.severity}`} role="status">
+                <div key={`${alert.name}:${alert.scope ?? ''}`} className={`banner ${alert.severity}`} role="status">
                   <strong>
                     {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
                   </strong>
+                  <span className="muted small">{alert.storeWide ? 'Store-wide' : alert.scope === null ? 'All scopes together' : `Scope ${alert.scope}`}</span>
                   <span>What to do: {alert.action}</span>
                   {alert.since ? (
                     <span className="muted small">

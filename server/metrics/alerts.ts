@@ -141,7 +141,10 @@ export interface SweepPoint {
 export interface AlertInputs {
   now: Date;
   store: StoreSamplePoint[];
+  /** All scopes together. */
   flow: FlowMinutePoint[];
+  /** Each scope's own series (the flow alerts are judged per scope too). */
+  flowByScope?: Record<string, FlowMinutePoint[]>;
   policies: PolicyPoint[];
   sweep: SweepPoint;
 }
@@ -149,6 +152,10 @@ export interface AlertInputs {
 export interface Alert {
   name: AlertName;
   severity: Severity;
+  /** A flow alert's scope; null for a store-wide alert, or a flow alert of all scopes together. */
+  scope: string | null;
+  /** About the whole store (size, cleanup, stale claims, the sweeper, a policy), not one scope's traffic. */
+  storeWide: boolean;
   summary: string;
   action: string;
   /** Since when the condition holds (the start of the window it held over). */
@@ -169,65 +176,21 @@ function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number
   return window.every(holds) ? earliest.at : null;
 }
 
-export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds = alertThresholds): Alert[] {
-  const { now } = input;
-  const store = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime());
-  const flow = [...input.flow].sort((a, b) => a.at.getTime() - b.at.getTime());
+/** The flow alerts of one series: one scope's, or (scope null) all scopes together. */
+function flowAlerts(series: FlowMinutePoint[], scope: string | null, now: Date, thresholds: AlertThresholds): Alert[] {
+  const flow = [...series].sort((a, b) => a.at.getTime() - b.at.getTime());
+  const where = scope === null ? '' : `${scope}: `;
   const alerts: Alert[] = [];
-
-  for (const policy of input.policies) {
-    if (policy.retentionSeconds < policy.retryWindowSeconds) {
-      alerts.push({
-        name: 'retention_below_window',
-        severity: alertCatalog.retention_below_window.severity,
-        summary: `${policy.endpoint} keeps keys ${policy.retentionSeconds} s, less than its documented ${policy.retryWindowSeconds} s window`,
-        action: alertCatalog.retention_below_window.action,
-        since: null,
-      });
-    }
-  }
-
-  const overBaseline = heldFor(store, now, thresholds.rowsOverBaselineMinutes, (point) => point.baselineRows > 0 && point.estimatedRows > thresholds.rowsOverBaselineRatio * point.baselineRows);
-  if (overBaseline) {
-    const latest = store.at(-1);
-    alerts.push({
-      name: 'rows_over_baseline',
-      severity: alertCatalog.rows_over_baseline.severity,
-      summary: `The store holds ${latest?.estimatedRows ?? '?'} rows, over ${thresholds.rowsOverBaselineRatio}x its baseline of ${latest?.baselineRows ?? '?'}, for ${thresholds.rowsOverBaselineMinutes} min`,
-      action: alertCatalog.rows_over_baseline.action,
-      since: overBaseline,
-    });
-  }
-
-  const latestStore = store.at(-1);
-  if (latestStore && latestStore.cleanupLagSeconds > thresholds.cleanupLagSeconds) {
-    alerts.push({
-      name: 'cleanup_lag',
-      severity: alertCatalog.cleanup_lag.severity,
-      summary: `The oldest surviving row expired ${Math.round(latestStore.cleanupLagSeconds / 60)} min ago`,
-      action: alertCatalog.cleanup_lag.action,
-      since: new Date(latestStore.at.getTime() - latestStore.cleanupLagSeconds * 1000),
-    });
-  }
-
-  if (latestStore && latestStore.oldestStaleSeconds > thresholds.staleClaimMinutes * 60) {
-    alerts.push({
-      name: 'stale_claims',
-      severity: alertCatalog.stale_claims.severity,
-      summary: `A claim has been past its lease for ${Math.round(latestStore.oldestStaleSeconds / 60)} min`,
-      action: alertCatalog.stale_claims.action,
-      since: new Date(latestStore.at.getTime() - latestStore.oldestStaleSeconds * 1000),
-    });
-  }
-
   const busy = (point: FlowMinutePoint) => point.claims >= thresholds.minimumClaimsPerMinute;
   const p99 = (point: FlowMinutePoint) => percentileOf(point.latency, 99);
   const slow = heldFor(flow, now, thresholds.claimP99Minutes, (point) => !busy(point) || p99(point) > thresholds.claimP99ObjectiveMs);
   if (slow && flow.some(busy)) {
     alerts.push({
       name: 'claim_p99',
+      scope,
+      storeWide: false,
       severity: alertCatalog.claim_p99.severity,
-      summary: `Claim p99 over its ${thresholds.claimP99ObjectiveMs} ms objective for ${thresholds.claimP99Minutes} min`,
+      summary: `${where}Claim p99 over its ${thresholds.claimP99ObjectiveMs} ms objective for ${thresholds.claimP99Minutes} min`,
       action: alertCatalog.claim_p99.action,
       since: slow,
     });
@@ -242,19 +205,93 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
     if (since && flow.some(busy)) {
       alerts.push({
         name,
+        scope,
+        storeWide: false,
         severity: alertCatalog[name].severity,
-        summary: `Over ${shareText(share)} of claims for ${thresholds.rateMinutes} min: ${who} ${alertCatalog[name].what}`,
+        summary: `${where}Over ${shareText(share)} of claims for ${thresholds.rateMinutes} min: ${who} ${alertCatalog[name].what}`,
         action: alertCatalog[name].action,
         since,
       });
     }
   }
+  return alerts;
+}
+
+export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds = alertThresholds): Alert[] {
+  const { now } = input;
+  const store = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime());
+  const flow = [...input.flow].sort((a, b) => a.at.getTime() - b.at.getTime());
+  const alerts: Alert[] = [];
+
+  for (const policy of input.policies) {
+    if (policy.retentionSeconds < policy.retryWindowSeconds) {
+      alerts.push({
+        name: 'retention_below_window',
+        scope: null,
+        storeWide: true,
+        severity: alertCatalog.retention_below_window.severity,
+        summary: `${policy.endpoint} keeps keys ${policy.retentionSeconds} s, less than its documented ${policy.retryWindowSeconds} s window`,
+        action: alertCatalog.retention_below_window.action,
+        since: null,
+      });
+    }
+  }
+
+  const overBaseline = heldFor(store, now, thresholds.rowsOverBaselineMinutes, (point) => point.baselineRows > 0 && point.estimatedRows > thresholds.rowsOverBaselineRatio * point.baselineRows);
+  if (overBaseline) {
+    const latest = store.at(-1);
+    alerts.push({
+      name: 'rows_over_baseline',
+      scope: null,
+      storeWide: true,
+      severity: alertCatalog.rows_over_baseline.severity,
+      summary: `The store holds ${latest?.estimatedRows ?? '?'} rows, over ${thresholds.rowsOverBaselineRatio}x its baseline of ${latest?.baselineRows ?? '?'}, for ${thresholds.rowsOverBaselineMinutes} min`,
+      action: alertCatalog.rows_over_baseline.action,
+      since: overBaseline,
+    });
+  }
+
+  const latestStore = store.at(-1);
+  if (latestStore && latestStore.cleanupLagSeconds > thresholds.cleanupLagSeconds) {
+    alerts.push({
+      name: 'cleanup_lag',
+      scope: null,
+      storeWide: true,
+      severity: alertCatalog.cleanup_lag.severity,
+      summary: `The oldest surviving row expired ${Math.round(latestStore.cleanupLagSeconds / 60)} min ago`,
+      action: alertCatalog.cleanup_lag.action,
+      since: new Date(latestStore.at.getTime() - latestStore.cleanupLagSeconds * 1000),
+    });
+  }
+
+  if (latestStore && latestStore.oldestStaleSeconds > thresholds.staleClaimMinutes * 60) {
+    alerts.push({
+      name: 'stale_claims',
+      scope: null,
+      storeWide: true,
+      severity: alertCatalog.stale_claims.severity,
+      summary: `A claim has been past its lease for ${Math.round(latestStore.oldestStaleSeconds / 60)} min`,
+      action: alertCatalog.stale_claims.action,
+      since: new Date(latestStore.at.getTime() - latestStore.oldestStaleSeconds * 1000),
+    });
+  }
+
+  // Flow alerts per scope, so one scope's trouble shows however busy and healthy the others
+  // are; all scopes together only where no single scope explains it (e.g. each scope under
+  // the minimum-claims floor, together over it).
+  const perScope = Object.entries(input.flowByScope ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([scope, points]) => flowAlerts(points, scope, now, thresholds));
+  const named = new Set(perScope.map((alert) => alert.name));
+  alerts.push(...flowAlerts(flow, null, now, thresholds).filter((alert) => !named.has(alert.name)), ...perScope);
 
   const { lastFinishedAt, intervalSeconds } = input.sweep;
   const stalledAfterMs = thresholds.sweepStalledIntervals * intervalSeconds * 1000;
   if (lastFinishedAt && now.getTime() - lastFinishedAt.getTime() > stalledAfterMs) {
     alerts.push({
       name: 'sweeper_stalled',
+      scope: null,
+      storeWide: true,
       severity: alertCatalog.sweeper_stalled.severity,
       summary: `No sweep has finished for ${Math.round((now.getTime() - lastFinishedAt.getTime()) / 60_000)} min, over ${thresholds.sweepStalledIntervals} sweep intervals of ${intervalSeconds} s`,
       action: alertCatalog.sweeper_stalled.action,
@@ -284,22 +321,46 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
      WHERE state = 'in_progress' AND lease_expires_at < now()`,
   );
   const oldestStale = stale.rows[0]?.seconds ?? 0;
-  const counts = await db.query<{ minute: Date; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
-    `SELECT minute, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
+  // Per minute and scope (a range of each table's primary key); all scopes are their sum.
+  const counts = await db.query<{ minute: Date; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
+    `SELECT minute, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
             sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
-     FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute ORDER BY minute`,
+     FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, scope ORDER BY minute`,
     [minutes],
   );
-  const latency = await db.query<{ minute: Date; bucket: number; count: string }>(
-    `SELECT minute, bucket, sum(count) AS count FROM claim_latency_minute
-     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, bucket`,
+  const latency = await db.query<{ minute: Date; scope: string; bucket: number; count: string }>(
+    `SELECT minute, scope, bucket, sum(count) AS count FROM claim_latency_minute
+     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, scope, bucket`,
     [minutes],
   );
-  const histograms = new Map<number, number[]>();
+  const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
+  const histograms = new Map<string, number[]>();
   for (const row of latency.rows) {
-    const buckets = histograms.get(row.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0);
-    buckets[row.bucket] = Number(row.count);
-    histograms.set(row.minute.getTime(), buckets);
+    for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.scope}`]) {
+      const buckets = histograms.get(key) ?? emptyHistogram();
+      buckets[row.bucket] = (buckets[row.bucket] ?? 0) + Number(row.count);
+      histograms.set(key, buckets);
+    }
+  }
+  const overall = new Map<number, FlowMinutePoint>();
+  const flowByScope: Record<string, FlowMinutePoint[]> = {};
+  for (const row of counts.rows) {
+    const at = row.minute.getTime();
+    const point: FlowMinutePoint = {
+      at: row.minute,
+      claims: Number(row.claims),
+      mismatches: Number(row.mismatches ?? 0),
+      conflicts: Number(row.conflicts ?? 0),
+      rejections: Number(row.rejections ?? 0),
+      latency: histograms.get(`${at}\0${row.scope}`) ?? emptyHistogram(),
+    };
+    (flowByScope[row.scope] ??= []).push(point);
+    const sum = overall.get(at) ?? { at: row.minute, claims: 0, mismatches: 0, conflicts: 0, rejections: 0, latency: histograms.get(`${at}`) ?? emptyHistogram() };
+    sum.claims += point.claims;
+    sum.mismatches += point.mismatches;
+    sum.conflicts += point.conflicts;
+    sum.rejections += point.rejections;
+    overall.set(at, sum);
   }
   const policies = await db.query<{ endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
     'SELECT endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
@@ -313,14 +374,8 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
       cleanupLagSeconds: row.cleanup_lag_seconds,
       oldestStaleSeconds: index === stats.rows.length - 1 ? Math.max(0, oldestStale) : 0,
     })),
-    flow: counts.rows.map((row) => ({
-      at: row.minute,
-      claims: Number(row.claims),
-      mismatches: Number(row.mismatches ?? 0),
-      conflicts: Number(row.conflicts ?? 0),
-      rejections: Number(row.rejections ?? 0),
-      latency: histograms.get(row.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0),
-    })),
+    flow: [...overall.values()],
+    flowByScope,
     policies: policies.rows.map((row) => ({ endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
     sweep: { lastFinishedAt: (await readLastFinishedSweep(db))?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
   };

@@ -193,6 +193,9 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
               .map(({ scope, estimatedRows, responseBytes }) => ({ scope, estimatedRows, responseBytes })),
           },
     lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
-    alerts: evaluateAlerts(await readAlertInputs(db, { sweepIntervalSeconds }), thresholds),
+    // A chosen scope shows its own flow alerts and the store-wide ones; no scope shows them all.
+    alerts: evaluateAlerts(await readAlertInputs(db, { sweepIntervalSeconds }), thresholds).filter(
+      (alert) => query.scope === undefined || alert.storeWide || alert.scope === query.scope,
+    ),
   };
 }

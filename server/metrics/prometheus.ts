@@ -133,12 +133,12 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
 
   new Gauge({
     name: 'retrysafe_alert_firing',
-    help: 'Alerts firing now (1), by name and severity, evaluated from the stored series',
-    labelNames: ['name', 'severity'],
+    help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) scope, evaluated from the stored series',
+    labelNames: ['name', 'severity', 'scope'],
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set({ name: alert.name, severity: alert.severity }, 1);
+      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set(alert.scope === null ? { name: alert.name, severity: alert.severity } : { name: alert.name, severity: alert.severity, scope: alert.scope }, 1);
     },
   });
 

@@ -34,7 +34,25 @@ describe('alert inputs', () => {
       ['sweeper_stalled', 'warning'],
     ]);
     const text = await createPrometheusMetrics(db.pool, undefined, { sweepIntervalSeconds: 60 }).registry.metrics();
-    expect(text).toMatch(/^retrysafe_alert_firing\{name="rejection_rate",severity="warning"\} 1$/m);
+    expect(text).toMatch(/^retrysafe_alert_firing\{name="rejection_rate",severity="warning",scope="POST \/a"\} 1$/m);
     expect(text).toMatch(/^retrysafe_alert_firing\{name="sweeper_stalled",severity="warning"\} 1$/m);
+  });
+
+  it('judge each scope on its own: a scope in trouble fires, named, however busy and healthy the others are', async () => {
+    // Ten minutes: POST /refunds at 36% conflicts of 25 claims a minute, POST /payments 500 clean claims a minute (1.7% overall).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', s, o, c
+       FROM generate_series(0, 9) AS m, (VALUES ('POST /refunds', 'new', 16), ('POST /refunds', 'conflict', 9), ('POST /payments', 'new', 500)) AS v(s, o, c)`,
+    );
+    const alerts = evaluateAlerts(await readAlertInputs(db.pool, { sweepIntervalSeconds: 3_600 }));
+    const conflicts = alerts.filter((alert) => alert.name === 'conflict_rate');
+    expect(conflicts.map((alert) => [alert.scope, alert.storeWide])).toEqual([['POST /refunds', false]]);
+    expect(conflicts[0]?.summary).toMatch(/^POST \/refunds: Over 10% of claims for 5 min/);
+    const forScope = async (scope?: string) =>
+      (await readOverview(db.pool, overviewQuery.parse(scope ? { range: '1h', scope } : { range: '1h' }), undefined, 3_600)).alerts.map((alert) => `${alert.name}@${alert.scope ?? (alert.storeWide ? 'store' : 'all')}`);
+    expect(await forScope('POST /refunds')).toContain('conflict_rate@POST /refunds');
+    expect(await forScope('POST /payments')).not.toContain('conflict_rate@POST /refunds');
+    expect(await forScope()).toContain('conflict_rate@POST /refunds');
   });
 });
