@@ -19,7 +19,7 @@ import { recordSignInAttempt, UNKNOWN_ACCOUNT, writeAudit } from '../audit/log';
 import { logger } from '../logging';
 import { hashPassword, verifyPassword, withSignInHashingSlot, PasswordHashingBusyError } from './passwords';
 import { deviceCookieOf, deviceSetCookie, issueDeviceCookie, verifyDeviceCookie } from './device-cookie';
-import { CLIENT_ADDRESS_HEADER } from '../client-address';
+import { CLIENT_ADDRESS_HEADER, clientAddressOf } from '../client-address';
 import { isOperatorRole, type OperatorRole } from './roles';
 import { defaultThrottleLimits, recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
 import type { AuditAction } from '../audit/actions';
@@ -133,7 +133,8 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
             actor: created.user.email,
             action: 'auth.sign_in' satisfies AuditAction,
             target: { operatorId: created.user.id },
-            details: { address: created.session.ipAddress ?? null },
+            // The address signInOperator was given (the HTTP front's, from TRUST_PROXY), never better-auth's guess.
+            details: { address: ctx.headers ? clientAddressOf(ctx.headers) : null },
           },
         });
       }),
@@ -188,6 +189,14 @@ function isAuthRefusal(error: unknown): error is Error & { status: string | numb
   return error instanceof Error && error.name === 'APIError' && 'status' in error;
 }
 
+/** The request's headers with the client address signInOperator was given, for the session row and its audit row. */
+function withAddress(headers: Headers, address: string | null): Headers {
+  const copy = new Headers(headers);
+  if (address) copy.set(CLIENT_ADDRESS_HEADER, address);
+  else copy.delete(CLIENT_ADDRESS_HEADER);
+  return copy;
+}
+
 /** The audit actor of a failed attempt: the email when an operator has it, else one shared name (bounded rows). */
 async function attemptActor(pool: pg.Pool, email: string): Promise<string> {
   const { rows } = await pool.query({ name: 'auth_known_email', text: 'SELECT 1 FROM operators WHERE email = $1', values: [email] });
@@ -239,7 +248,7 @@ async function attemptSignIn(
   let setCookie: string[];
   try {
     const signedIn = await runWithTransaction(context.adapter, () =>
-      auth.api.signInEmail({ body: { email, password, rememberMe: false }, headers: request.headers, returnHeaders: true }),
+      auth.api.signInEmail({ body: { email, password, rememberMe: false }, headers: withAddress(request.headers, request.address), returnHeaders: true }),
     );
     setCookie = signedIn.headers.getSetCookie();
   } catch (error) {
