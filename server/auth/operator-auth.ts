@@ -206,7 +206,8 @@ async function attemptActor(pool: pg.Pool, email: string): Promise<string> {
 /**
  * Signs an operator in; the session cookie and a fresh device cookie are returned as
  * Set-Cookie values (the session's is also set by the framework glue plugin where there is
- * one). First a password-hashing slot is taken, or the attempt is refused as busy at once.
+ * one). First a password-hashing slot is taken (server/auth/passwords.ts), or the attempt is
+ * refused as busy at once.
  * Then the attempt is counted (per device for a valid device cookie, else per account and
  * known address) and refused while a lock holds; a failure or refusal is counted in its
  * aggregated audit row, a new lock and a success are audited one row each.
@@ -220,8 +221,11 @@ export async function signInOperator(
 ): Promise<SignInResult> {
   const parsed = signInSchema.safeParse(input);
   if (!parsed.success) return { ok: false, reason: 'invalid' };
+  const context = await auth.$context;
+  // An HMAC check, before any hashing: a known device skips the strangers' hashing budget.
+  const device = verifyDeviceCookie(context.secret, deviceCookieOf(request.headers), parsed.data.email);
   try {
-    return await withSignInHashingSlot(() => attemptSignIn(auth, pool, parsed.data, request, limits));
+    return await withSignInHashingSlot(() => attemptSignIn(auth, pool, parsed.data, device, request, limits), device !== null);
   } catch (error) {
     // Thrown by this bundle's own copy of passwords.ts (the slots are shared, the class is not).
     if (error instanceof PasswordHashingBusyError) return { ok: false, reason: 'busy', retryAfterSeconds: error.retryAfterSeconds };
@@ -233,11 +237,11 @@ async function attemptSignIn(
   auth: OperatorAuth,
   pool: pg.Pool,
   { email, password }: { email: string; password: string },
+  device: string | null,
   request: { headers: Headers; address: string | null },
   limits: ThrottleLimits,
 ): Promise<SignInResult> {
   const context = await auth.$context;
-  const device = verifyDeviceCookie(context.secret, deviceCookieOf(request.headers), email);
   const source = { email, address: request.address, device };
   // Counted before the password is checked, so a burst of attempts cannot outrun the limit.
   const reservation = await reserveAttempt(pool, source, limits);

@@ -1,9 +1,12 @@
 // Operator passwords: argon2id (OWASP's minimum: 19 MiB, 2 passes, 1 lane), as PHC strings.
 // Used by better-auth at sign-in and by operator creation, so both agree on the format.
-// Hashing is bounded per process: a few at a time, a tiny queue, and beyond it an immediate
-// refusal (PasswordHashingBusyError), so unauthenticated sign-ins cannot take the CPU from
-// the API. A sign-in takes its slot before anything else (withSignInHashingSlot) and the hash
-// or verify better-auth runs inside it uses that slot; other callers wait for a slot.
+// Hashing is bounded per process, so unauthenticated sign-ins cannot take the CPU from the
+// API: one hash at a time with one waiting, and sign-ins from unknown devices also draw on a
+// budget of a few hashes a second (one argon2id is ~30-40 ms of a core, so the budget keeps
+// them to a fraction of one core). Beyond either, a sign-in is refused at once
+// (PasswordHashingBusyError, a 429 with Retry-After). A sign-in takes its slot before
+// anything else (withSignInHashingSlot) and the hash or verify better-auth runs inside it uses
+// that slot; other callers (an admin creating an operator, the CLI) wait for a slot.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { hash, verify } from '@node-rs/argon2';
 import { z } from 'zod';
@@ -12,16 +15,16 @@ const ARGON2ID = { memoryCost: 19_456, timeCost: 2, parallelism: 1 };
 
 export const passwordSchema = z.string().min(12, 'must be at least 12 characters').max(128, 'must be at most 128 characters');
 
-/** Hashes running at once, and waiting beyond them, per process. One core's worth on a small machine. */
+/** Hashes running at once, and waiting beyond them, per process. */
 export const HASHING_CONCURRENCY = 1;
 export const HASHING_QUEUE = 1;
-/** What a refused caller is told to wait: about the time the running and queued hashes take. */
-const RETRY_AFTER_SECONDS = 1;
+/** Sign-ins from unknown devices checked per second per process, and the burst allowed above that rate. */
+export const UNKNOWN_DEVICE_HASHES_PER_SECOND = 4;
+export const UNKNOWN_DEVICE_BURST = 4;
 
 export class PasswordHashingBusyError extends Error {
   readonly code = 'PASSWORD_HASHING_BUSY';
-  readonly retryAfterSeconds = RETRY_AFTER_SECONDS;
-  constructor() {
+  constructor(readonly retryAfterSeconds: number) {
     super('Too many sign-ins are being checked at once');
   }
 }
@@ -29,6 +32,9 @@ export class PasswordHashingBusyError extends Error {
 interface Slots {
   running: number;
   waiting: (() => void)[];
+  /** The unknown-device budget: tokens left, and when they were last topped up. */
+  tokens: number;
+  toppedUpAt: number;
   /** Marks an async context that already holds a slot (a sign-in around better-auth's hash or verify). */
   held: AsyncLocalStorage<true>;
 }
@@ -40,16 +46,34 @@ interface Slots {
 const SLOTS = Symbol.for('retrysafe.passwordHashingSlots');
 function slots(): Slots {
   const holder = globalThis as typeof globalThis & { [SLOTS]?: Slots };
-  holder[SLOTS] ??= { running: 0, waiting: [], held: new AsyncLocalStorage<true>() };
+  holder[SLOTS] ??= { running: 0, waiting: [], tokens: UNKNOWN_DEVICE_BURST, toppedUpAt: Date.now(), held: new AsyncLocalStorage<true>() };
   return holder[SLOTS];
 }
 
-function acquire(state: Slots, refuseWhenBusy: boolean): Promise<void> {
-  if (state.running < HASHING_CONCURRENCY) {
+/** Takes one token of the unknown-device budget, or says how many seconds until there is one. */
+function takeToken(state: Slots, now = Date.now()): number {
+  state.tokens = Math.min(UNKNOWN_DEVICE_BURST, state.tokens + ((now - state.toppedUpAt) / 1000) * UNKNOWN_DEVICE_HASHES_PER_SECOND);
+  state.toppedUpAt = now;
+  if (state.tokens >= 1) {
+    state.tokens -= 1;
+    return 0;
+  }
+  return Math.max(1, Math.ceil((1 - state.tokens) / UNKNOWN_DEVICE_HASHES_PER_SECOND));
+}
+
+type Admission = 'wait' | 'refuse-when-busy' | 'unknown-device';
+
+function acquire(state: Slots, admission: Admission): Promise<void> {
+  const free = state.running < HASHING_CONCURRENCY;
+  if (admission !== 'wait' && !free && state.waiting.length >= HASHING_QUEUE) return Promise.reject(new PasswordHashingBusyError(1));
+  if (admission === 'unknown-device') {
+    const wait = takeToken(state);
+    if (wait > 0) return Promise.reject(new PasswordHashingBusyError(wait));
+  }
+  if (free) {
     state.running += 1;
     return Promise.resolve();
   }
-  if (refuseWhenBusy && state.waiting.length >= HASHING_QUEUE) return Promise.reject(new PasswordHashingBusyError());
   // The slot passes straight to the waiter (running stays the same).
   return new Promise((granted) => state.waiting.push(granted));
 }
@@ -60,10 +84,10 @@ function release(state: Slots): void {
   else state.running -= 1;
 }
 
-async function withSlot<T>(work: () => Promise<T>, refuseWhenBusy: boolean): Promise<T> {
+async function withSlot<T>(work: () => Promise<T>, admission: Admission): Promise<T> {
   const state = slots();
   if (state.held.getStore()) return work();
-  await acquire(state, refuseWhenBusy);
+  await acquire(state, admission);
   try {
     return await state.held.run(true, work);
   } finally {
@@ -73,17 +97,19 @@ async function withSlot<T>(work: () => Promise<T>, refuseWhenBusy: boolean): Pro
 
 /**
  * For sign-in (unauthenticated): runs `work` holding one hashing slot, or rejects at once with
- * PasswordHashingBusyError when every slot and queue place is taken. Hashes inside `work` use this slot.
+ * PasswordHashingBusyError when every slot and queue place is taken or, for an unknown device,
+ * the budget is spent. A known device (valid device cookie) skips the budget, so a flood of
+ * strangers' sign-ins leaves operators' own browsers a way in. Hashes inside `work` use this slot.
  */
-export function withSignInHashingSlot<T>(work: () => Promise<T>): Promise<T> {
-  return withSlot(work, true);
+export function withSignInHashingSlot<T>(work: () => Promise<T>, knownDevice = false): Promise<T> {
+  return withSlot(work, knownDevice ? 'refuse-when-busy' : 'unknown-device');
 }
 
 /** Outside a sign-in (an admin creating an operator, the CLI): waits for a slot, never refused. */
 export function hashPassword(password: string): Promise<string> {
-  return withSlot(() => hash(password, ARGON2ID), false);
+  return withSlot(() => hash(password, ARGON2ID), 'wait');
 }
 
 export function verifyPassword(data: { hash: string; password: string }): Promise<boolean> {
-  return withSlot(() => verify(data.hash, data.password).catch(() => false), false);
+  return withSlot(() => verify(data.hash, data.password).catch(() => false), 'wait');
 }
