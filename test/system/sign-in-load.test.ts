@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measureSignInLoad } from '../../bench/sign-in-load';
 import { createTenant } from '../../server/demo/tenants';
 import { useTestDatabase } from '../helpers/database';
+import { submitLoginForm } from '../helpers/login-form';
 import { startServer, type RunningServer } from '../helpers/server';
 
 describe('sign-in load and the payments API', () => {
@@ -40,6 +41,15 @@ describe('sign-in load and the payments API', () => {
       expect(((await answer.json()) as { type: string }).type).toBe('urn:retrysafe:problem:sign-in-busy');
     }
     expect(answers.filter((answer) => answer.status === 401).length).toBeGreaterThan(0);
+  });
+
+  it('tells the form "too many sign-ins in progress, try again in N s" beyond the bound', async () => {
+    const base = server?.baseUrl ?? '';
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => submitLoginForm(base, { email: `form-${i}@load.example`, password: 'a bogus password' }, { 'x-forwarded-for': `10.8.0.${i + 1}` })),
+    );
+    expect(answers.some((answer) => /^Too many sign-ins in progress\. Try again in \d+ s\.$/.test(answer.message ?? ''))).toBe(true);
+    expect(answers.some((answer) => answer.message?.startsWith('Wrong email or password'))).toBe(true);
   });
 
   it('keeps payment p50 within 1.5x of idle under 12 concurrent bogus sign-ins', async () => {
