@@ -2,7 +2,7 @@
 // plain Node server that first settles who the client is (server/client-address.ts). Inside
 // Next a client-written X-Forwarded-For cannot be told from one Next added itself, so the
 // address is resolved here, from the socket and TRUST_PROXY, before Next sees the request.
-// SIGTERM or SIGINT closes the listener and exits, as `next start` does.
+// SIGTERM or SIGINT closes the listener and Next, and exits.
 import { createServer } from 'node:http';
 import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
@@ -16,7 +16,11 @@ async function main(): Promise<void> {
   await app.prepare();
   const server = createServer((request, response) => {
     applyClientHeaders(request, trust);
-    void handle(request, response);
+    handle(request, response).catch((error: unknown) => {
+      process.stderr.write(`[retrysafe] request failed: ${error instanceof Error ? error.message : 'unknown error'}\n`);
+      if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/problem+json' });
+      response.end(JSON.stringify({ type: 'urn:retrysafe:problem:internal', title: 'Internal error', status: 500 }));
+    });
   });
   server.listen(environment.PORT, environment.HOST, () => {
     process.stdout.write(`[retrysafe] Listening on ${environment.HOST}:${environment.PORT} (trusted proxies: ${describe(environment.TRUST_PROXY)})\n`);
@@ -27,8 +31,9 @@ async function main(): Promise<void> {
     void app.close().finally(() => process.exit(code));
     setTimeout(() => process.exit(code), 5_000).unref();
   };
-  process.once('SIGTERM', () => stop(143));
-  process.once('SIGINT', () => stop(130));
+  // A requested stop is a normal exit (npm start's launcher reads any other code as a crash).
+  process.once('SIGTERM', () => stop(0));
+  process.once('SIGINT', () => stop(0));
 }
 
 function describe(trust: ReturnType<typeof readEnvironment>['TRUST_PROXY']): string {
