@@ -246,7 +246,7 @@ async function attemptSignIn(
   // Counted before the password is checked, so a burst of attempts cannot outrun the limit.
   const reservation = await reserveAttempt(pool, source, limits);
   if (reservation.refusedSeconds > 0) {
-    await recordSignInAttempt(pool, { action: 'auth.sign_in_refused', actor: await attemptActor(pool, email), address: request.address, windowSeconds: limits.windowSeconds, details: { knownDevice: device !== null } });
+    await recordSignInAttempt(pool, { action: 'auth.sign_in_refused', actor: await attemptActor(pool, email), address: request.address, windowSeconds: limits.windowSeconds });
     return { ok: false, reason: 'locked', retryAfterSeconds: reservation.refusedSeconds };
   }
   let setCookie: string[];
@@ -258,7 +258,7 @@ async function attemptSignIn(
   } catch (error) {
     if (!isAuthRefusal(error)) throw error;
     const actor = await attemptActor(pool, email);
-    await recordSignInAttempt(pool, { action: 'auth.sign_in_failed', actor, address: request.address, windowSeconds: limits.windowSeconds, details: { knownDevice: device !== null } });
+    await recordSignInAttempt(pool, { action: 'auth.sign_in_failed', actor, address: request.address, windowSeconds: limits.windowSeconds });
     // A lock this attempt placed, once: an operator's account, an address or a device (never an unknown email's: unbounded).
     for (const subject of reservation.lockedNow) {
       if (subject.startsWith('email:') && actor === UNKNOWN_ACCOUNT) continue;
