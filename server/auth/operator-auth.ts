@@ -17,7 +17,7 @@ import { auditLog } from '../../db/schema/audit';
 import { operatorAccounts, operators, operatorSessions, operatorVerifications } from '../../db/schema/operators';
 import { recordSignInAttempt, UNKNOWN_ACCOUNT, writeAudit } from '../audit/log';
 import { logger } from '../logging';
-import { hashPassword, verifyPassword, withSignInHashingSlot, PasswordHashingBusyError } from './passwords';
+import { configureSignInHashing, hashPassword, PasswordHashingBusyError, verifyPassword, withSignInHashingSlot } from './passwords';
 import { deviceCookieOf, deviceSetCookie, issueDeviceCookie, verifyDeviceCookie } from './device-cookie';
 import { CLIENT_ADDRESS_HEADER, clientAddressOf } from '../client-address';
 import { isOperatorRole, type OperatorRole } from './roles';
@@ -38,6 +38,11 @@ export interface OperatorAuthOptions {
   /** Absolute lifetime from sign-in, however much the session is used: a stolen token dies with it. */
   absoluteSessionSeconds?: number;
   throttle?: ThrottleLimits;
+  /**
+   * Sign-ins from unknown devices whose password is checked per second in this process
+   * (server/auth/passwords.ts; default UNKNOWN_DEVICE_HASHES_PER_SECOND). One budget per process: setting it here sets it for every instance.
+   */
+  signInHashesPerSecond?: number;
 }
 
 const SESSION_SECONDS = 8 * 3_600;
@@ -70,6 +75,7 @@ const auditModel = {
 } satisfies BetterAuthPlugin;
 
 export function createOperatorAuth(options: OperatorAuthOptions) {
+  if (options.signInHashesPerSecond !== undefined) configureSignInHashing(options.signInHashesPerSecond);
   const db = drizzle(options.pool);
   const auth = betterAuth({
     appName: 'Retrysafe',

@@ -18,7 +18,7 @@ export const passwordSchema = z.string().min(12, 'must be at least 12 characters
 /** Hashes running at once, and waiting beyond them, per process. */
 export const HASHING_CONCURRENCY = 1;
 export const HASHING_QUEUE = 1;
-/** Sign-ins from unknown devices checked per second per process, and the burst allowed above that rate. */
+/** Sign-ins from unknown devices checked per second per process (by default), and the least burst allowed above that rate. */
 export const UNKNOWN_DEVICE_HASHES_PER_SECOND = 4;
 export const UNKNOWN_DEVICE_BURST = 4;
 
@@ -35,6 +35,8 @@ interface Slots {
   /** The unknown-device budget: tokens left, and when they were last topped up. */
   tokens: number;
   toppedUpAt: number;
+  perSecond: number;
+  burst: number;
   /** Marks an async context that already holds a slot (a sign-in around better-auth's hash or verify). */
   held: AsyncLocalStorage<true>;
 }
@@ -46,19 +48,32 @@ interface Slots {
 const SLOTS = Symbol.for('retrysafe.passwordHashingSlots');
 function slots(): Slots {
   const holder = globalThis as typeof globalThis & { [SLOTS]?: Slots };
-  holder[SLOTS] ??= { running: 0, waiting: [], tokens: UNKNOWN_DEVICE_BURST, toppedUpAt: Date.now(), held: new AsyncLocalStorage<true>() };
+  holder[SLOTS] ??= { running: 0, waiting: [], tokens: UNKNOWN_DEVICE_BURST, toppedUpAt: Date.now(), perSecond: UNKNOWN_DEVICE_HASHES_PER_SECOND, burst: UNKNOWN_DEVICE_BURST, held: new AsyncLocalStorage<true>() };
   return holder[SLOTS];
 }
 
 /** Takes one token of the unknown-device budget, or says how many seconds until there is one. */
 function takeToken(state: Slots, now = Date.now()): number {
-  state.tokens = Math.min(UNKNOWN_DEVICE_BURST, state.tokens + ((now - state.toppedUpAt) / 1000) * UNKNOWN_DEVICE_HASHES_PER_SECOND);
+  state.tokens = Math.min(state.burst, state.tokens + ((now - state.toppedUpAt) / 1000) * state.perSecond);
   state.toppedUpAt = now;
   if (state.tokens >= 1) {
     state.tokens -= 1;
     return 0;
   }
-  return Math.max(1, Math.ceil((1 - state.tokens) / UNKNOWN_DEVICE_HASHES_PER_SECOND));
+  return Math.max(1, Math.ceil((1 - state.tokens) / state.perSecond));
+}
+
+/**
+ * Sets the process's unknown-device budget (hashes a second; the burst is at least
+ * UNKNOWN_DEVICE_BURST and at least one second's worth). One budget per process: the last
+ * auth instance created sets it (the dashboard creates one; tests choose their own).
+ */
+export function configureSignInHashing(perSecond: number): void {
+  const state = slots();
+  if (!(perSecond > 0)) throw new RangeError('the sign-in hashing budget must be positive');
+  state.perSecond = perSecond;
+  state.burst = Math.max(UNKNOWN_DEVICE_BURST, perSecond);
+  state.tokens = state.burst;
 }
 
 type Admission = 'wait' | 'refuse-when-busy' | 'unknown-device';

@@ -33,7 +33,25 @@ async function hiddenFields(baseUrl: string): Promise<[string, string][]> {
   return fields;
 }
 
-export async function submitLoginForm(baseUrl: string, credentials: { email: string; password: string }, headers: Record<string, string> = {}): Promise<FormSubmission> {
+/**
+ * Submits the form once; with `waitWhenBusy`, a sign-in refused by the hashing bound ("Too many
+ * sign-ins in progress. Try again in N s.") is sent again after those N seconds, as a person would.
+ */
+export async function submitLoginForm(
+  baseUrl: string,
+  credentials: { email: string; password: string },
+  headers: Record<string, string> = {},
+  options: { waitWhenBusy?: boolean } = {},
+): Promise<FormSubmission> {
+  for (;;) {
+    const answer = await submitOnce(baseUrl, credentials, headers);
+    const wait = /^Too many sign-ins in progress\. Try again in (\d+) s\.$/.exec(answer.message ?? '')?.[1];
+    if (!options.waitWhenBusy || wait === undefined) return answer;
+    await new Promise((done) => setTimeout(done, Number(wait) * 1000));
+  }
+}
+
+async function submitOnce(baseUrl: string, credentials: { email: string; password: string }, headers: Record<string, string>): Promise<FormSubmission> {
   const body = new FormData();
   for (const [name, value] of await hiddenFields(baseUrl)) body.append(name, value);
   body.append('email', credentials.email);

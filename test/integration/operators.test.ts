@@ -24,7 +24,7 @@ describe('operators', () => {
 
   beforeAll(() => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
-    auth = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000' });
+    auth = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
   });
   afterAll(async () => {
     await dashboard.end();

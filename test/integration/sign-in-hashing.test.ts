@@ -5,9 +5,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperatorAuth, signInOperator, type OperatorAuth } from '../../server/auth/operator-auth';
 import { createOperator } from '../../server/auth/operators';
+import { UNKNOWN_DEVICE_HASHES_PER_SECOND } from '../../server/auth/passwords';
 import { useTestDatabase } from '../helpers/database';
 
 const PASSWORD = 'correct horse battery';
+const SECRET = 'hashing-test-secret-'.padEnd(40, 'x');
 const roomy = { accountFailures: 1_000, addressFailures: 10_000, windowSeconds: 900, lockSeconds: 900 };
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
@@ -19,7 +21,7 @@ describe('bounded password hashing', () => {
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 8 });
-    auth = createOperatorAuth({ pool: dashboard, secret: 'hashing-test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000' });
+    auth = createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
     await createOperator(dashboard, { email: 'ops@hashing.example', password: PASSWORD, role: 'operator' }, 'test');
   });
   afterAll(async () => {
@@ -41,6 +43,24 @@ describe('bounded password hashing', () => {
     expect(audit.rows[0]?.n).toBe(2);
     // Once they are done, the next sign-in is checked again.
     expect(await signInOperator(auth, dashboard, { email: 'ops@hashing.example', password: PASSWORD }, { headers: new Headers(), address: '192.0.2.99' }, roomy)).toMatchObject({ ok: true });
+  });
+
+  it('draws sign-ins from unknown devices on a budget of a few a second, which a known device skips', async () => {
+    const known = await signInOperator(auth, dashboard, { email: 'ops@hashing.example', password: PASSWORD }, { headers: new Headers(), address: '192.0.2.50' }, roomy);
+    if (!known.ok) throw new Error('sign-in failed');
+    const device = known.setCookie.find((line) => line.startsWith('retrysafe.device='))?.split(';')[0] ?? '';
+    // The product's default budget (4 a second, burst 4), on an auth of its own.
+    const budgeted = createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: UNKNOWN_DEVICE_HASHES_PER_SECOND });
+    const reasons: string[] = [];
+    for (let i = 0; i < 10; i += 1) {
+      const result = await signInOperator(budgeted, dashboard, { email: `nobody-${i}@hashing.example`, password: 'a bogus password' }, { headers: new Headers(), address: '192.0.2.51' }, roomy);
+      reasons.push(result.ok ? 'ok' : result.reason);
+    }
+    expect(reasons.filter((reason) => reason === 'invalid').length).toBeGreaterThanOrEqual(4);
+    expect(reasons.filter((reason) => reason === 'busy').length).toBeGreaterThan(0);
+    // The budget is spent, yet the operator's own browser is checked (and signs in).
+    expect(await signInOperator(budgeted, dashboard, { email: 'ops@hashing.example', password: PASSWORD }, { headers: new Headers({ cookie: device }), address: '192.0.2.50' }, roomy)).toMatchObject({ ok: true });
+    createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
   });
 
   it('takes as long for an unknown email as for a known one (no user enumeration by timing)', async () => {

@@ -40,7 +40,7 @@ describe('TRUST_PROXY unset: the socket address is the client', () => {
     const base = server?.baseUrl ?? '';
     const messages: (string | null)[] = [];
     for (const [i, email] of emails.entries()) {
-      const answer = await submitLoginForm(base, { email, password: 'not the password' }, { 'x-forwarded-for': `203.0.113.${i + 1}`, 'x-real-ip': `198.51.100.${i + 1}` });
+      const answer = await submitLoginForm(base, { email, password: 'not the password' }, { 'x-forwarded-for': `203.0.113.${i + 1}`, 'x-real-ip': `198.51.100.${i + 1}` }, { waitWhenBusy: true });
       messages.push(answer.message);
     }
     // Twenty wrong passwords from 127.0.0.1, then that address is locked (for unknown devices).
@@ -58,7 +58,7 @@ describe('TRUST_PROXY unset: the socket address is the client', () => {
     const { rows } = await db.pool.query("SELECT 1 FROM audit_log WHERE action = 'auth.sign_in' AND actor = 'victim@addresses.example'");
     expect(rows).toEqual([]);
     // From the dashboard's own origin the same sign-in works.
-    const own = await submitLoginForm(base, { email: 'victim@addresses.example', password: PASSWORD });
+    const own = await submitLoginForm(base, { email: 'victim@addresses.example', password: PASSWORD }, {}, { waitWhenBusy: true });
     expect(own.status).toBe(303);
     expect(own.setCookie.some((line) => line.startsWith('retrysafe.session_token='))).toBe(true);
   });
@@ -77,7 +77,7 @@ describe('TRUST_PROXY=loopback: a proxy on loopback records the client', () => {
   });
 
   it('takes the nearest address the trusted proxy recorded, not the one the client wrote before it', async () => {
-    const answer = await submitLoginForm(server?.baseUrl ?? '', { email: 'behind@proxy.example', password: 'not the password' }, { 'x-forwarded-for': '198.51.100.66, 203.0.113.9' });
+    const answer = await submitLoginForm(server?.baseUrl ?? '', { email: 'behind@proxy.example', password: 'not the password' }, { 'x-forwarded-for': '198.51.100.66, 203.0.113.9' }, { waitWhenBusy: true });
     expect(answer.message).toMatch(/^Wrong email or password/);
     expect(await failureAddresses(db.pool)).toEqual(['203.0.113.9']);
   });
