@@ -11,6 +11,7 @@ import { openBenchDatabase } from './database';
 import { benchPartitions } from './partitions';
 import { benchStatsQueries } from './stats-queries';
 import { benchSweeper } from './sweeper';
+import { benchSignIn } from './sign-in-load';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -22,7 +23,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, sweeper, partitions, statsQueries;
+    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -30,6 +31,10 @@ async function main(): Promise<void> {
     if (wanted('http')) {
       log('\n== HTTP: the demo payments API end to end, beside a no-op route of the same server ==');
       http = await benchHttp(database.adminUrl, log);
+    }
+    if (wanted('sign-in')) {
+      log('\n== Sign-in load: payment p50 idle and under 12 concurrent bogus sign-ins ==');
+      signIn = await benchSignIn(database.adminUrl, log);
     }
     if (wanted('claims')) {
       log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
@@ -58,7 +63,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, claims, sweeper, partitions, statsQueries }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries }, null, 2));
   } finally {
     await database.close();
   }

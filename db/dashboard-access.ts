@@ -87,6 +87,8 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON sign_in_throttle TO ${role}`,
     ...operatorFunctions.map((signature) => `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`),
     `GRANT EXECUTE ON FUNCTION retrysafe_release_stale_claim(uuid, text, text, text, text) TO ${role}`,
+    // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
+    `GRANT EXECUTE ON FUNCTION retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer) TO ${role}`,
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
     `GRANT EXECUTE ON FUNCTION retrysafe_ensure_partitions(integer) TO ${role}`,
   ];

@@ -12,7 +12,7 @@ import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '
 import { ensureDashboardLogin } from '../db/dashboard-access';
 import { createPool } from '../db/client';
 import { ensureFirstAdmin } from '../server/auth/bootstrap';
-import { buildIfStale, nextBin } from './build';
+import { buildIfStale } from './build';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
 
@@ -110,7 +110,8 @@ async function main(): Promise<void> {
     if (build === 'current') say('Build is current');
 
     say(`Starting the server on ${environment.HOST}:${environment.PORT}`);
-    server = spawn(process.execPath, [nextBin(), 'start', '-p', String(environment.PORT), '-H', environment.HOST], {
+    // Next's handler behind our own HTTP front, which settles the client's address (TRUST_PROXY).
+    server = spawn(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/serve.ts'], {
       stdio: 'inherit',
       env: {
         ...process.env,
@@ -122,6 +123,7 @@ async function main(): Promise<void> {
         DEMO_TRAFFIC: process.env.DEMO_TRAFFIC || (database.embedded ? '1' : '0'),
         RETRYSAFE_EMBEDDED: database.embedded ? '1' : '0',
         NEXT_TELEMETRY_DISABLED: '1',
+        NODE_ENV: 'production',
       },
     });
     server.once('exit', (code, signal) => {

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { parseResponseKeys } from '@retrysafe/store';
 import { alertThresholdOverrides } from './metrics/alerts';
+import { trustProxySchema } from './client-address';
 
 const postgresUrl = z
   .string()
@@ -36,6 +37,8 @@ const environmentSchema = z.object({
   AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   /** Sessions end this long after sign-in, however much they are used (on top of the 8 h idle timeout). */
   SESSION_ABSOLUTE_HOURS: z.coerce.number().min(0.1).max(720).default(8),
+  /** Proxies in front of the server whose X-Forwarded-* headers hold: a hop count or addresses/ranges (default: none). */
+  TRUST_PROXY: trustProxySchema.default({ kind: 'none' }),
   /** Where operators reach the dashboard (an https URL makes the session cookie Secure). */
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** The first admin, created when no operator exists. */

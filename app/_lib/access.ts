@@ -24,6 +24,8 @@ export const routeAccess = {
   // Every signed-in operator: their own password.
   '/account': operator('viewer'),
   '/login': { kind: 'public' },
+  // Sign-in over HTTP (same-origin, throttled like the form).
+  '/api/auth/sign-in': { kind: 'public' },
   '/api/health': { kind: 'public' },
   // The HTTP layer's liveness, and the no-op baseline of `npm run bench -- http`: touches nothing.
   '/api/v1/ping': { kind: 'public' },

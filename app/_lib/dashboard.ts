@@ -84,7 +84,7 @@ export async function authorizeRoute(request: Request, path: OperatorRoute): Pro
  * matches the Host the request was sent to. Never X-Forwarded-Host: any client can send it, so
  * it would let a foreign Origin name itself.
  */
-function sameOrigin(request: Request): boolean {
+export function sameOrigin(request: Request): boolean {
   const source = request.headers.get('origin') ?? request.headers.get('referer');
   if (!source || !URL.canParse(source)) return false;
   const origin = new URL(source);

@@ -1,9 +1,11 @@
 'use server';
 // Sign-in and sign-out as server actions: Next checks their Origin against the host (CSRF),
 // and the session cookie is set or cleared through better-auth's nextCookies glue.
-import { headers } from 'next/headers';
+import { cookies, headers } from 'next/headers';
 import { redirect } from 'next/navigation';
-import { signInOperator, signOutOperator } from '@/server/auth/operator-auth';
+import { signInOperator, signOutOperator, type SignInResult } from '@/server/auth/operator-auth';
+import { clientAddressOf } from '@/server/client-address';
+import { DEVICE_COOKIE, DEVICE_COOKIE_SECONDS } from '@/server/auth/device-cookie';
 import { dashboardPool, operatorAuth } from '@/app/_lib/dashboard';
 import { routeAccess } from '@/app/_lib/access';
 
@@ -26,19 +28,28 @@ export async function signIn(_previous: SignInState, form: FormData): Promise<Si
     return { error: 'Enter your email and password.', email: typeof email === 'string' ? email : '' };
   }
   const requestHeaders = await headers();
-  // The first hop a proxy recorded, when there is one; the throttle also counts per account.
-  const address = requestHeaders.get('x-forwarded-for')?.split(',')[0]?.trim() || null;
-  const result = await signInOperator(operatorAuth(), dashboardPool(), { email, password }, { headers: requestHeaders, address });
-  if (!result.ok) {
-    return {
-      email,
-      error:
-        result.reason === 'locked'
-          ? `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfterSeconds / 60)} minute(s).`
-          : 'Wrong email or password, or the account is disabled.',
-    };
+  // The address the HTTP front resolved from the socket and TRUST_PROXY; never a client-written header.
+  const result = await signInOperator(operatorAuth(), dashboardPool(), { email, password }, { headers: requestHeaders, address: clientAddressOf(requestHeaders) });
+  if (!result.ok) return { email, error: refusalMessage(result) };
+  // better-auth's nextCookies glue set the session cookie; the device cookie is ours.
+  const line = result.setCookie.find((cookie) => cookie.startsWith(`${DEVICE_COOKIE}=`));
+  const device = line?.split(';')[0]?.slice(DEVICE_COOKIE.length + 1);
+  if (line && device) {
+    (await cookies()).set(DEVICE_COOKIE, device, { path: '/', maxAge: DEVICE_COOKIE_SECONDS, httpOnly: true, sameSite: 'strict', secure: /;\s*Secure/i.test(line) });
   }
   redirect(safeNext(form.get('next')));
+}
+
+/** What the form says when a sign-in is refused; wrong password and unknown account read the same. */
+function refusalMessage(result: Exclude<SignInResult, { ok: true }>): string {
+  switch (result.reason) {
+    case 'locked':
+      return `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfterSeconds / 60)} minute(s).`;
+    case 'busy':
+      return `Too many sign-ins in progress. Try again in ${result.retryAfterSeconds} s.`;
+    case 'invalid':
+      return 'Wrong email or password, or the account is disabled.';
+  }
 }
 
 export async function signOut(): Promise<void> {

@@ -177,6 +177,16 @@ function AuditRow({ entry }: { entry: AuditEntry }) {
       </td>
       <td className="nowrap" data-label="Action">
         <code>{entry.action}</code>
+        {entry.occurrences > 1 ? (
+          <span className="muted">
+            {' '}× {entry.occurrences}
+            {entry.lastAt ? (
+              <>
+                , last <LocalTime iso={entry.lastAt} />
+              </>
+            ) : null}
+          </span>
+        ) : null}
       </td>
       <td className={blank(entry.target) ? 'pairs blank' : 'pairs'} data-label="Target">
         <KeyValues value={entry.target} />

@@ -1,7 +1,8 @@
 // The audit log: who did what to which record, and why. Append-only (a trigger refuses
-// UPDATE and DELETE, see the migration); written in the same transaction as the action.
+// UPDATE and DELETE, see the migration; the one exception is an aggregated row's count going
+// up); written in the same transaction as the action.
 import { sql } from 'drizzle-orm';
-import { bigserial, check, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigserial, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 export const auditLog = pgTable(
   'audit_log',
@@ -14,6 +15,12 @@ export const auditLog = pgTable(
     target: jsonb('target').notNull(),
     reason: text('reason'),
     details: jsonb('details'),
+    // Repeated failed or refused sign-ins of one account from one address in one window are one
+    // row counting them (retrysafe_audit_sign_in_attempt, migration 0013); every other row is 1.
+    occurrences: integer('occurrences').notNull().default(1),
+    lastAt: timestamp('last_at', { withTimezone: true }),
+    // "<action>|<actor>|<address>|<window start>" on aggregated rows, null on every other row.
+    aggregateKey: text('aggregate_key'),
   },
   (t) => [
     // Serves the audit page's filters: by time, by actor, by action (each newest first).
@@ -21,5 +28,8 @@ export const auditLog = pgTable(
     index('audit_log_actor_at_idx').on(t.actor, t.at),
     index('audit_log_action_at_idx').on(t.action, t.at),
     check('audit_log_action', sql`char_length(${t.action}) BETWEEN 1 AND 100`),
+    check('audit_log_occurrences', sql`${t.occurrences} >= 1`),
+    // Serves the aggregation's upsert (ON CONFLICT): one row per key.
+    uniqueIndex('audit_log_aggregate_key_idx').on(t.aggregateKey).where(sql`${t.aggregateKey} IS NOT NULL`),
   ],
 );

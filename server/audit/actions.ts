@@ -1,12 +1,14 @@
 // Every action the audit log records, in one list: writeAudit only accepts these, and the
 // audit page offers them as filter suggestions. Plain data with no imports, so a client
-// component can use it. 'auth.sign_in' is written by the sign-in hook and
+// component can use it. 'auth.sign_in' is written by the sign-in hook;
+// 'auth.sign_in_failed' and 'auth.sign_in_refused' are aggregated rows (recordSignInAttempt),
 // 'stale_claim.release' by the SQL function retrysafe_release_stale_claim (migration 0009),
 // the operator.* actions by the operator functions of migration 0014.
 export const auditActions = [
   'auth.sign_in',
   'auth.sign_in_failed',
   'auth.sign_in_locked',
+  'auth.sign_in_refused',
   'auth.sign_out',
   'key.lookup',
   'key.list',

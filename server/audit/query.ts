@@ -33,6 +33,10 @@ export interface AuditEntry {
   target: Record<string, unknown>;
   reason: string | null;
   details: Record<string, unknown> | null;
+  /** How many events the row stands for: 1, or a failed/refused sign-in count for one account, address and window. */
+  occurrences: number;
+  /** The last of them, for an aggregated row; null otherwise. */
+  lastAt: string | null;
 }
 
 export interface AuditPage {
@@ -57,8 +61,8 @@ export async function listAudit(db: Queryable, query: AuditQuery): Promise<Audit
     conditions.push(`(at, id) < (${instantFromMicros(`$${values.length - 1}`)}, $${values.length}::bigint)`);
   }
   values.push(query.limit + 1);
-  const { rows } = await db.query<{ id: string; at: Date; at_micros: string; actor: string; action: string; target: Record<string, unknown>; reason: string | null; details: Record<string, unknown> | null }>(
-    `SELECT id, at, ${microsOf('at')} AS at_micros, actor, action, target, reason, details FROM audit_log
+  const { rows } = await db.query<{ id: string; at: Date; at_micros: string; actor: string; action: string; target: Record<string, unknown>; reason: string | null; details: Record<string, unknown> | null; occurrences: number; last_at: Date | null }>(
+    `SELECT id, at, ${microsOf('at')} AS at_micros, actor, action, target, reason, details, occurrences, last_at FROM audit_log
      ${conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : ''}
      ORDER BY at DESC, id DESC LIMIT $${values.length}`,
     values,
@@ -66,7 +70,7 @@ export async function listAudit(db: Queryable, query: AuditQuery): Promise<Audit
   const page = rows.slice(0, query.limit);
   const last = page.at(-1);
   return {
-    entries: page.map((row) => ({ id: row.id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, reason: row.reason, details: row.details })),
+    entries: page.map((row) => ({ id: row.id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, reason: row.reason, details: row.details, occurrences: row.occurrences, lastAt: row.last_at ? row.last_at.toISOString() : null })),
     next: rows.length > query.limit && last ? `${last.at_micros}.${last.id}` : null,
   };
 }

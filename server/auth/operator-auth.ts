@@ -12,12 +12,14 @@ import { getCurrentAdapter, type BetterAuthPlugin } from 'better-auth';
 import type pg from 'pg';
 import { z } from 'zod';
 import { storableText } from '../storable';
-import { writeAudit } from '../audit/log';
+import { recordSignInAttempt, UNKNOWN_ACCOUNT, writeAudit } from '../audit/log';
 import { logger } from '../logging';
 import { operatorStore, sessionTokenHash } from './operator-store';
-import { hashPassword, verifyPassword } from './passwords';
+import { configureSignInHashing, hashPassword, PasswordHashingBusyError, verifyPassword, withSignInHashingSlot } from './passwords';
+import { deviceCookieOf, deviceSetCookie, issueDeviceCookie, verifyDeviceCookie } from './device-cookie';
+import { CLIENT_ADDRESS_HEADER, clientAddressOf } from '../client-address';
 import { isOperatorRole, type OperatorRole } from './roles';
-import { recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
+import { defaultThrottleLimits, recordSuccess, reserveAttempt, type ThrottleLimits } from './throttle';
 import type { AuditAction } from '../audit/actions';
 
 export interface OperatorAuthOptions {
@@ -34,6 +36,11 @@ export interface OperatorAuthOptions {
   /** Absolute lifetime from sign-in, however much the session is used: a stolen token dies with it. */
   absoluteSessionSeconds?: number;
   throttle?: ThrottleLimits;
+  /**
+   * Sign-ins from unknown devices whose password is checked per second in this process
+   * (server/auth/passwords.ts; default UNKNOWN_DEVICE_HASHES_PER_SECOND). One budget per process: setting it here sets it for every instance.
+   */
+  signInHashesPerSecond?: number;
 }
 
 const SESSION_SECONDS = 8 * 3_600;
@@ -66,6 +73,7 @@ const auditModel = {
 } satisfies BetterAuthPlugin;
 
 export function createOperatorAuth(options: OperatorAuthOptions) {
+  if (options.signInHashesPerSecond !== undefined) configureSignInHashing(options.signInHashesPerSecond);
   const auth = betterAuth({
     appName: 'Retrysafe',
     baseURL: options.baseURL,
@@ -96,6 +104,8 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
       cookiePrefix: 'retrysafe',
       useSecureCookies: options.baseURL.startsWith('https://'),
       defaultCookieAttributes: { sameSite: 'strict', httpOnly: true },
+      // The session's address is the one the HTTP front resolved (TRUST_PROXY), never a client-written header.
+      ipAddress: { ipAddressHeaders: [CLIENT_ADDRESS_HEADER] },
       // The audit log's bigserial fills its own id; better-auth's ids elsewhere.
       database: { generateId: ({ model, size }) => (model === 'auditLog' ? false : generateId(size)) },
     },
@@ -122,7 +132,8 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
             actor: created.user.email,
             action: 'auth.sign_in' satisfies AuditAction,
             target: { operatorId: created.user.id },
-            details: { address: created.session.ipAddress ?? null },
+            // The address signInOperator was given (the HTTP front's, from TRUST_PROXY), never better-auth's guess.
+            details: { address: ctx.headers ? clientAddressOf(ctx.headers) : null },
           },
         });
       }),
@@ -166,14 +177,13 @@ export const signInSchema = z.object({
   password: z.string().max(1_024),
 });
 
-export type SignInResult = { ok: true; setCookie: string[] } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'locked'; retryAfterSeconds: number };
+export type SignInResult =
+  | { ok: true; setCookie: string[] }
+  | { ok: false; reason: 'invalid' }
+  | { ok: false; reason: 'locked'; retryAfterSeconds: number }
+  /** Every password-hashing slot is taken (server/auth/passwords.ts): nothing was counted or checked. */
+  | { ok: false; reason: 'busy'; retryAfterSeconds: number };
 
-/**
- * Signs an operator in; the session cookie is returned as Set-Cookie values (and set by the
- * framework glue plugin where there is one). Locked subjects are
- * refused before the password is checked; a failure counts against the account and the
- * address and is audited; a success is audited in the session's own transaction.
- */
 /**
  * better-auth's refusal (wrong password, disabled operator), recognised by its name and status
  * rather than instanceof: the Next server bundles route handlers and server actions apart, and
@@ -183,36 +193,91 @@ function isAuthRefusal(error: unknown): error is Error & { status: string | numb
   return error instanceof Error && error.name === 'APIError' && 'status' in error;
 }
 
+/** The request's headers with the client address signInOperator was given, for the session row and its audit row. */
+function withAddress(headers: Headers, address: string | null): Headers {
+  const copy = new Headers(headers);
+  if (address) copy.set(CLIENT_ADDRESS_HEADER, address);
+  else copy.delete(CLIENT_ADDRESS_HEADER);
+  return copy;
+}
+
+/** The audit actor of a failed attempt: the email when an operator has it, else one shared name (bounded rows). */
+async function attemptActor(pool: pg.Pool, email: string): Promise<string> {
+  const { rows } = await pool.query({ name: 'auth_known_email', text: 'SELECT 1 FROM operators WHERE email = $1', values: [email] });
+  return rows.length > 0 ? email : UNKNOWN_ACCOUNT;
+}
+
+/**
+ * Signs an operator in; the session cookie and a fresh device cookie are returned as
+ * Set-Cookie values (the session's is also set by the framework glue plugin where there is
+ * one). First a password-hashing slot is taken (server/auth/passwords.ts), or the attempt is
+ * refused as busy at once.
+ * Then the attempt is counted (per device for a valid device cookie, else per account and
+ * known address) and refused while a lock holds; a failure or refusal is counted in its
+ * aggregated audit row, a new lock and a success are audited one row each.
+ */
 export async function signInOperator(
   auth: OperatorAuth,
   pool: pg.Pool,
   input: { email: string; password: string },
   request: { headers: Headers; address: string | null },
-  limits?: ThrottleLimits,
+  limits: ThrottleLimits = defaultThrottleLimits,
 ): Promise<SignInResult> {
   const parsed = signInSchema.safeParse(input);
   if (!parsed.success) return { ok: false, reason: 'invalid' };
-  const { email, password } = parsed.data;
-  // Counted before the password is checked, so a burst of attempts cannot outrun the limit.
-  const locked = await reserveAttempt(pool, email, request.address, limits);
-  if (locked > 0) {
-    await writeAudit(pool, { actor: email, action: 'auth.sign_in_locked', target: { email }, details: { address: request.address } });
-    return { ok: false, reason: 'locked', retryAfterSeconds: locked };
-  }
   const context = await auth.$context;
+  // An HMAC check, before any hashing: a known device skips the strangers' hashing budget.
+  const device = verifyDeviceCookie(context.secret, deviceCookieOf(request.headers), parsed.data.email);
+  try {
+    return await withSignInHashingSlot(() => attemptSignIn(auth, pool, parsed.data, device, request, limits), device !== null);
+  } catch (error) {
+    // Thrown by this bundle's own copy of passwords.ts (the slots are shared, the class is not).
+    if (error instanceof PasswordHashingBusyError) return { ok: false, reason: 'busy', retryAfterSeconds: error.retryAfterSeconds };
+    throw error;
+  }
+}
+
+async function attemptSignIn(
+  auth: OperatorAuth,
+  pool: pg.Pool,
+  { email, password }: { email: string; password: string },
+  device: string | null,
+  request: { headers: Headers; address: string | null },
+  limits: ThrottleLimits,
+): Promise<SignInResult> {
+  const context = await auth.$context;
+  const source = { email, address: request.address, device };
+  // Counted before the password is checked, so a burst of attempts cannot outrun the limit.
+  const reservation = await reserveAttempt(pool, source, limits);
+  if (reservation.refusedSeconds > 0) {
+    await recordSignInAttempt(pool, { action: 'auth.sign_in_refused', actor: await attemptActor(pool, email), address: request.address, windowSeconds: limits.windowSeconds });
+    return { ok: false, reason: 'locked', retryAfterSeconds: reservation.refusedSeconds };
+  }
   let setCookie: string[];
   try {
     const signedIn = await runWithTransaction(context.adapter, () =>
-      auth.api.signInEmail({ body: { email, password, rememberMe: false }, headers: request.headers, returnHeaders: true }),
+      auth.api.signInEmail({ body: { email, password, rememberMe: false }, headers: withAddress(request.headers, request.address), returnHeaders: true }),
     );
     setCookie = signedIn.headers.getSetCookie();
   } catch (error) {
     if (!isAuthRefusal(error)) throw error;
-    await writeAudit(pool, { actor: email, action: 'auth.sign_in_failed', target: { email }, details: { address: request.address, status: error.status } });
+    const actor = await attemptActor(pool, email);
+    await recordSignInAttempt(pool, { action: 'auth.sign_in_failed', actor, address: request.address, windowSeconds: limits.windowSeconds });
+    // A lock this attempt placed, once: an operator's account, an address or a device (never an unknown email's: unbounded).
+    for (const subject of reservation.lockedNow) {
+      if (subject.startsWith('email:') && actor === UNKNOWN_ACCOUNT) continue;
+      const [kind] = subject.split(':');
+      await writeAudit(pool, {
+        actor: kind === 'ip' ? (request.address ?? 'unknown') : actor,
+        action: 'auth.sign_in_locked',
+        target: kind === 'email' ? { email } : kind === 'ip' ? { address: request.address } : { email, device: 'known' },
+        details: { address: request.address, lockedSeconds: limits.lockSeconds },
+      });
+    }
     return { ok: false, reason: 'invalid' };
   }
-  await recordSuccess(pool, email, request.address);
-  return { ok: true, setCookie };
+  await recordSuccess(pool, source);
+  return { ok: true, setCookie: [...setCookie, deviceSetCookie(issueDeviceCookie(context.secret, email), context.baseURL.startsWith('https://'))] };
 }
 
 /** Ends the request's session server-side (the row is deleted) and audits it. */

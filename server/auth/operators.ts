@@ -215,12 +215,14 @@ export async function changeOwnPassword(
   input: PasswordChange,
 ): Promise<{ otherSessionsEnded: number }> {
   const change = passwordChangeSchema.parse(input);
-  const locked = await reserveAttempt(db, you.email, null);
-  if (locked > 0) throw new PasswordLockedError(locked);
+  // Counted like a sign-in from an unknown device, against the account.
+  const source = { email: you.email, address: null, device: null };
+  const reservation = await reserveAttempt(db, source);
+  if (reservation.refusedSeconds > 0) throw new PasswordLockedError(reservation.refusedSeconds);
   const credential = await callOperatorFunction<{ password: string | null }>(db, 'SELECT password FROM retrysafe_operator_credential($1)', [you.id]);
   const current = credential[0]?.password;
   if (!current || !(await verifyPassword({ hash: current, password: change.currentPassword }))) throw new WrongPasswordError();
-  await recordSuccess(db, you.email, null);
+  await recordSuccess(db, source);
   const rows = await callOperatorFunction<{ sessions_ended: number }>(db, 'SELECT sessions_ended FROM retrysafe_operator_change_password($1, $2)', [
     you.sessionTokenHash,
     await hashPassword(change.newPassword),

@@ -85,7 +85,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     expect(download.suggestedFilename()).toMatch(/^retrysafe-audit-.*\.csv$/);
     const csv = await readFile(await download.path(), 'utf8');
     const [header, ...lines] = csv.trimEnd().split('\r\n');
-    expect(header).toBe('id,at,actor,action,target,reason,details');
+    expect(header).toBe('id,at,actor,action,target,reason,details,occurrences,last_at');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('key.lookup');
 

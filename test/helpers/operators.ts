@@ -13,7 +13,7 @@ export const OPERATOR_PASSWORD = 'a long test password';
 export async function signInEveryRole(db: { url: string; dashboardUrl: string }, baseUrl: string, domain = 'roles.example'): Promise<Map<OperatorRole, string>> {
   const owner = new pg.Pool({ connectionString: db.url, max: 1 });
   const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
-  const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl });
+  const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl, signInHashesPerSecond: 1_000 });
   const cookies = new Map<OperatorRole, string>();
   try {
     for (const role of operatorRoles) {

@@ -30,8 +30,8 @@ async function get(request: Request): Promise<Response> {
     return read;
   });
   const csv = toCsv(
-    ['id', 'at', 'actor', 'action', 'target', 'reason', 'details'],
-    page.entries.map((entry) => [entry.id, entry.at, entry.actor, entry.action, entry.target, entry.reason, entry.details]),
+    ['id', 'at', 'actor', 'action', 'target', 'reason', 'details', 'occurrences', 'last_at'],
+    page.entries.map((entry) => [entry.id, entry.at, entry.actor, entry.action, entry.target, entry.reason, entry.details, entry.occurrences, entry.lastAt]),
   );
   return csvAttachment(csv, `retrysafe-audit`);
 }

@@ -1,0 +1,47 @@
+// The HTTP front `npm start` runs instead of `next start`: Next's own request handler behind a
+// plain Node server that first settles who the client is (server/client-address.ts). Inside
+// Next a client-written X-Forwarded-For cannot be told from one Next added itself, so the
+// address is resolved here, from the socket and TRUST_PROXY, before Next sees the request.
+// SIGTERM or SIGINT closes the listener and Next, and exits.
+import { createServer } from 'node:http';
+import next from 'next';
+import { applyClientHeaders, trustFunction } from '../server/client-address';
+import { readEnvironment } from '../server/config';
+
+async function main(): Promise<void> {
+  const environment = readEnvironment();
+  const trust = trustFunction(environment.TRUST_PROXY);
+  const app = next({ dev: false, dir: process.cwd(), hostname: environment.HOST, port: environment.PORT });
+  const handle = app.getRequestHandler();
+  await app.prepare();
+  const server = createServer((request, response) => {
+    applyClientHeaders(request, trust);
+    handle(request, response).catch((error: unknown) => {
+      process.stderr.write(`[retrysafe] request failed: ${error instanceof Error ? error.message : 'unknown error'}\n`);
+      if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/problem+json' });
+      response.end(JSON.stringify({ type: 'urn:retrysafe:problem:internal', title: 'Internal error', status: 500 }));
+    });
+  });
+  server.listen(environment.PORT, environment.HOST, () => {
+    process.stdout.write(`[retrysafe] Listening on ${environment.HOST}:${environment.PORT} (trusted proxies: ${describe(environment.TRUST_PROXY)})\n`);
+  });
+  const stop = (code: number) => {
+    server.close();
+    server.closeAllConnections();
+    void app.close().finally(() => process.exit(code));
+    setTimeout(() => process.exit(code), 5_000).unref();
+  };
+  // A requested stop is a normal exit (npm start's launcher reads any other code as a crash).
+  process.once('SIGTERM', () => stop(0));
+  process.once('SIGINT', () => stop(0));
+}
+
+function describe(trust: ReturnType<typeof readEnvironment>['TRUST_PROXY']): string {
+  if (trust.kind === 'none') return 'none, the socket address is the client';
+  return trust.kind === 'hops' ? `${trust.hops} hop(s)` : trust.addresses.join(', ');
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`[retrysafe] The server could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
