@@ -165,6 +165,25 @@ export async function readLimited(chunks: AsyncIterable<Uint8Array>, maxBytes: n
   return out;
 }
 
+/** Reads at most maxBytes of a Fetch API body stream (cancelling it when over). */
+export function readWebStream(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  return readLimited(
+    (async function* () {
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          yield value;
+        }
+      } finally {
+        await reader.cancel().catch(() => undefined);
+      }
+    })(),
+    maxBytes,
+  );
+}
+
 export function tooLarge(maxBytes: number): RequestBodyError {
   return new RequestBodyError('BODY_TOO_LARGE', `The limit is ${maxBytes} bytes`);
 }

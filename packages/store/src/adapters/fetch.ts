@@ -4,22 +4,9 @@
 //   const handler = idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... });
 //   // handler(request: Request): Promise<Response>
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, readLimited, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 
 export type FetchRoute<Input, P extends Principal> = IdempotentRoute<Input, P, Request>;
-
-async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8Array> {
-  const reader = stream.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-}
 
 /** The RequestView of a Fetch Request: the body is read (at most the cap) by the layer. */
 export function viewOfRequest<Native>(request: Request, native: Native): RequestView<Native> {
@@ -31,7 +18,7 @@ export function viewOfRequest<Native>(request: Request, native: Native): Request
       read: async (maxBytes) => {
         const declared = Number(request.headers.get('content-length') ?? NaN);
         if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
-        return request.body ? readLimited(chunksOf(request.body), maxBytes) : new Uint8Array(0);
+        return request.body ? readWebStream(request.body, maxBytes) : new Uint8Array(0);
       },
     },
   };

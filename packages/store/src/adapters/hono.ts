@@ -5,7 +5,7 @@
 //   app.post('/orders', idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
 import type { Context } from 'hono';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, readLimited, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 
 export type HonoRoute<Input, P extends Principal, C extends Context = Context> = IdempotentRoute<Input, P, C>;
 
@@ -26,21 +26,7 @@ function viewOfContext<C extends Context>(c: C): RequestView<C> {
           return bytes;
         }
         if (!raw.body) return new Uint8Array(0);
-        const reader = raw.body.getReader();
-        return readLimited(
-          (async function* () {
-            try {
-              for (;;) {
-                const { done, value } = await reader.read();
-                if (done) return;
-                yield value;
-              }
-            } finally {
-              await reader.cancel().catch(() => undefined);
-            }
-          })(),
-          maxBytes,
-        );
+        return readWebStream(raw.body, maxBytes);
       },
     },
   };
