@@ -13,6 +13,14 @@ import type pg from 'pg';
 export const DASHBOARD_ROLE = 'retrysafe_dashboard';
 /** The login role embedded mode and the tests create (DASHBOARD_DATABASE_URL's user there). */
 export const DASHBOARD_LOGIN = 'retrysafe_dashboard_login';
+/**
+ * Sign-in's own role (NOLOGIN): the only one beside the owner that may read a password hash or
+ * create, find, extend and end a session. The server reaches it from DATABASE_URL's owner, a
+ * member of it, with AUTH_SESSION_OPTIONS (SET ROLE at connect), so a leaked dashboard
+ * credential can neither mint a session nor read a hash, and no further URL is needed.
+ */
+export const AUTH_ROLE = 'retrysafe_auth';
+export const AUTH_SESSION_OPTIONS = `-c role=${AUTH_ROLE}`;
 
 /** Every key-store column but response_body: metadata only. */
 const keyMetadataColumns = [
@@ -48,15 +56,18 @@ const readOnly = [
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [
+  'retrysafe_operator_create(text, text, text, text, text, text, text, text)',
+  'retrysafe_operator_change(text, text, text, boolean, text)',
+  'retrysafe_operator_reset_password(text, text, text, text)',
+  'retrysafe_operator_change_password(text, text)',
+];
+/** Sign-in's: credentials and sessions (migration 0014), for AUTH_ROLE only. */
+const authFunctions = [
   'retrysafe_session_create(text, text, text, timestamptz, text, text)',
   'retrysafe_session_find(text[])',
   'retrysafe_session_touch(text, timestamptz)',
   'retrysafe_session_end(text)',
   'retrysafe_operator_credential(text)',
-  'retrysafe_operator_create(text, text, text, text, text, text, text, text)',
-  'retrysafe_operator_change(text, text, text, boolean, text)',
-  'retrysafe_operator_reset_password(text, text, text, text)',
-  'retrysafe_operator_change_password(text, text)',
 ];
 
 /** The grants, as statements (idempotent; REVOKE first so the result is exactly this). */
@@ -91,6 +102,24 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT EXECUTE ON FUNCTION retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer) TO ${role}`,
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
     `GRANT EXECUTE ON FUNCTION retrysafe_ensure_partitions(integer) TO ${role}`,
+    // Sign-in's role: operators read (who signs in, disabled or not), the sign-in audit row, and
+    // the credential and session functions, which the dashboard role no longer has.
+    ...authFunctions.map((signature) => `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`),
+    `DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${AUTH_ROLE}') THEN CREATE ROLE ${AUTH_ROLE} NOLOGIN; END IF;
+     END $$`,
+    `GRANT CONNECT ON DATABASE "${databaseName.replaceAll('"', '""')}" TO ${AUTH_ROLE}`,
+    `GRANT USAGE ON SCHEMA public TO ${AUTH_ROLE}`,
+    `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${AUTH_ROLE}`,
+    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${AUTH_ROLE}`,
+    `GRANT SELECT ON operators TO ${AUTH_ROLE}`,
+    `GRANT SELECT, INSERT ON audit_log TO ${AUTH_ROLE}`,
+    `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${AUTH_ROLE}`,
+    ...authFunctions.map((signature) => `GRANT EXECUTE ON FUNCTION ${signature} TO ${AUTH_ROLE}`),
+    // The owner of the tables (DATABASE_URL's role, which migrated them) reaches it by SET ROLE.
+    `DO $$ BEGIN
+       EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'operators'));
+     END $$`,
   ];
 }
 
@@ -116,14 +145,14 @@ export async function applyDashboardGrants(client: pg.ClientBase): Promise<Grant
   try {
     // A database migrated by an older release (or a test's partial migration) lacks the later
     // functions: their grants wait for the migration that creates them.
-    const functions = [...dashboardGrantStatements(state.db).join('\n').matchAll(/GRANT EXECUTE ON FUNCTION (\S+\([^)]*\))/g)].map((match) => match[1] ?? '');
+    const functions = [...dashboardGrantStatements(state.db).join('\n').matchAll(/(?:GRANT|REVOKE) EXECUTE ON FUNCTION (\S+\([^)]*\))/g)].map((match) => match[1] ?? '');
     const present = await client.query<{ signature: string; exists: boolean }>(
       'SELECT signature, to_regprocedure(signature) IS NOT NULL AS exists FROM unnest($1::text[]) AS t(signature)',
       [functions],
     );
     const missing = new Set(present.rows.filter((row) => !row.exists).map((row) => row.signature));
     for (const statement of dashboardGrantStatements(state.db)) {
-      const granted = /GRANT EXECUTE ON FUNCTION (\S+\([^)]*\))/.exec(statement)?.[1];
+      const granted = /(?:GRANT|REVOKE) EXECUTE ON FUNCTION (\S+\([^)]*\))/.exec(statement)?.[1];
       if (granted && missing.has(granted)) continue;
       await client.query(statement);
     }

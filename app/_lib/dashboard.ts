@@ -10,27 +10,30 @@ import type pg from 'pg';
 import { createPool } from '@/db/client';
 import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
 import { roleIncludes } from '@/server/auth/roles';
-import { readEnvironment, requireDashboardSettings } from '@/server/config';
+import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
+import { AUTH_SESSION_OPTIONS } from '@/db/dashboard-access';
 import { problemResponse } from '@retrysafe/store';
 import { requiredRole, type OperatorRoute } from './access';
 import { misdirected } from './host';
 
 const slot = Symbol.for('retrysafe.dashboard');
-type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
+type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
 
 function dashboard() {
   const holder = globalThis as Holder;
   if (!holder[slot]) {
     const settings = requireDashboardSettings(readEnvironment());
     const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: 10 });
+    // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
+    const authPool = createPool(requireDatabaseUrl(readEnvironment()), { applicationName: 'retrysafe-auth', max: 5, client: { options: AUTH_SESSION_OPTIONS } });
     const auth = createOperatorAuth({
-      pool,
+      pool: authPool,
       secret: settings.authSecret,
       baseURL: settings.publicUrl,
       absoluteSessionSeconds: settings.absoluteSessionSeconds,
       plugins: [nextCookies()],
     });
-    holder[slot] = { pool, auth, publicUrl: settings.publicUrl };
+    holder[slot] = { pool, authPool, auth, publicUrl: settings.publicUrl };
   }
   return holder[slot];
 }
@@ -38,6 +41,11 @@ function dashboard() {
 /** The dashboard's pool: its role cannot read response bodies or write the store. */
 export function dashboardPool(): pg.Pool {
   return dashboard().pool;
+}
+
+/** Sign-in's pool (AUTH_ROLE): credentials and sessions, nothing else. */
+export function authPool(): pg.Pool {
+  return dashboard().authPool;
 }
 
 export function operatorAuth(): OperatorAuth {

@@ -23,7 +23,7 @@ import { defaultThrottleLimits, recordSuccess, reserveAttempt, type ThrottleLimi
 import type { AuditAction } from '../audit/actions';
 
 export interface OperatorAuthOptions {
-  /** The dashboard's pool (its restricted role). */
+  /** Sign-in's pool: connected as AUTH_ROLE (db/dashboard-access.ts), the one role that may read credentials and sessions. */
   pool: pg.Pool;
   /** Signs the session cookie; at least 32 characters. */
   secret: string;

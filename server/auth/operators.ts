@@ -211,6 +211,8 @@ export type PasswordChange = z.input<typeof passwordChangeSchema>;
  */
 export async function changeOwnPassword(
   db: Queryable,
+  /** Sign-in's pool (AUTH_ROLE): the only one beside the owner that may read the current hash. */
+  credentials: Queryable,
   you: { id: string; email: string; sessionTokenHash: string },
   input: PasswordChange,
 ): Promise<{ otherSessionsEnded: number }> {
@@ -219,7 +221,7 @@ export async function changeOwnPassword(
   const source = { email: you.email, address: null, device: null };
   const reservation = await reserveAttempt(db, source);
   if (reservation.refusedSeconds > 0) throw new PasswordLockedError(reservation.refusedSeconds);
-  const credential = await callOperatorFunction<{ password: string | null }>(db, 'SELECT password FROM retrysafe_operator_credential($1)', [you.id]);
+  const credential = await callOperatorFunction<{ password: string | null }>(credentials, 'SELECT password FROM retrysafe_operator_credential($1)', [you.id]);
   const current = credential[0]?.password;
   if (!current || !(await verifyPassword({ hash: current, password: change.currentPassword }))) throw new WrongPasswordError();
   await recordSuccess(db, source);

@@ -26,7 +26,7 @@ describe.skipIf(!hasChromium)('password change and reset in Chromium', () => {
     // Two: the sign-in's transaction holds one, its disabled-operator check takes another.
     const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
     try {
-      const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: base() });
+      const auth = createOperatorAuth({ pool: db.authPool, secret: testSecrets.AUTH_SECRET, baseURL: base() });
       const signedIn = await signInOperator(auth, dashboard, { email, password }, { headers: new Headers(), address: null });
       if (!signedIn.ok) throw new Error(`could not sign in as ${email}`);
       return signedIn.setCookie.map((line) => line.split(';')[0]).join('; ');

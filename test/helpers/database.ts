@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { withDatabase } from './database-url';
-import { DASHBOARD_LOGIN } from '../../db/dashboard-access';
+import { AUTH_SESSION_OPTIONS, DASHBOARD_LOGIN } from '../../db/dashboard-access';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 
 export interface TestDatabase {
@@ -16,6 +16,8 @@ export interface TestDatabase {
   pool: pg.Pool;
   /** Another, connected as the app's store pool is (STORE_POOL_SETTINGS: pipelined, its session settings). */
   storePool: pg.Pool;
+  /** As sign-in's pool is: the owner's connection string, in the auth role (AUTH_SESSION_OPTIONS). */
+  authPool: pg.Pool;
 }
 
 export type StoreLayout = 'plain' | 'partitioned';
@@ -75,13 +77,20 @@ export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
     handle.dashboardUrl = dashboardUrlFor(created.url);
     handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
     handle.storePool = new pg.Pool({ connectionString: created.url, max: 40, ...STORE_POOL_SETTINGS });
+    handle.authPool = authPoolFor(created.url);
   });
   afterAll(async () => {
     await (handle.pool as pg.Pool | undefined)?.end();
     await (handle.storePool as pg.Pool | undefined)?.end();
+    await (handle.authPool as pg.Pool | undefined)?.end();
     await created?.drop();
   });
   return handle;
+}
+
+/** A pool on `url` (the owner's) in sign-in's role, as the server opens it. */
+export function authPoolFor(url: string, max = 8): pg.Pool {
+  return new pg.Pool({ connectionString: url, max, options: AUTH_SESSION_OPTIONS });
 }
 
 /** `url`'s database reached as the dashboard's login role. */

@@ -7,13 +7,15 @@ import { createOperatorAuth, signInOperator } from '../../server/auth/operator-a
 import { createOperator } from '../../server/auth/operators';
 import { operatorRoles, type OperatorRole } from '../../server/auth/roles';
 import { testSecrets } from './server';
+import { authPoolFor } from './database';
 
 export const OPERATOR_PASSWORD = 'a long test password';
 
 export async function signInEveryRole(db: { url: string; dashboardUrl: string }, baseUrl: string, domain = 'roles.example'): Promise<Map<OperatorRole, string>> {
   const owner = new pg.Pool({ connectionString: db.url, max: 1 });
   const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
-  const auth = createOperatorAuth({ pool: dashboard, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl, signInHashesPerSecond: 1_000 });
+  const signIn = authPoolFor(db.url, 2);
+  const auth = createOperatorAuth({ pool: signIn, secret: testSecrets.AUTH_SECRET, baseURL: baseUrl, signInHashesPerSecond: 1_000 });
   const cookies = new Map<OperatorRole, string>();
   try {
     for (const role of operatorRoles) {
@@ -26,6 +28,7 @@ export async function signInEveryRole(db: { url: string; dashboardUrl: string },
   } finally {
     await owner.end();
     await dashboard.end();
+    await signIn.end();
   }
   return cookies;
 }

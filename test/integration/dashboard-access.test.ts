@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/stale-claims';
 import { layouts, useTestDatabase } from '../helpers/database';
+import { AUTH_ROLE } from '../../db/dashboard-access';
 import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/retention/policies';
 import { defaultPolicyFields } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
@@ -140,11 +141,24 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     ).rejects.toMatchObject(refusedByFunction);
     await expect(dashboard.query("SELECT * FROM retrysafe_operator_reset_password($1, $2, '$argon2id$x', 'r')", [forgedHash, admin.id])).rejects.toMatchObject(refusedByFunction);
     await expect(dashboard.query("SELECT * FROM retrysafe_operator_change_password($1, '$argon2id$x')", [forgedHash])).rejects.toMatchObject(refusedByFunction);
-    // No session for a disabled operator, none longer than a week, none stored by a token rather than its hash.
+    // Sessions and credentials are sign-in's role's alone: the dashboard role cannot mint a
+    // session for an admin or read a hash, even through the functions.
+    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '1 hour', NULL, NULL)", ['a'.repeat(64), admin.id])).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT * FROM retrysafe_operator_credential($1)', [admin.id])).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT * FROM retrysafe_session_find($1)', [['a'.repeat(64)]])).rejects.toMatchObject(denied);
+    await expect(dashboard.query('SELECT retrysafe_session_end($1)', ['a'.repeat(64)])).rejects.toMatchObject(denied);
+    // Sign-in's role (the owner's connection in AUTH_ROLE): no session for a disabled operator,
+    // none longer than a week, none stored by a token rather than its hash; no body, no write.
+    const signIn = db.authPool;
     await db.pool.query('UPDATE operators SET banned = true WHERE id = $1', [viewer.id]);
-    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '1 hour', NULL, NULL)", ['a'.repeat(64), viewer.id])).rejects.toMatchObject(refusedByFunction);
-    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '30 days', NULL, NULL)", ['a'.repeat(64), admin.id])).rejects.toMatchObject(invalidParameter);
-    await expect(dashboard.query("SELECT * FROM retrysafe_session_create('s1', 'plain-token', $1, now() + interval '1 hour', NULL, NULL)", [admin.id])).rejects.toMatchObject(invalidParameter);
+    await expect(signIn.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '1 hour', NULL, NULL)", ['a'.repeat(64), viewer.id])).rejects.toMatchObject(refusedByFunction);
+    await expect(signIn.query("SELECT * FROM retrysafe_session_create('s1', $1, $2, now() + interval '30 days', NULL, NULL)", ['a'.repeat(64), admin.id])).rejects.toMatchObject(invalidParameter);
+    await expect(signIn.query("SELECT * FROM retrysafe_session_create('s1', 'plain-token', $1, now() + interval '1 hour', NULL, NULL)", [admin.id])).rejects.toMatchObject(invalidParameter);
+    expect((await signIn.query<{ current_user: string }>('SELECT current_user')).rows[0]?.current_user).toBe(AUTH_ROLE);
+    await expect(signIn.query('SELECT response_body FROM idempotency_keys LIMIT 1')).rejects.toMatchObject(denied);
+    await expect(signIn.query('SELECT password FROM operator_accounts')).rejects.toMatchObject(denied);
+    await expect(signIn.query("UPDATE operators SET role = 'admin'")).rejects.toMatchObject(denied);
+    await expect(signIn.query("SELECT * FROM retrysafe_operator_change($1, $2, 'admin', NULL, 'escalate')", [forgedHash, viewer.id])).rejects.toMatchObject(denied);
     // With the live session's hash (which only its cookie's holder can compute), the admin's change goes through, audited as that admin.
     const adminHash = (await db.pool.query<{ token: string }>("SELECT token FROM operator_sessions WHERE id = 's-admin'")).rows[0]?.token;
     await db.pool.query('UPDATE operators SET banned = false WHERE id = $1', [viewer.id]);

@@ -38,7 +38,7 @@ describe('operators', () => {
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
-    auth = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
+    auth = createOperatorAuth({ pool: db.authPool, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
     await createOperator(db.pool, { email: 'boss@example.com', password: PASSWORD, role: 'admin' }, { system: 'test' });
     boss = (await signedIn('boss@example.com')).operator;
   });
@@ -116,7 +116,7 @@ describe('operators', () => {
     await db.pool.query(`UPDATE operator_sessions SET created_at = now() - interval '8 hours 1 minute', expires_at = now() + interval '7 hours' WHERE ${mine}`);
     expect(await readOperatorSession(auth, headers)).toBeNull();
     // Configurable: an auth with a 9 h lifetime still accepts it.
-    const longer = createOperatorAuth({ pool: dashboard, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', absoluteSessionSeconds: 9 * 3_600 });
+    const longer = createOperatorAuth({ pool: db.authPool, secret: 'test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', absoluteSessionSeconds: 9 * 3_600 });
     expect(await readOperatorSession(longer, headers)).not.toBeNull();
     await signOutOperator(auth, dashboard, headers);
   });
@@ -218,10 +218,10 @@ describe('operators', () => {
     const here = await signedIn('self@example.com');
     const elsewhere = await signedIn('self@example.com');
     const next = 'a brand new passphrase';
-    await expect(changeOwnPassword(dashboard, here.operator, { currentPassword: 'not my password', newPassword: next, confirmation: next })).rejects.toBeInstanceOf(WrongPasswordError);
-    await expect(changeOwnPassword(dashboard, here.operator, { currentPassword: PASSWORD, newPassword: 'short', confirmation: 'short' })).rejects.toThrow(/12 characters/);
-    await expect(changeOwnPassword(dashboard, here.operator, { currentPassword: PASSWORD, newPassword: next, confirmation: `${next}!` })).rejects.toThrow(/does not match/);
-    expect(await changeOwnPassword(dashboard, here.operator, { currentPassword: PASSWORD, newPassword: next, confirmation: next })).toEqual({ otherSessionsEnded: 1 });
+    await expect(changeOwnPassword(dashboard, db.authPool, here.operator, { currentPassword: 'not my password', newPassword: next, confirmation: next })).rejects.toBeInstanceOf(WrongPasswordError);
+    await expect(changeOwnPassword(dashboard, db.authPool, here.operator, { currentPassword: PASSWORD, newPassword: 'short', confirmation: 'short' })).rejects.toThrow(/12 characters/);
+    await expect(changeOwnPassword(dashboard, db.authPool, here.operator, { currentPassword: PASSWORD, newPassword: next, confirmation: `${next}!` })).rejects.toThrow(/does not match/);
+    expect(await changeOwnPassword(dashboard, db.authPool, here.operator, { currentPassword: PASSWORD, newPassword: next, confirmation: next })).toEqual({ otherSessionsEnded: 1 });
     expect(await readOperatorSession(auth, here.headers)).not.toBeNull();
     expect(await readOperatorSession(auth, elsewhere.headers)).toBeNull();
     expect(await signInOperator(auth, dashboard, { email: 'self@example.com', password: PASSWORD }, request())).toEqual({ ok: false, reason: 'invalid' });
@@ -230,7 +230,7 @@ describe('operators', () => {
     expect(rows).toEqual([{ actor: 'self@example.com', details: { otherSessionsEnded: 1 } }]);
     // A session that has ended changes nothing.
     await signOutOperator(auth, dashboard, here.headers);
-    await expect(changeOwnPassword(dashboard, here.operator, { currentPassword: next, newPassword: PASSWORD, confirmation: PASSWORD })).rejects.toBeInstanceOf(ActorRefusedError);
+    await expect(changeOwnPassword(dashboard, db.authPool, here.operator, { currentPassword: next, newPassword: PASSWORD, confirmation: PASSWORD })).rejects.toBeInstanceOf(ActorRefusedError);
     await signOutOperator(auth, dashboard, again.headers);
     await db.pool.query('DELETE FROM sign_in_throttle');
   });

@@ -20,7 +20,7 @@ describe('sign-in audit rows', () => {
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
-    auth = createOperatorAuth({ pool: dashboard, secret: 'audit-test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
+    auth = createOperatorAuth({ pool: db.authPool, secret: 'audit-test-secret-'.padEnd(40, 'x'), baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
     for (const email of ['ops@audit.example', 'locked@audit.example']) await createOperator(db.pool, { email, password: PASSWORD, role: 'operator' }, { system: 'test' });
   });
   afterAll(async () => {

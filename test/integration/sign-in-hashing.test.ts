@@ -21,7 +21,7 @@ describe('bounded password hashing', () => {
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 8 });
-    auth = createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
+    auth = createOperatorAuth({ pool: db.authPool, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
     await createOperator(db.pool, { email: 'ops@hashing.example', password: PASSWORD, role: 'operator' }, { system: 'test' });
   });
   afterAll(async () => {
@@ -50,7 +50,7 @@ describe('bounded password hashing', () => {
     if (!known.ok) throw new Error('sign-in failed');
     const device = known.setCookie.find((line) => line.startsWith('retrysafe.device='))?.split(';')[0] ?? '';
     // The product's default budget (4 a second, burst 4), on an auth of its own.
-    const budgeted = createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: UNKNOWN_DEVICE_HASHES_PER_SECOND });
+    const budgeted = createOperatorAuth({ pool: db.authPool, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: UNKNOWN_DEVICE_HASHES_PER_SECOND });
     const reasons: string[] = [];
     for (let i = 0; i < 10; i += 1) {
       const result = await signInOperator(budgeted, dashboard, { email: `nobody-${i}@hashing.example`, password: 'a bogus password' }, { headers: new Headers(), address: '192.0.2.51' }, roomy);
@@ -60,7 +60,7 @@ describe('bounded password hashing', () => {
     expect(reasons.filter((reason) => reason === 'busy').length).toBeGreaterThan(0);
     // The budget is spent, yet the operator's own browser is checked (and signs in).
     expect(await signInOperator(budgeted, dashboard, { email: 'ops@hashing.example', password: PASSWORD }, { headers: new Headers({ cookie: device }), address: '192.0.2.50' }, roomy)).toMatchObject({ ok: true });
-    createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
+    createOperatorAuth({ pool: db.authPool, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
   });
 
   it('takes as long for an unknown email as for a known one (no user enumeration by timing)', async () => {

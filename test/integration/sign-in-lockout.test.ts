@@ -30,7 +30,7 @@ describe('sign-in lockout', () => {
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 4 });
     // The unknown-device hashing budget is sign-in-hashing.test.ts's subject; here it must not get in the way.
-    auth = createOperatorAuth({ pool: dashboard, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
+    auth = createOperatorAuth({ pool: db.authPool, secret: SECRET, baseURL: 'http://localhost:3000', signInHashesPerSecond: 1_000 });
     for (const email of ['ops@lockout.example', 'other@lockout.example', 'shared@lockout.example']) {
       await createOperator(db.pool, { email, password: PASSWORD, role: 'operator' }, { system: 'test' });
     }

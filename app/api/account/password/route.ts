@@ -3,7 +3,7 @@
 // sign-in attempt); every other session of theirs ends; audited (operator.password_change).
 import { randomUUID } from 'node:crypto';
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authPool, authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changeOwnPassword, PasswordLockedError, passwordChangeSchema, WrongPasswordError } from '@/server/auth/operators';
 import { problemResponse } from '@retrysafe/store';
 import { handled } from '@/app/_lib/route-errors';
@@ -16,7 +16,7 @@ async function post(request: Request): Promise<Response> {
   const change = await parseBody(request, passwordChangeSchema);
   if (change instanceof Response) return change;
   try {
-    return adminJson(await changeOwnPassword(dashboardPool(), operator, change));
+    return adminJson(await changeOwnPassword(dashboardPool(), authPool(), operator, change));
   } catch (error) {
     if (error instanceof WrongPasswordError) {
       return problemResponse(
