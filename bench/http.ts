@@ -31,7 +31,8 @@ export interface HttpReport {
   ratios: { connections: number; keys: 'new' | 'replay'; ratio: number }[];
 }
 
-function startServer(databaseUrl: string, dashboardUrl: string, log: (line: string) => void): Promise<RunningServer> {
+/** `npm start`'s server for a benchmark: throw-away secrets, no demo traffic, an instant processor; `extra` on top. */
+export function startServer(databaseUrl: string, dashboardUrl: string, log: (line: string) => void, extra: Record<string, string> = {}): Promise<RunningServer> {
   log('  starting the server (builds first if the build is stale)...');
   return spawnStart({
     DATABASE_URL: databaseUrl,
@@ -46,6 +47,7 @@ function startServer(databaseUrl: string, dashboardUrl: string, log: (line: stri
     DEMO_PROCESSOR_LATENCY_MS: '0',
     DEMO_PROCESSOR_FAILURE_RATE: '0',
     LOG_LEVEL: 'warn',
+    ...extra,
   });
 }
 

@@ -10,7 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ensureDashboardLogin } from '../db/dashboard-access';
-import { spawnStart } from '../scripts/spawn-start';
+import { startServer } from './http';
 import { createTenant } from '../server/demo/tenants';
 import { openBenchDatabase } from './database';
 
@@ -102,19 +102,7 @@ export async function benchSignIn(adminUrl: string, log: (line: string) => void)
   const dashboardUrl = await ensureDashboardLogin(admin, database.url, randomBytes(18).toString('base64url'));
   const tenant = await createTenant(admin, `bench ${randomUUID().slice(0, 8)}`);
   await admin.end();
-  log('  starting the server (builds first if the build is stale)...');
-  const server = await spawnStart({
-    DATABASE_URL: database.url,
-    DASHBOARD_DATABASE_URL: dashboardUrl,
-    IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
-    RESPONSE_ENCRYPTION_KEYS: `b1:${randomBytes(32).toString('base64')}`,
-    AUTH_SECRET: randomBytes(32).toString('base64url'),
-    ADMIN_EMAIL: 'bench@example.com',
-    ADMIN_PASSWORD: randomBytes(12).toString('base64url'),
-    DEMO_TRAFFIC: '0',
-    TRUST_PROXY: 'loopback',
-    LOG_LEVEL: 'error',
-  });
+  const server = await startServer(database.url, dashboardUrl, log, { TRUST_PROXY: 'loopback', LOG_LEVEL: 'error' });
   try {
     const line = (label: string, report: SignInLoadReport) =>
       log(`  ${label.padEnd(44)} payment p50 idle ${report.idleP50Ms.toFixed(1).padStart(5)} ms, loaded ${report.loadP50Ms.toFixed(1).padStart(5)} ms: ${report.ratio.toFixed(2)}x (target <= 1.5x); sign-ins ${JSON.stringify(report.signIns)}`);

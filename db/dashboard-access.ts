@@ -70,9 +70,8 @@ const authFunctions = [
   'retrysafe_operator_credential(text)',
 ];
 
-/** The grants, as statements (idempotent; REVOKE first so the result is exactly this). */
-export function dashboardGrantStatements(databaseName: string): string[] {
-  const role = DASHBOARD_ROLE;
+/** A NOLOGIN group role that may connect and see the schema, with every table and sequence privilege revoked (the grants that follow are then exactly its own). */
+function groupRoleStatements(role: string, databaseName: string): string[] {
   return [
     `DO $$ BEGIN
        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} NOLOGIN; END IF;
@@ -81,6 +80,14 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT USAGE ON SCHEMA public TO ${role}`,
     `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`,
     `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`,
+  ];
+}
+
+/** The grants, as statements (idempotent; REVOKE first so the result is exactly this). */
+export function dashboardGrantStatements(databaseName: string): string[] {
+  const role = DASHBOARD_ROLE;
+  return [
+    ...groupRoleStatements(role, databaseName),
     `GRANT SELECT (${keyMetadataColumns.join(', ')}) ON idempotency_keys TO ${role}`,
     // Tenants by id and name only: never the API key hash.
     `GRANT SELECT (id, name, created_at, revoked_at) ON tenants TO ${role}`,
@@ -105,13 +112,7 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // Sign-in's role: operators read (who signs in, disabled or not), the sign-in audit row, and
     // the credential and session functions, which the dashboard role no longer has.
     ...authFunctions.map((signature) => `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`),
-    `DO $$ BEGIN
-       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${AUTH_ROLE}') THEN CREATE ROLE ${AUTH_ROLE} NOLOGIN; END IF;
-     END $$`,
-    `GRANT CONNECT ON DATABASE "${databaseName.replaceAll('"', '""')}" TO ${AUTH_ROLE}`,
-    `GRANT USAGE ON SCHEMA public TO ${AUTH_ROLE}`,
-    `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${AUTH_ROLE}`,
-    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${AUTH_ROLE}`,
+    ...groupRoleStatements(AUTH_ROLE, databaseName),
     `GRANT SELECT ON operators TO ${AUTH_ROLE}`,
     `GRANT SELECT, INSERT ON audit_log TO ${AUTH_ROLE}`,
     `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${AUTH_ROLE}`,
