@@ -70,6 +70,18 @@ const authFunctions = [
   'retrysafe_operator_credential(text)',
 ];
 
+/**
+ * A function privilege, given or taken only where the function exists: a database an older
+ * release migrated (or a test's partial migration) lacks the later functions, and their grants
+ * wait for the migration that creates them. The same SQL serves `npm run cli -- db grants`.
+ */
+function onFunction(verb: 'GRANT' | 'REVOKE', signature: string, role: string): string {
+  const statement = verb === 'GRANT' ? `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}` : `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`;
+  return `DO $$ BEGIN
+       IF to_regprocedure('${signature}') IS NOT NULL THEN ${statement}; END IF;
+     END $$`;
+}
+
 /** A NOLOGIN group role that may connect and see the schema, with every table and sequence privilege revoked (the grants that follow are then exactly its own). */
 function groupRoleStatements(role: string, databaseName: string): string[] {
   return [
@@ -103,20 +115,20 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // Credentials (operator_accounts), sessions and verifications: no privilege at all.
     `GRANT SELECT ON operators TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON sign_in_throttle TO ${role}`,
-    ...operatorFunctions.map((signature) => `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`),
-    `GRANT EXECUTE ON FUNCTION retrysafe_release_stale_claim(uuid, text, text, text, text) TO ${role}`,
+    ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role)),
+    onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text)', role),
     // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
-    `GRANT EXECUTE ON FUNCTION retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer) TO ${role}`,
+    onFunction('GRANT', 'retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer)', role),
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
-    `GRANT EXECUTE ON FUNCTION retrysafe_ensure_partitions(integer) TO ${role}`,
+    onFunction('GRANT', 'retrysafe_ensure_partitions(integer)', role),
     // Sign-in's role: operators read (who signs in, disabled or not), the sign-in audit row, and
     // the credential and session functions, which the dashboard role no longer has.
-    ...authFunctions.map((signature) => `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`),
+    ...authFunctions.map((signature) => onFunction('REVOKE', signature, role)),
     ...groupRoleStatements(AUTH_ROLE, databaseName),
     `GRANT SELECT ON operators TO ${AUTH_ROLE}`,
     `GRANT SELECT, INSERT ON audit_log TO ${AUTH_ROLE}`,
     `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${AUTH_ROLE}`,
-    ...authFunctions.map((signature) => `GRANT EXECUTE ON FUNCTION ${signature} TO ${AUTH_ROLE}`),
+    ...authFunctions.map((signature) => onFunction('GRANT', signature, AUTH_ROLE)),
     // The owner of the tables (DATABASE_URL's role, which migrated them) reaches it by SET ROLE.
     `DO $$ BEGIN
        EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'operators'));
@@ -144,19 +156,7 @@ export async function applyDashboardGrants(client: pg.ClientBase): Promise<Grant
   if (!state.exists && !state.may_create) return { applied: false, reason: `role ${DASHBOARD_ROLE} does not exist and the migrating role may not create roles` };
   await client.query('BEGIN');
   try {
-    // A database migrated by an older release (or a test's partial migration) lacks the later
-    // functions: their grants wait for the migration that creates them.
-    const functions = [...dashboardGrantStatements(state.db).join('\n').matchAll(/(?:GRANT|REVOKE) EXECUTE ON FUNCTION (\S+\([^)]*\))/g)].map((match) => match[1] ?? '');
-    const present = await client.query<{ signature: string; exists: boolean }>(
-      'SELECT signature, to_regprocedure(signature) IS NOT NULL AS exists FROM unnest($1::text[]) AS t(signature)',
-      [functions],
-    );
-    const missing = new Set(present.rows.filter((row) => !row.exists).map((row) => row.signature));
-    for (const statement of dashboardGrantStatements(state.db)) {
-      const granted = /(?:GRANT|REVOKE) EXECUTE ON FUNCTION (\S+\([^)]*\))/.exec(statement)?.[1];
-      if (granted && missing.has(granted)) continue;
-      await client.query(statement);
-    }
+    for (const statement of dashboardGrantStatements(state.db)) await client.query(statement);
     await client.query('COMMIT');
     return { applied: true };
   } catch (error) {
