@@ -80,9 +80,8 @@ export function problemFor(error: unknown): Problem | null {
     case 'UNCANONICAL_REQUEST':
       return { status: 400, slug: 'invalid-json', title: 'The request body cannot be canonicalised', detail: error.message };
     case 'BODY_TOO_LARGE':
-      return { status: 413, slug: 'body-too-large', title: 'Request body too large', detail: error.message };
     case 'INVALID_JSON':
-      return { status: 400, slug: 'invalid-json', title: 'The request body is not valid JSON' };
+      return requestBodyProblem(error);
     case 'RESPONSE_NOT_STORABLE':
     case 'STORED_RESPONSE_UNREADABLE':
       return null;
@@ -92,6 +91,13 @@ export function problemFor(error: unknown): Problem | null {
 function retryAfterOf(error: object): number {
   const seconds: unknown = 'retryAfterSeconds' in error ? error.retryAfterSeconds : undefined;
   return typeof seconds === 'number' && Number.isFinite(seconds) ? Math.max(1, Math.ceil(seconds)) : 1;
+}
+
+/** The problem of a body refused while reading it: over the cap (413) or not JSON (400). */
+export function requestBodyProblem(error: RequestBodyError): Problem {
+  return error.code === 'BODY_TOO_LARGE'
+    ? { status: 413, slug: 'body-too-large', title: 'Request body too large', detail: error.message }
+    : { status: 400, slug: 'invalid-json', title: 'The request body is not valid JSON' };
 }
 
 /** Errors of the request itself, raised while reading it. */

@@ -6,7 +6,7 @@
 //   app.use(problemErrors()); // optional: express.json()'s own 400/413 as problem+json too
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, problemAnswer, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, problemAnswer, RequestBodyError, requestBodyProblem, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf, streamBody } from './node-http.js';
 import { randomUUID } from 'node:crypto';
 
@@ -39,13 +39,14 @@ export function idempotent<Input, P extends Principal>(store: IdempotencyStore, 
 export function problemErrors(): ErrorRequestHandler {
   return (error: unknown, _req, res, next) => {
     const type = typeof error === 'object' && error !== null ? (error as { type?: unknown }).type : undefined;
-    if (type === 'entity.too.large') {
-      send(res, problemAnswer({ status: 413, slug: 'body-too-large', title: 'Request body too large' }, randomUUID()));
-    } else if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
-      send(res, problemAnswer({ status: 400, slug: 'invalid-json', title: 'The request body is not valid JSON' }, randomUUID()));
-    } else {
-      next(error);
-    }
+    const refusal =
+      type === 'entity.too.large'
+        ? new RequestBodyError('BODY_TOO_LARGE', 'Over the JSON parser limit')
+        : type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported'
+          ? new RequestBodyError('INVALID_JSON', 'The request body is not valid JSON')
+          : null;
+    if (refusal) send(res, problemAnswer(requestBodyProblem(refusal), randomUUID()));
+    else next(error);
   };
 }
 

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteShorthandOptionsWithHandler } from 'fastify';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, problemAnswer, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, problemAnswer, RequestBodyError, requestBodyProblem, tooLarge, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf } from './node-http.js';
 
 export type FastifyRoute<Input, P extends Principal> = IdempotentRoute<Input, P, FastifyRequest>;
@@ -38,14 +38,13 @@ export function idempotent<Input, P extends Principal>(store: IdempotencyStore, 
       const status = statusOf(error);
       const correlationId = randomUUID();
       if (status === 500) route.onError?.(error, correlationId);
+      // Fastify's own refusals (body limit, not JSON, empty) are the layer's body problems.
       const problem =
-        status === 413
-          ? { status, slug: 'body-too-large', title: 'Request body too large', detail: `The limit is ${route.maxBodyBytes} bytes` }
-          : status === 415
-            ? { status, slug: 'unsupported-media-type', title: 'The request body must be application/json' }
-            : status === 500
-              ? { status, slug: 'internal', title: 'Internal error', detail: 'Retrying with the same Idempotency-Key is safe' }
-              : { status, slug: 'invalid-json', title: 'The request body is not valid JSON' };
+        status === 415
+          ? { status, slug: 'unsupported-media-type', title: 'The request body must be application/json' }
+          : status === 500
+            ? { status, slug: 'internal', title: 'Internal error', detail: 'Retrying with the same Idempotency-Key is safe' }
+            : { ...requestBodyProblem(status === 413 ? tooLarge(route.maxBodyBytes) : new RequestBodyError('INVALID_JSON', 'The request body is not valid JSON')), status };
       send(reply, problemAnswer(problem, correlationId));
     },
   };
