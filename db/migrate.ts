@@ -7,6 +7,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { z } from 'zod';
+import { detectLayout } from '@retrysafe/store';
 import { applyDashboardGrants, type GrantsResult } from './dashboard-access';
 
 export const MIGRATIONS_FOLDER = resolve(process.cwd(), 'db', 'migrations');
@@ -105,8 +106,7 @@ export async function migrateDatabase(connectionString: string, options: Migrate
   }
 }
 
-/** The layout the database has: partitioned when idempotency_keys is a partitioned table. */
-export async function detectStoreLayout(db: pg.ClientBase | pg.Pool): Promise<StoreLayout> {
-  const { rows } = await db.query<{ relkind: string }>("SELECT relkind FROM pg_class WHERE oid = 'idempotency_keys'::regclass");
-  return rows[0]?.relkind === 'p' ? 'partitioned' : 'plain';
+/** The layout the database has: partitioned when idempotency_keys is a partitioned table (the store's own reading of it). */
+export function detectStoreLayout(db: pg.ClientBase | pg.Pool): Promise<StoreLayout> {
+  return detectLayout(db);
 }
