@@ -19,9 +19,9 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
   // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
     .query({
-      queryKey: queryKeys.overview(search.range, search.scope ?? null),
+      queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
       // As the client would receive it from /api/admin/overview: dates as strings.
-      queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, scope: search.scope }, alertThresholds, sweepIntervalSeconds))) as OverviewJson,
+      queryFn: async () => JSON.parse(JSON.stringify(await readOverview(dashboardPool(), { range: search.range, service: search.service, scope: search.scope }, alertThresholds, sweepIntervalSeconds))) as OverviewJson,
     })
     .catch(reportPrefetchFailure('/'));
   return (

@@ -6,7 +6,7 @@ import type { AuditSearch } from './audit/search-params';
 export const STALE_CLAIMS_SHOWN = 200;
 
 export const queryKeys = {
-  overview: (range: string, scope: string | null) => ['overview', { range, scope }] as const,
+  overview: (range: string, service: string | null, scope: string | null) => ['overview', { range, service, scope }] as const,
   staleClaims: () => ['stale-claims'] as const,
   retention: () => ['retention'] as const,
   auditLog: (search: AuditSearch) => ['audit-log', { actor: search.actor ?? null, action: search.action ?? null, from: search.from ?? null, to: search.to ?? null }] as const,

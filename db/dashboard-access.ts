@@ -33,6 +33,7 @@ const keyMetadataColumns = [
   'response_size',
   'attempts',
   'response_status',
+  'service',
   'scope',
   'key',
   'state',
@@ -116,7 +117,7 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT SELECT ON operators TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON sign_in_throttle TO ${role}`,
     ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role)),
-    onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text)', role),
+    onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text, text)', role),
     // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
     onFunction('GRANT', 'retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer)', role),
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).

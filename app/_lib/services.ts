@@ -8,13 +8,11 @@ import { createPool } from '@/db/client';
 import { detectStoreLayout } from '@/db/migrate';
 import { readEnvironment, requireDatabaseUrl, requireStoreSecrets } from '@/server/config';
 import { createDemoApi, type DemoApi } from '@/server/demo/api';
-import { defaultPolicies, defaultPolicyFields } from '@/server/demo/policies';
+import { DEMO_SERVICE, defaultPolicies } from '@/server/demo/policies';
 import { FakeProcessor } from '@/server/demo/processor';
 import { TrafficGenerator } from '@/server/demo/traffic';
-import { createRetrysafe, periodicTask, type FlowRecorder, type IdempotencyStore, type LiveKeyQuota, type PeriodicTask } from '@retrysafe/store';
+import { createRetrysafe, periodicTask, type FlowRecorder, type IdempotencyStore, type LiveKeyQuota, type PeriodicTask, type ServicePolicies } from '@retrysafe/store';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
-import { ensurePolicies } from '@/server/retention/policies';
-import { PolicyRegistry } from '@/server/retention/registry';
 import { Sweeper } from '@/server/retention/sweeper';
 import { thresholdsWith, type AlertThresholds } from '@/server/metrics/alerts';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
@@ -26,7 +24,8 @@ import { logger } from '@/server/logging';
 export interface Services {
   ownerPool: pg.Pool;
   store: IdempotencyStore;
-  policies: PolicyRegistry;
+  /** The demo service's policies, refreshed from the database (the package's registry). */
+  policies: ServicePolicies;
   quota: LiveKeyQuota;
   sweeper: Sweeper;
   recorder: FlowRecorder;
@@ -67,7 +66,6 @@ async function bootServices(): Promise<Services> {
   const environment = readEnvironment();
   const secrets = requireStoreSecrets(environment);
   const pool = ownerPool();
-  const policies = new PolicyRegistry(pool, defaultPolicies, 5_000, (error) => logEvent('error', 'policy refresh failed', { reason: reason(error) }));
   const layout = await detectStoreLayout(pool);
   // The store's own connections, with the session settings its plans rely on (statements.ts);
   // a transactional endpoint's work runs on them too, inside the claim's transaction.
@@ -80,8 +78,12 @@ async function bootServices(): Promise<Services> {
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
   const prometheus = createPrometheusMetrics(pool, thresholds, { sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS });
   // The same composition root an adopting service uses; this server adds the shared duties.
+  // The demo API is one service among those the dashboard shows; its default policies are
+  // created on first start and read from the database from then on.
   const retrysafe = await createRetrysafe({
     pool: storePool,
+    service: DEMO_SERVICE,
+    policies: defaultPolicies,
     layout,
     fingerprintSecret: secrets.fingerprintSecret,
     responseKeys: secrets.encryptionKeys,
@@ -92,7 +94,7 @@ async function bootServices(): Promise<Services> {
       logEvent('error', 'a failed attempt could not be marked retryable: its key stays in progress until the lease ends', { scope: id.scope, reason: reason(error) }),
     onError: (error, { task }) => logEvent('error', `${task} failed`, { reason: reason(error) }),
   });
-  const { store, recorder } = retrysafe;
+  const { store, recorder, policies } = retrysafe;
   const quota = retrysafe.quota;
   if (!quota) throw new Error('the dashboard runs with the live-key quota');
   const sweeper = new Sweeper(
@@ -120,10 +122,6 @@ async function bootServices(): Promise<Services> {
     policyFor: (endpoint) => policies.policyFor(endpoint),
     onError: (error, correlationId) => logEvent('error', 'request failed', { reason: reason(error), correlationId }),
   });
-  await ensurePolicies(pool, defaultPolicyFields, 'system').catch((error: unknown) =>
-    logEvent('error', 'could not create the default policies', { reason: reason(error) }),
-  );
-  await policies.start().catch((error: unknown) => logEvent('error', 'could not load the policies', { reason: reason(error) }));
   sweeper.start();
   const failed = (error: unknown, task: string) => logEvent('error', `${task} failed`, { reason: reason(error) });
   const tasks: PeriodicTask[] = [
@@ -148,14 +146,14 @@ async function bootServices(): Promise<Services> {
   const stop = () =>
     (stopping ??= (async () => {
       traffic?.stop();
-      await Promise.allSettled([sweeper.stop(), policies.stop(), ...tasks.map((task) => task.stop())]);
+      await Promise.allSettled([sweeper.stop(), ...tasks.map((task) => task.stop())]);
       await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { reason: reason(error) }));
       await Promise.allSettled([storePool.end(), pool.end()]);
     })());
   return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, demo, stop };
 }
 
-function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: PolicyRegistry): TrafficGenerator {
+function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: ServicePolicies): TrafficGenerator {
   let lastLogged = 0;
   const traffic = new TrafficGenerator({
     baseUrl: `http://${host === '::1' ? '[::1]' : '127.0.0.1'}:${port}`,

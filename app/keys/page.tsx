@@ -2,6 +2,7 @@
 import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { knownScopes } from '@/server/retention/policies';
 import { KeyLookup } from '@/components/keys/key-lookup';
+import { serviceNameSchema } from '@/server/service-name';
 
 export const dynamic = 'force-dynamic';
 
@@ -13,8 +14,13 @@ export default async function KeysPage({ searchParams }: { searchParams: Promise
   return (
     <main className="wide">
       <h1>Key lookup</h1>
-      <p className="muted">What the store holds for one tenant&apos;s idempotency key, in every scope: state, timing and sizes, never the response itself.</p>
-      <KeyLookup initialPrincipalId={text(params.principalId)} initialKey={text(params.key)} scopes={await knownScopes(dashboardPool())} />
+      <p className="muted">What the store holds for one tenant&apos;s idempotency key, in every service and scope: state, timing and sizes, never the response itself.</p>
+      <KeyLookup
+        initialPrincipalId={text(params.principalId)}
+        initialKey={text(params.key)}
+        initialService={serviceNameSchema.safeParse(params.service).data ?? ''}
+        scopes={await knownScopes(dashboardPool())}
+      />
     </main>
   );
 }

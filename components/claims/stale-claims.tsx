@@ -18,8 +18,8 @@ import { formText } from '../form-text';
 const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>(`/api/admin/stale-claims?limit=${STALE_CLAIMS_SHOWN}`)).claims;
 
 async function release(input: { claim: StaleClaim; reason: string }): Promise<void> {
-  const { principalId, scope, key } = input.claim;
-  await adminFetch('/api/admin/stale-claims/release', { method: 'POST', body: { principalId, scope, key, reason: input.reason } });
+  const { principalId, service, scope, key } = input.claim;
+  await adminFetch('/api/admin/stale-claims/release', { method: 'POST', body: { principalId, service, scope, key, reason: input.reason } });
 }
 
 export function StaleClaims() {
@@ -31,7 +31,7 @@ export function StaleClaims() {
   const releasing = useMutation({
     mutationFn: release,
     onSuccess: (_result, input) => {
-      setDone(`Released ${input.claim.key} (${input.claim.scope}). It is recorded in the audit log.`);
+      setDone(`Released ${input.claim.key} (${input.claim.scope} of ${input.claim.service}). It is recorded in the audit log.`);
       dialog.current?.close();
       void client.invalidateQueries({ queryKey: queryKeys.staleClaims() });
     },
@@ -66,6 +66,7 @@ export function StaleClaims() {
             <thead>
               <tr>
                 <th scope="col">Principal</th>
+                <th scope="col">Service</th>
                 <th scope="col">Scope</th>
                 <th scope="col">Key</th>
                 <th scope="col">Past its lease</th>
@@ -80,10 +81,11 @@ export function StaleClaims() {
             </thead>
             <tbody>
               {claims.data.map((claim) => (
-                <tr key={`${claim.principalId} ${claim.scope} ${claim.key}`}>
+                <tr key={`${claim.principalId} ${claim.service} ${claim.scope} ${claim.key}`}>
                   <td className="nowrap">
                     <code title={claim.principalId}>{claim.principalId}</code>
                   </td>
+                  <td className="nowrap">{claim.service}</td>
                   <td className="nowrap">{claim.scope}</td>
                   <td>
                     <code>{claim.key}</code>
@@ -94,7 +96,7 @@ export function StaleClaims() {
                   </td>
                   <td className="num">{claim.attempts}</td>
                   <td className="nowrap">
-                    <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>
+                    <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, service: claim.service, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>
                       Look up
                     </Link>{' '}
                     <button type="button" className="link" onClick={() => open(claim)} aria-label={`Release ${claim.key}`}>
@@ -119,12 +121,12 @@ export function StaleClaims() {
         >
           <h2 id="release-title">Release this claim?</h2>
           <p>
-            <code>{chosen?.key}</code> in {chosen?.scope} will be marked failed, so the next retry runs the operation again. Release it only once you
+            <code>{chosen?.key}</code> in {chosen?.scope} of {chosen?.service} will be marked failed, so the next retry runs the operation again. Release it only once you
             know the original attempt did not complete its effect.
           </p>
           <label htmlFor="release-reason">Reason</label>
           {/* Keyed by the claim, so each release starts with an empty reason. */}
-          <input key={chosen ? `${chosen.principalId} ${chosen.scope} ${chosen.key}` : 'none'} id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
+          <input key={chosen ? `${chosen.principalId} ${chosen.service} ${chosen.scope} ${chosen.key}` : 'none'} id="release-reason" name="reason" required minLength={3} maxLength={500} placeholder="e.g. processor confirms refund r_123 never ran" />
           <DialogActions error={releasing.error} pending={releasing.isPending} confirm="Release claim" pendingLabel="Releasing…" onCancel={() => dialog.current?.close()} />
         </form>
       </dialog>

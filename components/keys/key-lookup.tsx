@@ -1,30 +1,54 @@
 'use client';
-// Key lookup: one principal's key, every scope's record, metadata only. The reason is
+// Key lookup: one principal's key, every service's and scope's record (or one service's), metadata only. The reason is
 // required and goes to the audit log with the lookup. A key under another principal and an
 // absent key show the same "no record" answer, by design.
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
 import type { KeyRecord } from '@/server/idempotency/key-metadata';
+import type { ServiceScope } from '@/server/retention/policies';
+import { Options } from '../options';
 import { adminFetch } from '../admin-fetch';
 import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
 import { PrincipalKeys } from './principal-keys';
 import { Problem } from '../banners';
 
-async function lookUp(input: { principalId: string; key: string; reason: string }): Promise<KeyRecord[]> {
-  return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body: input, fieldLabels: labels })).records;
+interface LookupInput {
+  principalId: string;
+  key: string;
+  reason: string;
+  /** One service's records only; empty: every service's. */
+  service: string;
 }
 
-const labels: Record<string, string> = { principalId: 'Principal ID', key: 'Idempotency key', reason: 'Reason' };
+async function lookUp({ service, ...input }: LookupInput): Promise<KeyRecord[]> {
+  const body = service === '' ? input : { ...input, service };
+  return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body, fieldLabels: labels })).records;
+}
+
+const labels: Record<string, string> = { principalId: 'Principal ID', service: 'Service', key: 'Idempotency key', reason: 'Reason' };
 const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
 
-export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: { initialPrincipalId?: string; initialKey?: string; scopes: string[] }) {
-  const [asked, setAsked] = useState<{ principalId: string; key: string } | null>(null);
+export function KeyLookup({
+  initialPrincipalId = '',
+  initialKey = '',
+  initialService = '',
+  scopes,
+}: {
+  initialPrincipalId?: string;
+  initialKey?: string;
+  initialService?: string;
+  /** The (service, scope) pairs keys can live in, from the policies. */
+  scopes: ServiceScope[];
+}) {
+  const [asked, setAsked] = useState<{ principalId: string; key: string; service: string } | null>(null);
   const lookup = useMutation({ mutationFn: lookUp });
   const [principalId, setPrincipalId] = useState(initialPrincipalId);
+  const [service, setService] = useState(initialService);
   const [key, setKey] = useState(initialKey);
   const [reason, setReason] = useState('');
-  const run = (input: { principalId: string; key: string; reason: string }) => {
-    setAsked({ principalId: input.principalId, key: input.key });
+  const services = [...new Set(scopes.map((scope) => scope.service))];
+  const run = (input: LookupInput) => {
+    setAsked({ principalId: input.principalId, key: input.key, service: input.service });
     lookup.mutate(input);
   };
   return (
@@ -33,11 +57,16 @@ export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: 
         className="card form lookup"
         onSubmit={(event) => {
           event.preventDefault();
-          run({ principalId: principalId.trim(), key, reason });
+          run({ principalId: principalId.trim(), key, reason, service });
         }}
       >
         <label htmlFor="principalId">Principal ID</label>
         <input id="principalId" name="principalId" required placeholder="a tenant's UUID" autoComplete="off" spellCheck={false} value={principalId} onChange={(event) => setPrincipalId(event.target.value)} />
+        <label htmlFor="service">Service</label>
+        <select id="service" name="service" value={service} onChange={(event) => setService(event.target.value)}>
+          <option value="">All services</option>
+          <Options values={services.includes(service) || service === '' ? services : [...services, service]} />
+        </select>
         <label htmlFor="key">Idempotency key</label>
         <input id="key" name="key" required maxLength={255} autoComplete="off" spellCheck={false} value={key} onChange={(event) => setKey(event.target.value)} />
         <label htmlFor="reason">Reason</label>
@@ -58,21 +87,23 @@ export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: 
             <div className="card">
               <h2>No record</h2>
               <p>
-                Principal <code>{asked.principalId}</code> has no live record of the key <code>{asked.key}</code> in any scope. Either it was never used,
+                Principal <code>{asked.principalId}</code> has no live record of the key <code>{asked.key}</code> in any scope
+                {asked.service === '' ? ' of any service' : ` of the service ${asked.service}`}. Either it was never used,
                 it has expired, or it belongs to someone else.
               </p>
             </div>
           ) : (
-            lookup.data.map((record) => <RecordCard key={`${record.scope} ${record.expiresAt}`} record={record} />)
+            lookup.data.map((record) => <RecordCard key={`${record.service} ${record.scope} ${record.expiresAt}`} record={record} />)
           )
         ) : null}
       </section>
       <PrincipalKeys
-        scopes={scopes}
-        request={{ principalId: principalId.trim(), reason }}
+        scopes={[...new Set(scopes.filter((scope) => service === '' || scope.service === service).map((scope) => scope.scope))]}
+        request={{ principalId: principalId.trim(), reason, service }}
         onLookUp={(chosen) => {
-          setKey(chosen);
-          run({ principalId: principalId.trim(), key: chosen, reason });
+          setKey(chosen.key);
+          setService(chosen.service);
+          run({ principalId: principalId.trim(), key: chosen.key, reason, service: chosen.service });
         }}
       />
     </>
@@ -81,9 +112,11 @@ export function KeyLookup({ initialPrincipalId = '', initialKey = '', scopes }: 
 
 function RecordCard({ record }: { record: KeyRecord }) {
   return (
-    <article className="card" aria-label={`Record in ${record.scope}`}>
+    <article className="card" aria-label={`Record in ${record.scope} of ${record.service}`}>
       <h2>{record.scope}</h2>
       <dl>
+        <dt>Service</dt>
+        <dd>{record.service}</dd>
         <dt>State</dt>
         <dd>{stateLabels[record.state]}</dd>
         <dt>Status code</dt>

@@ -15,16 +15,19 @@ type Page = KeyPage;
 export interface ListRequest {
   principalId: string;
   reason: string;
+  /** One service's keys only; empty: every service's. */
+  service: string;
 }
 
 const stateLabels: Record<State, string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed' };
 
-interface Listing extends ListRequest {
+interface Listing extends Omit<ListRequest, 'service'> {
+  service?: string;
   scope?: string;
   state?: State;
 }
 
-export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequest; scopes: string[]; onLookUp: (key: string) => void }) {
+export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequest; scopes: string[]; onLookUp: (key: { service: string; key: string }) => void }) {
   const [state, setState] = useState<State | ''>('');
   const [scope, setScope] = useState('');
   // What the pages on screen were listed with: later pages reuse it, whatever the form says now.
@@ -38,7 +41,17 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
       }),
     onSuccess: (page, input) => setListing((previous) => ({ of: input.of, pages: input.after && previous ? [...previous.pages, page] : [page] })),
   });
-  const start = () => list.mutate({ of: { ...request, ...(state === '' ? {} : { state }), ...(scope === '' ? {} : { scope }) }, after: null });
+  const start = () =>
+    list.mutate({
+      of: {
+        principalId: request.principalId,
+        reason: request.reason,
+        ...(request.service === '' ? {} : { service: request.service }),
+        ...(state === '' ? {} : { state }),
+        ...(scope === '' ? {} : { scope }),
+      },
+      after: null,
+    });
   /** A filter changed: the pages on screen no longer answer it. */
   const clear = () => {
     setListing(null);
@@ -50,7 +63,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
   const next = last?.next ?? null;
   const searchedBackTo = last?.searchedBackTo ?? null;
   const listed = listing?.of;
-  const filtered = `${listed?.scope ? ` in ${listed.scope}` : ''}${listed?.state ? ` in state ${stateLabels[listed.state]}` : ''}`;
+  const filtered = `${listed?.service ? ` of ${listed.service}` : ''}${listed?.scope ? ` in ${listed.scope}` : ''}${listed?.state ? ` in state ${stateLabels[listed.state]}` : ''}`;
   let status = '';
   const counted = `${keys.length} live key${keys.length === 1 ? '' : 's'}${filtered}`;
   if (listing && !next) status = keys.length === 0 ? `No live key${filtered}.` : `All ${counted} shown; there is no older one.`;
@@ -89,7 +102,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
         <button type="button" onClick={start} disabled={list.isPending || !request.principalId || request.reason.trim().length < 3}>
           List keys
         </button>
-        <span className="muted small">Uses the Principal ID and Reason above; each page is audited.</span>
+        <span className="muted small">Uses the Principal ID, Service and Reason above; each page is audited.</span>
       </div>
       {list.error ? (
         <Problem>
@@ -102,6 +115,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             <caption className="visually-hidden">Live keys of the principal, newest first</caption>
             <thead>
               <tr>
+                <th scope="col">Service</th>
                 <th scope="col">Scope</th>
                 <th scope="col">Key</th>
                 <th scope="col">State</th>
@@ -117,7 +131,8 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             </thead>
             <tbody>
               {keys.map((key) => (
-                <tr key={`${key.scope} ${key.key} ${key.expiresAt}`}>
+                <tr key={`${key.service} ${key.scope} ${key.key} ${key.expiresAt}`}>
+                  <td className="nowrap">{key.service}</td>
                   <td className="nowrap">{key.scope}</td>
                   <td className="key-cell">
                     <code>{key.key}</code>
@@ -127,7 +142,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
                   <td className="nowrap">{formatDateTime(key.createdAt)}</td>
                   <td className="nowrap">{formatDateTime(key.expiresAt)}</td>
                   <td className="nowrap">
-                    <button type="button" className="link" onClick={() => onLookUp(key.key)} aria-label={`Look up ${key.key}`}>
+                    <button type="button" className="link" onClick={() => onLookUp(key)} aria-label={`Look up ${key.key}`}>
                       Look up
                     </button>
                   </td>

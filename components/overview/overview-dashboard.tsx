@@ -28,7 +28,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
   const router = useRouter();
   const pathname = usePathname();
   const query = useQuery({
-    queryKey: queryKeys.overview(search.range, search.scope ?? null),
+    queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
     queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
     refetchInterval: search.refresh === 'off' ? false : Number(search.refresh) * 1000,
     refetchIntervalInBackground: false,
@@ -53,6 +53,13 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
           Time range
           <select value={search.range} onChange={(event) => navigate({ range: event.target.value as OverviewSearch['range'] })}>
             <Options values={ranges} label={(range) => rangeLabels[range]} />
+          </select>
+        </label>
+        <label>
+          Service
+          <select value={search.service ?? ''} onChange={(event) => navigate({ service: event.target.value === '' ? undefined : event.target.value, scope: undefined })}>
+            <option value="">All services</option>
+            <Options values={[...new Set([...(data?.services ?? []), ...(search.service ? [search.service] : [])])]} />
           </select>
         </label>
         <label>
@@ -88,11 +95,11 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               <div className="banner ok">No alert is firing.</div>
             ) : (
               data.alerts.map((alert) => (
-                <div key={`${alert.name}:${alert.scope ?? ''}`} className={`banner ${alert.severity}`} role="status">
+                <div key={`${alert.name}:${alert.service ?? ''}:${alert.scope ?? ''}`} className={`banner ${alert.severity}`} role="status">
                   <strong>
                     {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
                   </strong>
-                  <span className="muted small">{alert.storeWide ? 'Store-wide' : alert.scope === null ? 'All scopes together' : `Scope ${alert.scope}`}</span>
+                  <span className="muted small">{alert.storeWide ? 'Store-wide' : alert.scope === null ? 'All scopes together' : `Scope ${alert.scope} of ${alert.service ?? ''}`}</span>
                   <span>What to do: {alert.action}</span>
                   {alert.since ? (
                     <span className="muted small">
@@ -217,6 +224,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                 <table>
                   <thead>
                     <tr>
+                      <th scope="col">Service</th>
                       <th scope="col">Scope</th>
                       <th scope="col" className="num">
                         Rows (estimate)
@@ -228,7 +236,8 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                   </thead>
                   <tbody>
                     {data.storeByScope.scopes.map((scope) => (
-                      <tr key={scope.scope}>
+                      <tr key={`${scope.service} ${scope.scope}`}>
+                        <td>{scope.service}</td>
                         <td>{scope.scope}</td>
                         <td className="num">{formatCount(scope.estimatedRows)}</td>
                         <td className="num">{formatBytes(scope.responseBytes)}</td>
@@ -246,6 +255,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
           </section>
           <p className="muted small">
             {formatCount(claimsInRange)} claims in {rangeLabels[search.range].toLowerCase()}
+            {search.service ? ` of ${search.service}` : ''}
             {search.scope ? ` on ${search.scope}` : ''}, in steps of {formatDuration(data.stepSeconds)}.
           </p>
         </>

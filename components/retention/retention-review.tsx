@@ -30,6 +30,7 @@ async function savePolicy(edit: PolicyEdit): Promise<void> {
   await adminFetch('/api/admin/policies', {
     method: 'POST',
     body: {
+      service: policy.service,
       endpoint: policy.endpoint,
       expectedVersion: policy.version,
       reason: edit.reason,
@@ -64,7 +65,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   const save = useMutation({
     mutationFn: savePolicy,
     onSuccess: (_result, input) => {
-      setSaved(`Saved the policy of ${input.policy.endpoint}. The change is in the history and the audit log; keys claimed from now on get the new expiry.`);
+      setSaved(`Saved the policy of ${input.policy.endpoint} (${input.policy.service}). The change is in the history and the audit log; keys claimed from now on get the new expiry.`);
       dialog.current?.close();
       void client.invalidateQueries({ queryKey: queryKeys.retention() });
     },
@@ -110,6 +111,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
               <table>
                 <thead>
                   <tr>
+                    <th scope="col">Service</th>
                     <th scope="col">Endpoint</th>
                     <th scope="col">Documented window</th>
                     <th scope="col">Retention applied</th>
@@ -126,7 +128,8 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                 </thead>
                 <tbody>
                   {data.policies.map((policy) => (
-                    <tr key={policy.endpoint}>
+                    <tr key={`${policy.service} ${policy.endpoint}`}>
+                      <td className="nowrap">{policy.service}</td>
                       <td className="nowrap">{policy.endpoint}</td>
                       <td>{formatDuration(policy.retryWindowSeconds)}</td>
                       <td>{formatDuration(policy.retentionSeconds)}</td>
@@ -140,7 +143,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                       <td>{policy.keepsPromise ? <span className="badge pass">Pass</span> : <span className="badge fail">Fail</span>}</td>
                       {canEdit ? (
                         <td>
-                          <button type="button" className="link" onClick={() => open(policy)} aria-label={`Edit ${policy.endpoint}`}>
+                          <button type="button" className="link" onClick={() => open(policy)} aria-label={`Edit ${policy.endpoint} of ${policy.service}`}>
                             Edit
                           </button>
                         </td>
@@ -162,6 +165,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                   <thead>
                     <tr>
                       <th scope="col">When</th>
+                      <th scope="col">Service</th>
                       <th scope="col">Endpoint</th>
                       <th scope="col">Version</th>
                       <th scope="col">By</th>
@@ -175,6 +179,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                         <td className="nowrap">
                           <LocalTime iso={entry.changedAt} />
                         </td>
+                        <td className="nowrap">{entry.service}</td>
                         <td className="nowrap">{entry.endpoint}</td>
                         <td className="num">{entry.version}</td>
                         <td>{entry.changedBy}</td>
@@ -226,8 +231,8 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                           {run.scopes.length === 0
                             ? '—'
                             : run.scopes.map((scope) => (
-                                <div key={scope.scope}>
-                                  {scope.scope}: youngest {formatDuration(scope.minAgeSeconds)} old, window {formatDuration(scope.retryWindowSeconds)}, margin{' '}
+                                <div key={`${scope.service} ${scope.scope}`}>
+                                  {scope.scope} ({scope.service}): youngest {formatDuration(scope.minAgeSeconds)} old, window {formatDuration(scope.retryWindowSeconds)}, margin{' '}
                                   <span className={scope.minMarginSeconds !== null && scope.minMarginSeconds < 0 ? 'bad' : 'ok'}>{formatDuration(scope.minMarginSeconds)}</span>
                                 </div>
                               ))}
@@ -253,7 +258,9 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
               save.mutate(edit);
             }}
           >
-            <h2 id="edit-title">Edit {edit.policy.endpoint}</h2>
+            <h2 id="edit-title">
+              Edit {edit.policy.endpoint} ({edit.policy.service})
+            </h2>
             <p className="muted small">Applies to keys claimed after the change; existing keys keep their expiry.</p>
             <label htmlFor="window-hours">Documented retry window (hours)</label>
             <input id="window-hours" type="number" min={0.01} step="any" required value={edit.windowHours} onChange={(event) => setEdit({ ...edit, windowHours: Number(event.target.value) })} />

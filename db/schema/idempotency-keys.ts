@@ -1,4 +1,4 @@
-// The idempotency-key store: one row per (principal, scope, key) claim.
+// The idempotency-key store: one row per (principal, service, scope, key) claim.
 // Every column answers a failure mode named in the design lesson; see the
 // comments on each, and db/migrations for why each index exists.
 import { sql } from 'drizzle-orm';
@@ -35,7 +35,10 @@ export const idempotencyKeys = pgTable(
     // that holds the current number may complete or fail the claim.
     attempts: integer('attempts').notNull().default(1),
     responseStatus: smallint('response_status'),
-    // Scope part 2: the endpoint (e.g. "POST /api/v1/payments"), or "intent" for principal-only policies.
+    // Scope part 2: the service that owns the key (createRetrysafe's `service`), so two services
+    // sharing a database, principal ids and endpoint strings never share a key.
+    service: text('service').notNull(),
+    // Scope part 3: the endpoint (e.g. "POST /api/v1/payments"), or "intent" for principal-only policies.
     scope: text('scope').notNull(),
     // Client supplied: bounded here and validated (charset) at the HTTP boundary.
     key: text('key').notNull(),
@@ -53,7 +56,7 @@ export const idempotencyKeys = pgTable(
     // The unique scoped key IS the concurrency control: the claim is INSERT ... ON CONFLICT
     // against it. It is the primary key, so the table needs no surrogate id and no second
     // unique index to maintain on every claim.
-    primaryKey({ name: 'idempotency_keys_pkey', columns: [t.principalId, t.scope, t.key] }),
+    primaryKey({ name: 'idempotency_keys_pkey', columns: [t.principalId, t.service, t.scope, t.key] }),
     // The primary key is the only index a request-path statement may be planned on, whatever
     // the statistics say. On a young table every index costs the same to the planner, and it
     // broke the tie on whichever came first: the completion read a principal's every key
@@ -74,6 +77,7 @@ export const idempotencyKeys = pgTable(
     // (bench/README: measured at 10M rows), paid so an operator can see what a tenant just did.
     index('idempotency_keys_principal_created_idx').on(t.principalId, t.createdAt).where(sql.raw(PRINCIPAL_CREATED_INDEX_PREDICATE)),
     check('idempotency_keys_key_length', sql`octet_length(${t.key}) BETWEEN 1 AND 255`),
+    check('idempotency_keys_service_name', sql`${t.service} ~ '^[a-z0-9][a-z0-9._-]{0,62}$'`),
     check('idempotency_keys_scope_length', sql`octet_length(${t.scope}) BETWEEN 1 AND 200`),
     check('idempotency_keys_state', sql`${t.state} IN ('in_progress', 'completed', 'failed')`),
     check('idempotency_keys_fingerprint_size', sql`octet_length(${t.fingerprint}) = 32`),

@@ -1,4 +1,4 @@
-// Live-key quota counters: claims per (principal, scope, hour bucket, instance). Each
+// Live-key quota counters: claims per (principal, service, scope, hour bucket, instance). Each
 // instance adds its own counts in one batched upsert every second, so no row is written
 // by two instances and no request waits on a shared counter.
 import { sql } from 'drizzle-orm';
@@ -11,11 +11,12 @@ export const idempotencyKeyUsage = pgTable(
     principalId: uuid('principal_id').notNull(),
     instanceId: uuid('instance_id').notNull(),
     claims: integer('claims').notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
   },
   (t) => [
-    // Serves the flush upsert and the per-principal totals (principal_id, scope prefix).
-    primaryKey({ name: 'idempotency_key_usage_pkey', columns: [t.principalId, t.scope, t.bucketStart, t.instanceId] }),
+    // Serves the flush upsert and the per-principal totals (principal_id, service, scope prefix).
+    primaryKey({ name: 'idempotency_key_usage_pkey', columns: [t.principalId, t.service, t.scope, t.bucketStart, t.instanceId] }),
     check('idempotency_key_usage_claims', sql`${t.claims} >= 0`),
   ],
 );

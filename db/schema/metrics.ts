@@ -11,46 +11,50 @@ export const flowCountsMinute = pgTable(
   'flow_counts_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     outcome: text('outcome').notNull(),
     count: bigint('count', { mode: 'number' }).notNull(),
   },
   // Serves the flush upsert and every time-range query (prefix: minute).
-  (t) => [primaryKey({ name: 'flow_counts_minute_pkey', columns: [t.minute, t.scope, t.outcome] }), check('flow_counts_minute_outcome', outcomeCheck(t.outcome))],
+  (t) => [primaryKey({ name: 'flow_counts_minute_pkey', columns: [t.minute, t.service, t.scope, t.outcome] }), check('flow_counts_minute_outcome', outcomeCheck(t.outcome))],
 );
 
 export const flowCountsHour = pgTable(
   'flow_counts_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     outcome: text('outcome').notNull(),
     count: bigint('count', { mode: 'number' }).notNull(),
   },
-  (t) => [primaryKey({ name: 'flow_counts_hour_pkey', columns: [t.hour, t.scope, t.outcome] }), check('flow_counts_hour_outcome', outcomeCheck(t.outcome))],
+  (t) => [primaryKey({ name: 'flow_counts_hour_pkey', columns: [t.hour, t.service, t.scope, t.outcome] }), check('flow_counts_hour_outcome', outcomeCheck(t.outcome))],
 );
 
 export const claimLatencyMinute = pgTable(
   'claim_latency_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     // Index into the fixed log-spaced bucket bounds (server/metrics/histogram.ts).
     bucket: smallint('bucket').notNull(),
     count: bigint('count', { mode: 'number' }).notNull(),
   },
-  (t) => [primaryKey({ name: 'claim_latency_minute_pkey', columns: [t.minute, t.scope, t.bucket] })],
+  (t) => [primaryKey({ name: 'claim_latency_minute_pkey', columns: [t.minute, t.service, t.scope, t.bucket] })],
 );
 
 export const claimLatencyHour = pgTable(
   'claim_latency_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     bucket: smallint('bucket').notNull(),
     count: bigint('count', { mode: 'number' }).notNull(),
   },
-  (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.scope, t.bucket] })],
+  (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
 export const storeStats = pgTable(
@@ -79,6 +83,7 @@ export const storeStatsScopes = pgTable(
     // Taken with the store_stats sample of the same minute, from a bounded page sample of the
     // key table (server/metrics/scope-sample.ts): an estimate, not a count.
     sampledAt: timestamp('sampled_at', { withTimezone: true }).notNull(),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     estimatedRows: bigint('estimated_rows', { mode: 'number' }).notNull(),
     // Stored (sealed) response bytes of the scope: one verbose endpoint can dominate the table.
@@ -87,5 +92,5 @@ export const storeStatsScopes = pgTable(
     sampledFraction: doublePrecision('sampled_fraction').notNull(),
   },
   // Serves "the sample at or before t" (max(sampled_at) then the rows of that minute) and the expiry range delete.
-  (t) => [primaryKey({ name: 'store_stats_scopes_pkey', columns: [t.sampledAt, t.scope] })],
+  (t) => [primaryKey({ name: 'store_stats_scopes_pkey', columns: [t.sampledAt, t.service, t.scope] })],
 );

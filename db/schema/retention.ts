@@ -6,8 +6,10 @@ import { bigint, bigserial, boolean, check, doublePrecision, index, integer, jso
 export const endpointPolicies = pgTable(
   'endpoint_policies',
   {
+    // The service whose endpoint this is (createRetrysafe's `service`).
+    service: text('service').notNull(),
     // The operation, e.g. "POST /api/v1/payments".
-    endpoint: text('endpoint').primaryKey(),
+    endpoint: text('endpoint').notNull(),
     scopeMode: text('scope_mode', { enum: ['endpoint', 'intent'] }).notNull(),
     // The documented retry window: the public promise.
     retryWindowSeconds: integer('retry_window_seconds').notNull(),
@@ -22,6 +24,7 @@ export const endpointPolicies = pgTable(
     updatedBy: text('updated_by').notNull(),
   },
   (t) => [
+    primaryKey({ name: 'endpoint_policies_pkey', columns: [t.service, t.endpoint] }),
     check('endpoint_policies_retention_covers_window', sql`${t.retentionSeconds} >= ${t.retryWindowSeconds}`),
     check('endpoint_policies_window_positive', sql`${t.retryWindowSeconds} > 0`),
     check('endpoint_policies_scope_mode', sql`${t.scopeMode} IN ('endpoint', 'intent')`),
@@ -36,6 +39,7 @@ export const endpointPolicyHistory = pgTable(
   'endpoint_policy_history',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
+    service: text('service').notNull(),
     endpoint: text('endpoint').notNull(),
     version: integer('version').notNull(),
     changedAt: timestamp('changed_at', { withTimezone: true }).notNull().defaultNow(),
@@ -50,7 +54,7 @@ export const endpointPolicyHistory = pgTable(
   },
   (t) => [
     // Serves one endpoint's history, newest first.
-    index('endpoint_policy_history_endpoint_idx').on(t.endpoint, t.version),
+    index('endpoint_policy_history_endpoint_idx').on(t.service, t.endpoint, t.version),
     check('endpoint_policy_history_reason', sql`char_length(${t.reason}) BETWEEN 1 AND 1000`),
     check('endpoint_policy_history_breaking_acknowledged', sql`NOT ${t.breaking} OR ${t.acknowledged}`),
   ],
@@ -82,6 +86,7 @@ export const sweepRunScopes = pgTable(
     runId: bigint('run_id', { mode: 'number' })
       .notNull()
       .references(() => sweepRuns.id, { onDelete: 'cascade' }),
+    service: text('service').notNull(),
     scope: text('scope').notNull(),
     rowsDeleted: bigint('rows_deleted', { mode: 'number' }).notNull(),
     // The youngest deleted row's age at deletion, and the window in force then: the evidence.
@@ -89,5 +94,5 @@ export const sweepRunScopes = pgTable(
     retryWindowSeconds: integer('retry_window_seconds'),
     minMarginSeconds: doublePrecision('min_margin_seconds'),
   },
-  (t) => [primaryKey({ name: 'sweep_run_scopes_pkey', columns: [t.runId, t.scope] })],
+  (t) => [primaryKey({ name: 'sweep_run_scopes_pkey', columns: [t.runId, t.service, t.scope] })],
 );

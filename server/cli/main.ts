@@ -6,7 +6,8 @@ import { DATA_DIR, openDatabase } from '../../db/database-url';
 import pg from 'pg';
 import { ConfigurationError, readEnvironment } from '../config';
 import { createPool } from '../../db/client';
-import { defaultPolicyFields } from '../demo/policies';
+import { DEMO_SERVICE, defaultPolicyFields } from '../demo/policies';
+import { serviceNameSchema } from '../service-name';
 import { createTenant } from '../demo/tenants';
 import { ensurePolicies } from '../retention/policies';
 import { sweepOnce } from '../retention/sweeper';
@@ -29,7 +30,7 @@ const commands: Record<string, Command> = {
     const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-sweep', max: 2 });
     try {
       // The evidence compares against the policies, so they must exist (first run before npm start).
-      await ensurePolicies(pool, defaultPolicyFields, 'system');
+      await ensurePolicies(pool, DEMO_SERVICE, defaultPolicyFields, 'system');
       const result = await sweepOnce(pool, 'manual');
       if (result.status === 'failed') throw new Error(`sweep run ${result.runId} failed: ${result.error ?? 'unknown error'}`);
       return result;
@@ -38,7 +39,11 @@ const commands: Record<string, Command> = {
     }
   },
   async 'rotate-keys'(args, databaseUrl) {
-    expectNoArguments('rotate-keys', args);
+    // The keys are one service's (this server's demo API unless --service names another, run
+    // with that service's RESPONSE_ENCRYPTION_KEYS); other services' rows are only counted.
+    const { service = DEMO_SERVICE } = parseOptions(args, ['service']);
+    const name = serviceNameSchema.safeParse(service);
+    if (!name.success) throw new UsageError(`rotate-keys: --service ${name.error.issues[0]?.message ?? 'is invalid'}`);
     // The keys `npm start` hands the server: RESPONSE_ENCRYPTION_KEYS, else in embedded
     // mode (no DATABASE_URL) the ones kept under .data/.
     const environment = readEnvironment();
@@ -50,7 +55,7 @@ const commands: Record<string, Command> = {
     if (!keys) throw new ConfigurationError('RESPONSE_ENCRYPTION_KEYS must be set when DATABASE_URL is set');
     const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-rotate-keys', max: 1 });
     try {
-      return await rotateResponseKeys(pool, new ResponseKeyRing(keys));
+      return await rotateResponseKeys(pool, new ResponseKeyRing(keys), name.data);
     } finally {
       await pool.end();
     }

@@ -1,10 +1,16 @@
 // The demo API's published idempotency promises: the defaults its endpoint policies are
 // created with on first start. Afterwards the policies live in the database
 // (endpoint_policies, with history) and change only through changePolicy.
-import type { EndpointPolicy } from '@retrysafe/store';
+import { LEGACY_SERVICE, type EndpointPolicy } from '@retrysafe/store';
 import type { PolicyFields } from '../retention/policies';
 
 const HOUR = 3_600_000;
+
+/**
+ * The service the demo API runs as. Keys, policies and metrics from before services existed
+ * were given this name by migration 0016, so an upgraded install keeps replaying them.
+ */
+export const DEMO_SERVICE = LEGACY_SERVICE;
 
 export const PAYMENTS_ENDPOINT = 'POST /api/v1/payments';
 export const REFUNDS_ENDPOINT = 'POST /api/v1/refunds';

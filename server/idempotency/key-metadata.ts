@@ -10,15 +10,19 @@ import { KEY_PATTERN } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { instantFromMicros, MICROS_PATTERN, microsOf } from '../keyset';
 import { PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import { serviceNameSchema } from '../service-name';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
+  /** One service's record only; absent: every service's. */
+  service: serviceNameSchema.optional(),
   key: z.string().regex(KEY_PATTERN, 'must be 1 to 255 visible ASCII characters'),
   reason: storableText().trim().min(3, 'say why you look this key up').max(500),
 });
 export type KeyLookup = z.infer<typeof keyLookupSchema>;
 
 export interface KeyRecord {
+  service: string;
   scope: string;
   state: 'in_progress' | 'completed' | 'failed';
   statusCode: number | null;
@@ -41,11 +45,13 @@ export interface KeyRecord {
 }
 
 /**
- * Every scope's record of (principal, key): one primary-key probe per known scope (the
- * policies' endpoints and "intent"), so a principal with millions of keys costs the same.
+ * Every service's and scope's record of (principal, key), or one service's: one primary-key
+ * probe per known (service, scope) (each policy's endpoint, or "intent" for an intent-scoped
+ * one), so a principal with millions of keys costs the same.
  */
-export async function readKeyRecords(db: Queryable, principalId: string, key: string): Promise<KeyRecord[]> {
+export async function readKeyRecords(db: Queryable, principalId: string, key: string, service?: string): Promise<KeyRecord[]> {
   const { rows } = await db.query<{
+    service: string;
     scope: string;
     state: KeyRecord['state'];
     response_status: number | null;
@@ -62,18 +68,19 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
     attempts: number;
   }>({
     name: 'dashboard_key_records',
-    text: `SELECT k.scope, k.state, k.response_status, k.response_content_type, k.response_size,
+    text: `SELECT k.service, k.scope, k.state, k.response_status, k.response_content_type, k.response_size,
                   CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
                   k.correlation_id, k.created_at, k.completed_at, k.expires_at,
                   greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
                   k.lease_expires_at, encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
-           FROM idempotency_keys k
-           WHERE k.principal_id = $1 AND k.key = $2
-             AND k.scope = ANY (ARRAY(SELECT endpoint FROM endpoint_policies) || ARRAY['intent'])
-           ORDER BY k.scope, k.expires_at DESC`,
-    values: [principalId, key],
+           FROM (SELECT DISTINCT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
+                 FROM endpoint_policies p WHERE $3::text IS NULL OR p.service = $3) s
+           JOIN idempotency_keys k ON k.principal_id = $1 AND k.service = s.service AND k.scope = s.scope AND k.key = $2
+           ORDER BY k.service, k.scope, k.expires_at DESC`,
+    values: [principalId, key, service ?? null],
   });
   return rows.map((row) => ({
+    service: row.service,
     scope: row.scope,
     state: row.state,
     statusCode: row.response_status,
@@ -95,11 +102,11 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
 /** A lookup by an operator: the records, with the audit row (who, why, what was asked) in the same transaction. */
 export async function lookUpKey(pool: Connectable, lookup: KeyLookup, actor: string): Promise<KeyRecord[]> {
   return inTransaction(pool, async (db) => {
-    const records = await readKeyRecords(db, lookup.principalId, lookup.key);
+    const records = await readKeyRecords(db, lookup.principalId, lookup.key, lookup.service);
     await writeAudit(db, {
       actor,
       action: 'key.lookup',
-      target: { principalId: lookup.principalId, key: lookup.key },
+      target: { principalId: lookup.principalId, ...(lookup.service ? { service: lookup.service } : {}), key: lookup.key },
       reason: lookup.reason,
       details: { records: records.length },
     });
@@ -111,6 +118,7 @@ export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().
 
 export const staleReleaseSchema = z.strictObject({
   principalId: z.uuid(),
+  service: serviceNameSchema,
   scope: storableText().min(1).max(200),
   key: z.string().regex(KEY_PATTERN),
   reason: storableText().trim().min(3, 'say why you release this claim').max(500),
@@ -118,6 +126,7 @@ export const staleReleaseSchema = z.strictObject({
 
 export interface StaleClaim {
   principalId: string;
+  service: string;
   scope: string;
   key: string;
   createdAt: string;
@@ -130,15 +139,16 @@ export interface StaleClaim {
 
 /** In-progress claims past their lease, oldest lease first: a range scan of the partial index. */
 export async function listStaleClaims(db: Queryable, limit: number): Promise<StaleClaim[]> {
-  const { rows } = await db.query<{ principal_id: string; scope: string; key: string; created_at: Date; lease_expires_at: Date; past: number; attempts: number; correlation_id: string }>({
+  const { rows } = await db.query<{ principal_id: string; service: string; scope: string; key: string; created_at: Date; lease_expires_at: Date; past: number; attempts: number; correlation_id: string }>({
     name: 'dashboard_stale_claims',
-    text: `SELECT principal_id, scope, key, created_at, lease_expires_at, extract(epoch FROM now() - lease_expires_at)::float8 AS past, attempts, correlation_id
+    text: `SELECT principal_id, service, scope, key, created_at, lease_expires_at, extract(epoch FROM now() - lease_expires_at)::float8 AS past, attempts, correlation_id
            FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()
            ORDER BY lease_expires_at LIMIT $1`,
     values: [limit],
   });
   return rows.map((row) => ({
     principalId: row.principal_id,
+    service: row.service,
     scope: row.scope,
     key: row.key,
     createdAt: row.created_at.toISOString(),
@@ -155,6 +165,7 @@ export const KEY_LIST_SCAN_ROWS = 2000;
 const keyCursorSchema = z.strictObject({
   /** created_at in whole microseconds since the epoch (exact; a Date would round to ms). */
   createdAtMicros: z.string().regex(MICROS_PATTERN, 'must be a cursor from a previous page'),
+  service: serviceNameSchema,
   scope: storableText().min(1).max(200),
   key: storableText().min(1).max(255),
 });
@@ -163,6 +174,7 @@ export type KeyCursor = z.infer<typeof keyCursorSchema>;
 export const keyListSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
   reason: storableText().trim().min(3, 'say why you list these keys').max(500),
+  service: serviceNameSchema.optional(),
   scope: storableText().min(1).max(200).optional(),
   state: z.enum(['in_progress', 'completed', 'failed']).optional(),
   /** Keyset cursor: where the previous page stopped (its last key, or the last key it examined). */
@@ -172,6 +184,7 @@ export const keyListSchema = z.strictObject({
 export type KeyList = z.infer<typeof keyListSchema>;
 
 export interface KeySummary {
+  service: string;
   scope: string;
   key: string;
   state: KeyRecord['state'];
@@ -203,6 +216,7 @@ export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor:
   const statement = principalKeysStatement(list);
   return inTransaction(pool, async (db) => {
     const { rows } = await db.query<{
+      service: string;
       scope: string;
       key: string;
       state: KeyRecord['state'];
@@ -215,7 +229,12 @@ export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor:
     }>(statement);
     const matches = rows.filter((row) => row.matches);
     const page = matches.slice(0, list.limit);
-    const cursorOf = (row: { scope: string; key: string; created_micros: string }): KeyCursor => ({ createdAtMicros: row.created_micros, scope: row.scope, key: row.key });
+    const cursorOf = (row: { service: string; scope: string; key: string; created_micros: string }): KeyCursor => ({
+      createdAtMicros: row.created_micros,
+      service: row.service,
+      scope: row.scope,
+      key: row.key,
+    });
     const last = page.at(-1);
     // The last key examined, when the scan stopped at its bound (there may be more after it).
     const bound = rows.find((row) => row.at_bound);
@@ -231,10 +250,10 @@ export async function listPrincipalKeys(pool: Connectable, list: KeyList, actor:
       action: 'key.list',
       target: { principalId: list.principalId },
       reason: list.reason,
-      details: { scope: list.scope ?? null, state: list.state ?? null, after: list.after ?? null, keys: page.length },
+      details: { service: list.service ?? null, scope: list.scope ?? null, state: list.state ?? null, after: list.after ?? null, keys: page.length },
     });
     return {
-      keys: page.map((row) => ({ scope: row.scope, key: row.key, state: row.state, statusCode: row.response_status, createdAt: row.created_at.toISOString(), expiresAt: row.expires_at.toISOString() })),
+      keys: page.map((row) => ({ service: row.service, scope: row.scope, key: row.key, state: row.state, statusCode: row.response_status, createdAt: row.created_at.toISOString(), expiresAt: row.expires_at.toISOString() })),
       next,
       searchedBackTo,
     };
@@ -254,11 +273,15 @@ export function principalKeysStatement(list: KeyList): { text: string; values: u
   // The index's predicate, stated so the planner may use it (db/schema/idempotency-keys.ts).
   const scan = ['principal_id = $1', PRINCIPAL_CREATED_INDEX_PREDICATE];
   if (list.after !== undefined) {
-    values.push(list.after.createdAtMicros, list.after.scope, list.after.key);
+    values.push(list.after.createdAtMicros, list.after.service, list.after.scope, list.after.key);
     const n = values.length;
-    scan.push(`(created_at, scope, key) < (${instantFromMicros(`$${n - 2}`)}, $${n - 1}::text, $${n}::text)`);
+    scan.push(`(created_at, service, scope, key) < (${instantFromMicros(`$${n - 3}`)}, $${n - 2}::text, $${n - 1}::text, $${n}::text)`);
   }
   const filters = ['expires_at > now()'];
+  if (list.service !== undefined) {
+    values.push(list.service);
+    filters.push(`service = $${values.length}`);
+  }
   if (list.scope !== undefined) {
     values.push(list.scope);
     filters.push(`scope = $${values.length}`);
@@ -269,13 +292,13 @@ export function principalKeysStatement(list: KeyList): { text: string; values: u
   }
   values.push(KEY_LIST_SCAN_ROWS, list.limit + 1);
   const bound = `$${values.length - 1}`;
-  const order = 'created_at DESC, scope DESC, key DESC';
+  const order = 'created_at DESC, service DESC, scope DESC, key DESC';
   return {
-    text: `SELECT scope, key, state, response_status, created_at, created_micros, expires_at, matches, n = ${bound} AS at_bound
+    text: `SELECT service, scope, key, state, response_status, created_at, created_micros, expires_at, matches, n = ${bound} AS at_bound
            FROM (
              SELECT *, ${filters.join(' AND ')} AS matches, row_number() OVER (ORDER BY ${order}) AS n
              FROM (
-               SELECT scope, key, state, response_status, created_at, ${microsOf('created_at')} AS created_micros, expires_at
+               SELECT service, scope, key, state, response_status, created_at, ${microsOf('created_at')} AS created_micros, expires_at
                FROM idempotency_keys
                WHERE ${scan.join(' AND ')}
                ORDER BY ${order} LIMIT ${bound}

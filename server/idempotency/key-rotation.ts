@@ -1,6 +1,7 @@
-// Key rotation for stored responses: re-encrypts every body sealed under an old key with
-// the ring's current (first) key, so the old key can then be dropped from
-// RESPONSE_ENCRYPTION_KEYS. Runs beside live traffic: short chunks that skip locked rows.
+// Key rotation for stored responses: re-encrypts every body of one service sealed under an old
+// key with the ring's current (first) key, so the old key can then be dropped from that
+// service's RESPONSE_ENCRYPTION_KEYS. Each service has keys of its own: another service's rows
+// are never opened, only counted apart. Runs beside live traffic: short chunks that skip locked rows.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { detectStoreLayout, type StoreLayout } from '../../db/migrate';
@@ -27,7 +28,13 @@ export interface KeyIdCount {
   rows: number;
 }
 
+export interface ServiceKeyIdCount extends KeyIdCount {
+  service: string;
+}
+
 export interface RotationSummary {
+  /** The service whose rows were rotated (the keys given are its keys). */
+  service: string;
   /** The current key: every rotated row is now sealed under it. */
   keyId: string;
   rowsRotated: number;
@@ -39,11 +46,14 @@ export interface RotationSummary {
   unreadable: KeyIdCount[];
   /** True when no readable row is left on an old key: every key id other than `keyId` can be dropped from RESPONSE_ENCRYPTION_KEYS. */
   oldKeysDroppable: boolean;
+  /** Other services' sealed rows on a key id other than `keyId`, by service and key id: theirs to rotate with their own keys, never opened here. */
+  otherServices: ServiceKeyIdCount[];
   durationMs: number;
 }
 
 interface SealedRow {
   principal_id: string;
+  service: string;
   scope: string;
   key: string;
   /** As text: a JS Date would drop the microseconds, and the partitioned cursor must match exactly. */
@@ -55,14 +65,15 @@ interface SealedRow {
 /** Where a pass resumes: the primary key of the last row the previous chunk returned. */
 interface Cursor {
   principalId: string;
+  service: string;
   scope: string;
   key: string;
   expiresAt: string;
 }
 
-// Sorts before every row: no row has an empty scope (idempotency_keys_scope_length), so a
+// Sorts before every row: no row has an empty service or scope (the key table's checks), so a
 // pass needs no separate "first chunk" statement.
-const START: Cursor = { principalId: '00000000-0000-0000-0000-000000000000', scope: '', key: '', expiresAt: '-infinity' };
+const START: Cursor = { principalId: '00000000-0000-0000-0000-000000000000', service: '', scope: '', key: '', expiresAt: '-infinity' };
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
@@ -70,20 +81,20 @@ const LOCK_NOT_AVAILABLE = '55P03';
 // cursor. LIMIT applies after locking, so rows skipped as locked do not count. The ORDER BY
 // names k.expires_at: unqualified it would mean the text output column.
 const LOCK_CHUNK_SQL = `
-SELECT k.principal_id, k.scope, k.key, k.expires_at::text AS expires_at, k.response_key_id, k.response_body
+SELECT k.principal_id, k.service, k.scope, k.key, k.expires_at::text AS expires_at, k.response_key_id, k.response_body
 FROM idempotency_keys k
-WHERE (k.principal_id, k.scope, k.key) > ($3::uuid, $4::text, $5::text)
-  AND k.response_body IS NOT NULL AND k.response_key_id <> $1
-ORDER BY k.principal_id, k.scope, k.key
+WHERE (k.principal_id, k.service, k.scope, k.key) > ($3::uuid, $4::text, $5::text, $6::text)
+  AND k.service = $7 AND k.response_body IS NOT NULL AND k.response_key_id <> $1
+ORDER BY k.principal_id, k.service, k.scope, k.key
 LIMIT $2
 FOR UPDATE SKIP LOCKED`;
 
 const PARTITIONED_LOCK_CHUNK_SQL = `
-SELECT k.principal_id, k.scope, k.key, k.expires_at::text AS expires_at, k.response_key_id, k.response_body
+SELECT k.principal_id, k.service, k.scope, k.key, k.expires_at::text AS expires_at, k.response_key_id, k.response_body
 FROM idempotency_keys k
-WHERE (k.principal_id, k.scope, k.key, k.expires_at) > ($3::uuid, $4::text, $5::text, $6::timestamptz)
-  AND k.response_body IS NOT NULL AND k.response_key_id <> $1
-ORDER BY k.principal_id, k.scope, k.key, k.expires_at
+WHERE (k.principal_id, k.service, k.scope, k.key, k.expires_at) > ($3::uuid, $4::text, $5::text, $6::text, $8::timestamptz)
+  AND k.service = $7 AND k.response_body IS NOT NULL AND k.response_key_id <> $1
+ORDER BY k.principal_id, k.service, k.scope, k.key, k.expires_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED`;
 
@@ -93,15 +104,15 @@ const STORE_RESEALED_SQL = `
 UPDATE idempotency_keys k SET response_body = u.new_body, response_key_id = $1
 FROM unnest($2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::bytea[])
   AS u(principal_id, scope, key, expires_at, old_key_id, old_body, new_body)
-WHERE k.principal_id = u.principal_id AND k.scope = u.scope AND k.key = u.key AND k.expires_at = u.expires_at
+WHERE k.principal_id = u.principal_id AND k.service = $9 AND k.scope = u.scope AND k.key = u.key AND k.expires_at = u.expires_at
   AND k.response_key_id = u.old_key_id AND k.response_body = u.old_body`;
 
 const COUNT_OLD_KEY_ROWS_SQL = `
-SELECT response_key_id AS key_id, count(*)::int AS rows
+SELECT service, response_key_id AS key_id, count(*)::int AS rows
 FROM idempotency_keys
 WHERE response_body IS NOT NULL AND response_key_id <> $1
-GROUP BY response_key_id
-ORDER BY response_key_id`;
+GROUP BY service, response_key_id
+ORDER BY service, response_key_id`;
 
 /** The chunk statements' texts, for the test that proves their plans. */
 export const rotationStatementTexts = { lockChunk: LOCK_CHUNK_SQL, partitionedLockChunk: PARTITIONED_LOCK_CHUNK_SQL };
@@ -111,8 +122,8 @@ export const rotationStatementTexts = { lockChunk: LOCK_CHUNK_SQL, partitionedLo
  * one, skipping rows locked by in-flight work. Range scan of the primary key
  * (idempotency_keys_pkey; in the partitioned layout a merge of each partition's).
  */
-async function lockOldKeyChunk(db: Queryable, layout: StoreLayout, currentKeyId: string, cursor: Cursor, limit: number): Promise<SealedRow[]> {
-  const from = [cursor.principalId, cursor.scope, cursor.key];
+async function lockOldKeyChunk(db: Queryable, layout: StoreLayout, service: string, currentKeyId: string, cursor: Cursor, limit: number): Promise<SealedRow[]> {
+  const from = [cursor.principalId, cursor.service, cursor.scope, cursor.key, service];
   // Unnamed, so it is planned with its values every time: a generic plan cannot see the
   // LIMIT, assumes a tenth of the table, and prefers sorting a sequential scan.
   const { rows } = await db.query<SealedRow>(
@@ -132,7 +143,7 @@ interface Resealed {
  * Writes the re-sealed bodies; returns how many rows changed. One index probe per row (the
  * primary key, or expires_at when the planner finds it as selective).
  */
-async function storeResealed(db: Queryable, currentKeyId: string, resealed: Resealed[]): Promise<number> {
+async function storeResealed(db: Queryable, service: string, currentKeyId: string, resealed: Resealed[]): Promise<number> {
   const result = await db.query({
     name: 'retrysafe_rotation_store_resealed',
     text: STORE_RESEALED_SQL,
@@ -145,15 +156,16 @@ async function storeResealed(db: Queryable, currentKeyId: string, resealed: Rese
       resealed.map(({ row }) => row.response_key_id),
       resealed.map(({ row }) => row.response_body),
       resealed.map(({ body }) => body),
+      service,
     ],
   });
   return result.rowCount ?? 0;
 }
 
-/** Rows per old key id. No index serves it (a sequential scan), once at the end of a run. */
-async function countOldKeyRows(db: pg.ClientBase, currentKeyId: string): Promise<Map<string, number>> {
-  const { rows } = await db.query<{ key_id: string; rows: number }>(COUNT_OLD_KEY_ROWS_SQL, [currentKeyId]);
-  return new Map(rows.map((row) => [row.key_id, row.rows]));
+/** Rows per service and old key id. No index serves it (a sequential scan), once at the end of a run. */
+async function countOldKeyRows(db: pg.ClientBase, currentKeyId: string): Promise<{ service: string; key_id: string; rows: number }[]> {
+  const { rows } = await db.query<{ service: string; key_id: string; rows: number }>(COUNT_OLD_KEY_ROWS_SQL, [currentKeyId]);
+  return rows;
 }
 
 interface ChunkResult {
@@ -168,6 +180,7 @@ async function rotateChunk(
   held: HeldConnection,
   keyRing: ResponseKeyRing,
   layout: StoreLayout,
+  service: string,
   cursor: Cursor,
   options: RotationOptions,
   unreadable: Map<string, number>,
@@ -175,10 +188,10 @@ async function rotateChunk(
   return transactionOn(
     held,
     async (client) => {
-      const rows = await lockOldKeyChunk(client, layout, keyRing.currentKeyId, cursor, options.chunkSize);
+      const rows = await lockOldKeyChunk(client, layout, service, keyRing.currentKeyId, cursor, options.chunkSize);
       const resealed: Resealed[] = [];
       for (const row of rows) {
-        const identity = { principalId: row.principal_id, scope: row.scope, key: row.key };
+        const identity = { principalId: row.principal_id, service: row.service, scope: row.scope, key: row.key };
         try {
           const plaintext = keyRing.open({ keyId: row.response_key_id, ciphertext: row.response_body }, identity);
           resealed.push({ row, body: keyRing.seal(plaintext, identity).ciphertext });
@@ -187,12 +200,12 @@ async function rotateChunk(
           unreadable.set(row.response_key_id, (unreadable.get(row.response_key_id) ?? 0) + 1);
         }
       }
-      const rotated = resealed.length > 0 ? await storeResealed(client, keyRing.currentKeyId, resealed) : 0;
+      const rotated = resealed.length > 0 ? await storeResealed(client, service, keyRing.currentKeyId, resealed) : 0;
       const last = rows.at(-1);
       return {
         seen: rows.length,
         rotated,
-        last: last && { principalId: last.principal_id, scope: last.scope, key: last.key, expiresAt: last.expires_at },
+        last: last && { principalId: last.principal_id, service: last.service, scope: last.scope, key: last.key, expiresAt: last.expires_at },
       };
     },
     beginWithLockTimeout(options.lockTimeoutMs),
@@ -206,13 +219,13 @@ interface PassResult {
 }
 
 /** One walk over the whole table; a chunk that times out on a lock ends it early (the next pass retries). */
-async function rotationPass(held: HeldConnection, keyRing: ResponseKeyRing, layout: StoreLayout, options: RotationOptions): Promise<PassResult> {
+async function rotationPass(held: HeldConnection, keyRing: ResponseKeyRing, layout: StoreLayout, service: string, options: RotationOptions): Promise<PassResult> {
   const pass: PassResult = { rotated: 0, chunks: 0, unreadable: new Map() };
   let cursor = START;
   for (;;) {
     let chunk: ChunkResult;
     try {
-      chunk = await rotateChunk(held, keyRing, layout, cursor, options, pass.unreadable);
+      chunk = await rotateChunk(held, keyRing, layout, service, cursor, options, pass.unreadable);
     } catch (error) {
       if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return pass;
       throw error;
@@ -229,11 +242,12 @@ const toCounts = (counts: Map<string, number>): KeyIdCount[] =>
   [...counts].filter(([, rows]) => rows > 0).map(([keyId, rows]) => ({ keyId, rows })).sort((a, b) => a.keyId.localeCompare(b.keyId));
 
 /**
- * Re-encrypts every stored body that is not under the ring's current key. Passes repeat
- * while they make progress (rows skipped as locked are retried by the next pass); what
- * is still on an old key at the end is counted and reported, never waited for.
+ * Re-encrypts every stored body of `service` that is not under the ring's current key (the ring
+ * holds that service's keys). Passes repeat while they make progress (rows skipped as locked are
+ * retried by the next pass); what is still on an old key at the end is counted and reported,
+ * never waited for, and other services' rows on other keys are reported apart.
  */
-export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing, overrides: Partial<RotationOptions> = {}): Promise<RotationSummary> {
+export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing, service: string, overrides: Partial<RotationOptions> = {}): Promise<RotationSummary> {
   const options = { ...defaultRotationOptions, ...overrides };
   const started = performance.now();
   const client = await pool.connect();
@@ -246,7 +260,7 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
     let passes = 0;
     let unreadable = new Map<string, number>();
     while (passes < options.maxPasses) {
-      const pass = await rotationPass(held, keyRing, layout, options);
+      const pass = await rotationPass(held, keyRing, layout, service, options);
       passes += 1;
       rowsRotated += pass.rotated;
       chunks += pass.chunks;
@@ -255,9 +269,10 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
       if (pass.rotated === 0) break;
     }
     const left = await countOldKeyRows(client, keyRing.currentKeyId);
-    const remaining = new Map([...left].map(([keyId, rows]) => [keyId, rows - (unreadable.get(keyId) ?? 0)]));
+    const remaining = new Map(left.filter((row) => row.service === service).map((row) => [row.key_id, row.rows - (unreadable.get(row.key_id) ?? 0)]));
     const remainingOnOldKeys = toCounts(remaining);
     return {
+      service,
       keyId: keyRing.currentKeyId,
       rowsRotated,
       chunks,
@@ -265,6 +280,7 @@ export async function rotateResponseKeys(pool: pg.Pool, keyRing: ResponseKeyRing
       remainingOnOldKeys,
       unreadable: toCounts(unreadable),
       oldKeysDroppable: remainingOnOldKeys.length === 0,
+      otherServices: left.filter((row) => row.service !== service).map((row) => ({ service: row.service, keyId: row.key_id, rows: row.rows })),
       durationMs: Math.round(performance.now() - started),
     };
   } catch (error) {

@@ -127,6 +127,7 @@ export interface FlowMinutePoint {
 }
 
 export interface PolicyPoint {
+  service: string;
   endpoint: string;
   retryWindowSeconds: number;
   retentionSeconds: number;
@@ -143,15 +144,24 @@ export interface AlertInputs {
   store: StoreSamplePoint[];
   /** All scopes together. */
   flow: FlowMinutePoint[];
-  /** Each scope's own series (the flow alerts are judged per scope too). */
-  flowByScope?: Record<string, FlowMinutePoint[]>;
+  /** Each service's scopes' own series (the flow alerts are judged per scope too). */
+  flowByScope?: ScopeSeries[];
   policies: PolicyPoint[];
   sweep: SweepPoint;
+}
+
+/** One service's scope's flow, minute by minute. */
+export interface ScopeSeries {
+  service: string;
+  scope: string;
+  points: FlowMinutePoint[];
 }
 
 export interface Alert {
   name: AlertName;
   severity: Severity;
+  /** A flow alert's service; null for a store-wide alert, or a flow alert of all scopes together. */
+  service: string | null;
   /** A flow alert's scope; null for a store-wide alert, or a flow alert of all scopes together. */
   scope: string | null;
   /** About the whole store (size, cleanup, stale claims, the sweeper, a policy), not one scope's traffic. */
@@ -176,10 +186,12 @@ function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number
   return window.every(holds) ? earliest.at : null;
 }
 
-/** The flow alerts of one series: one scope's, or (scope null) all scopes together. */
-function flowAlerts(series: FlowMinutePoint[], scope: string | null, now: Date, thresholds: AlertThresholds): Alert[] {
+/** The flow alerts of one series: one service's scope's, or (of null) all scopes together. */
+function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: string } | null, now: Date, thresholds: AlertThresholds): Alert[] {
   const flow = [...series].sort((a, b) => a.at.getTime() - b.at.getTime());
-  const where = scope === null ? '' : `${scope}: `;
+  const where = of === null ? '' : `${of.scope} (${of.service}): `;
+  const service = of?.service ?? null;
+  const scope = of?.scope ?? null;
   const alerts: Alert[] = [];
   const busy = (point: FlowMinutePoint) => point.claims >= thresholds.minimumClaimsPerMinute;
   const p99 = (point: FlowMinutePoint) => percentileOf(point.latency, 99);
@@ -187,6 +199,7 @@ function flowAlerts(series: FlowMinutePoint[], scope: string | null, now: Date, 
   if (slow && flow.some(busy)) {
     alerts.push({
       name: 'claim_p99',
+      service,
       scope,
       storeWide: false,
       severity: alertCatalog.claim_p99.severity,
@@ -205,6 +218,7 @@ function flowAlerts(series: FlowMinutePoint[], scope: string | null, now: Date, 
     if (since && flow.some(busy)) {
       alerts.push({
         name,
+        service,
         scope,
         storeWide: false,
         severity: alertCatalog[name].severity,
@@ -227,10 +241,11 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
     if (policy.retentionSeconds < policy.retryWindowSeconds) {
       alerts.push({
         name: 'retention_below_window',
+        service: null,
         scope: null,
         storeWide: true,
         severity: alertCatalog.retention_below_window.severity,
-        summary: `${policy.endpoint} keeps keys ${policy.retentionSeconds} s, less than its documented ${policy.retryWindowSeconds} s window`,
+        summary: `${policy.endpoint} (${policy.service}) keeps keys ${policy.retentionSeconds} s, less than its documented ${policy.retryWindowSeconds} s window`,
         action: alertCatalog.retention_below_window.action,
         since: null,
       });
@@ -242,6 +257,7 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
     const latest = store.at(-1);
     alerts.push({
       name: 'rows_over_baseline',
+      service: null,
       scope: null,
       storeWide: true,
       severity: alertCatalog.rows_over_baseline.severity,
@@ -255,6 +271,7 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
   if (latestStore && latestStore.cleanupLagSeconds > thresholds.cleanupLagSeconds) {
     alerts.push({
       name: 'cleanup_lag',
+      service: null,
       scope: null,
       storeWide: true,
       severity: alertCatalog.cleanup_lag.severity,
@@ -267,6 +284,7 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
   if (latestStore && latestStore.oldestStaleSeconds > thresholds.staleClaimMinutes * 60) {
     alerts.push({
       name: 'stale_claims',
+      service: null,
       scope: null,
       storeWide: true,
       severity: alertCatalog.stale_claims.severity,
@@ -279,9 +297,9 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
   // Flow alerts per scope, so one scope's trouble shows however busy and healthy the others
   // are; all scopes together only where no single scope explains it (e.g. each scope under
   // the minimum-claims floor, together over it).
-  const perScope = Object.entries(input.flowByScope ?? {})
-    .sort(([a], [b]) => a.localeCompare(b))
-    .flatMap(([scope, points]) => flowAlerts(points, scope, now, thresholds));
+  const perScope = [...(input.flowByScope ?? [])]
+    .sort((a, b) => a.service.localeCompare(b.service) || a.scope.localeCompare(b.scope))
+    .flatMap((series) => flowAlerts(series.points, series, now, thresholds));
   const named = new Set(perScope.map((alert) => alert.name));
   alerts.push(...flowAlerts(flow, null, now, thresholds).filter((alert) => !named.has(alert.name)), ...perScope);
 
@@ -290,6 +308,7 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
   if (lastFinishedAt && now.getTime() - lastFinishedAt.getTime() > stalledAfterMs) {
     alerts.push({
       name: 'sweeper_stalled',
+      service: null,
       scope: null,
       storeWide: true,
       severity: alertCatalog.sweeper_stalled.severity,
@@ -321,29 +340,29 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
      WHERE state = 'in_progress' AND lease_expires_at < now()`,
   );
   const oldestStale = stale.rows[0]?.seconds ?? 0;
-  // Per minute and scope (a range of each table's primary key); all scopes are their sum.
-  const counts = await db.query<{ minute: Date; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
-    `SELECT minute, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
+  // Per minute, service and scope (a range of each table's primary key); all scopes are their sum.
+  const counts = await db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
+    `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
             sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
-     FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, scope ORDER BY minute`,
+     FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope ORDER BY minute`,
     [minutes],
   );
-  const latency = await db.query<{ minute: Date; scope: string; bucket: number; count: string }>(
-    `SELECT minute, scope, bucket, sum(count) AS count FROM claim_latency_minute
-     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, scope, bucket`,
+  const latency = await db.query<{ minute: Date; service: string; scope: string; bucket: number; count: string }>(
+    `SELECT minute, service, scope, bucket, sum(count) AS count FROM claim_latency_minute
+     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope, bucket`,
     [minutes],
   );
   const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
   const histograms = new Map<string, number[]>();
   for (const row of latency.rows) {
-    for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.scope}`]) {
+    for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.service}\0${row.scope}`]) {
       const buckets = histograms.get(key) ?? emptyHistogram();
       buckets[row.bucket] = (buckets[row.bucket] ?? 0) + Number(row.count);
       histograms.set(key, buckets);
     }
   }
   const overall = new Map<number, FlowMinutePoint>();
-  const flowByScope: Record<string, FlowMinutePoint[]> = {};
+  const flowByScope = new Map<string, ScopeSeries>();
   for (const row of counts.rows) {
     const at = row.minute.getTime();
     const point: FlowMinutePoint = {
@@ -352,9 +371,12 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
       mismatches: Number(row.mismatches ?? 0),
       conflicts: Number(row.conflicts ?? 0),
       rejections: Number(row.rejections ?? 0),
-      latency: histograms.get(`${at}\0${row.scope}`) ?? emptyHistogram(),
+      latency: histograms.get(`${at}\0${row.service}\0${row.scope}`) ?? emptyHistogram(),
     };
-    (flowByScope[row.scope] ??= []).push(point);
+    const id = `${row.service}\0${row.scope}`;
+    const series = flowByScope.get(id) ?? { service: row.service, scope: row.scope, points: [] };
+    series.points.push(point);
+    flowByScope.set(id, series);
     const sum = overall.get(at) ?? { at: row.minute, claims: 0, mismatches: 0, conflicts: 0, rejections: 0, latency: histograms.get(`${at}`) ?? emptyHistogram() };
     sum.claims += point.claims;
     sum.mismatches += point.mismatches;
@@ -362,8 +384,8 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
     sum.rejections += point.rejections;
     overall.set(at, sum);
   }
-  const policies = await db.query<{ endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
-    'SELECT endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
+  const policies = await db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
+    'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
   );
   return {
     now,
@@ -375,8 +397,8 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
       oldestStaleSeconds: index === stats.rows.length - 1 ? Math.max(0, oldestStale) : 0,
     })),
     flow: [...overall.values()],
-    flowByScope,
-    policies: policies.rows.map((row) => ({ endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
+    flowByScope: [...flowByScope.values()],
+    policies: policies.rows.map((row) => ({ service: row.service, endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
     sweep: { lastFinishedAt: (await readLastFinishedSweep(db))?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
   };
 }

@@ -4,6 +4,7 @@
 // body or fingerprint is read. Every query is a primary-key range scan on a time column.
 import { z } from 'zod';
 import { storableText } from '../storable';
+import { serviceNameSchema } from '../service-name';
 import { claimOutcomes, type ClaimOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
@@ -20,6 +21,7 @@ const steps: Record<OverviewRange, number> = { '1h': 60, '6h': 300, '24h': 900, 
 
 export const overviewQuery = z.strictObject({
   range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
+  service: serviceNameSchema.optional(),
   scope: storableText().min(1).max(200).optional(),
 });
 export type OverviewQuery = z.infer<typeof overviewQuery>;
@@ -50,12 +52,17 @@ export interface Overview {
   stepSeconds: number;
   from: string;
   to: string;
+  /** The service chosen (null: every service). */
+  service: string | null;
+  /** The services with claims in the range. */
+  services: string[];
   scope: string | null;
+  /** The scopes with claims in the range (of the chosen service, or of every service). */
   scopes: string[];
   flow: FlowPoint[];
   store: StorePoint[];
   /** Each scope's estimated rows and stored response bytes, from the last sample in the range (null: none yet). */
-  storeByScope: { sampledAt: string; scopes: { scope: string; estimatedRows: number; responseBytes: number }[] } | null;
+  storeByScope: { sampledAt: string; scopes: { service: string; scope: string; estimatedRows: number; responseBytes: number }[] } | null;
   /** The last finished sweep run (readLastFinishedSweep). */
   lastSweep: (Omit<FinishedSweep, 'finishedAt'> & { finishedAt: string }) | null;
   alerts: Alert[];
@@ -83,7 +90,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   // what is not rolled up yet (the last 48 h by default), in one statement each: the roll-up
   // moves a count from one table to the other in one transaction, so one snapshot sees it in
   // exactly one of them. Each side is a range scan of its table's primary key (time first).
-  const params = [step, window.from, window.to, query.scope ?? null];
+  const params = [step, window.from, window.to, query.scope ?? null, query.service ?? null];
   const series = (columns: string, minuteTable: string, hourTable: string, from = '$2', to = '$3') =>
     hourly
       ? `SELECT hour AS at, ${columns} FROM ${hourTable} WHERE hour >= ${from} AND hour < ${to}
@@ -92,18 +99,18 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
       : `SELECT minute AS at, ${columns} FROM ${minuteTable} WHERE minute >= ${from} AND minute < ${to}`;
   const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>(
     `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, outcome, sum(count) AS n
-     FROM (${series('scope, outcome, count', 'flow_counts_minute', 'flow_counts_hour')}) AS f
-     WHERE ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+     FROM (${series('service, scope, outcome, count', 'flow_counts_minute', 'flow_counts_hour')}) AS f
+     WHERE ($4::text IS NULL OR scope = $4) AND ($5::text IS NULL OR service = $5) GROUP BY 1, 2`,
     params,
   );
   const latency = await db.query<{ t: Date; bucket: number; n: string }>(
     `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, bucket, sum(count) AS n
-     FROM (${series('scope, bucket, count', 'claim_latency_minute', 'claim_latency_hour')}) AS f
-     WHERE ($4::text IS NULL OR scope = $4) GROUP BY 1, 2`,
+     FROM (${series('service, scope, bucket, count', 'claim_latency_minute', 'claim_latency_hour')}) AS f
+     WHERE ($4::text IS NULL OR scope = $4) AND ($5::text IS NULL OR service = $5) GROUP BY 1, 2`,
     params,
   );
-  const scopes = await db.query<{ scope: string }>(
-    `SELECT DISTINCT scope FROM (${series('scope', 'flow_counts_minute', 'flow_counts_hour', '$1', '$2')}) AS f ORDER BY scope`,
+  const scopes = await db.query<{ service: string; scope: string }>(
+    `SELECT DISTINCT service, scope FROM (${series('service, scope', 'flow_counts_minute', 'flow_counts_hour', '$1', '$2')}) AS f ORDER BY service, scope`,
     [window.from, window.to],
   );
   const samples = await db.query<{
@@ -146,8 +153,10 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     stepSeconds: step,
     from: window.from.toISOString(),
     to: window.to.toISOString(),
+    service: query.service ?? null,
+    services: [...new Set(scopes.rows.map((row) => row.service))],
     scope: query.scope ?? null,
-    scopes: scopes.rows.map((row) => row.scope),
+    scopes: [...new Set(scopes.rows.filter((row) => query.service === undefined || row.service === query.service).map((row) => row.scope))].sort(),
     flow: [...flow.entries()].map(([t, point]) => {
       const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
       const perSecond = zeroes();
@@ -189,13 +198,15 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
         : {
             sampledAt: scopeSample[0].sampledAt.toISOString(),
             scopes: scopeSample
-              .filter((figure) => query.scope === undefined || figure.scope === query.scope)
-              .map(({ scope, estimatedRows, responseBytes }) => ({ scope, estimatedRows, responseBytes })),
+              .filter((figure) => (query.scope === undefined || figure.scope === query.scope) && (query.service === undefined || figure.service === query.service))
+              .map(({ service, scope, estimatedRows, responseBytes }) => ({ service, scope, estimatedRows, responseBytes })),
           },
     lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
-    // A chosen scope shows its own flow alerts and the store-wide ones; no scope shows them all.
+    // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
     alerts: evaluateAlerts(await readAlertInputs(db, { sweepIntervalSeconds }), thresholds).filter(
-      (alert) => query.scope === undefined || alert.storeWide || alert.scope === query.scope,
+      (alert) =>
+        alert.storeWide ||
+        ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
     ),
   };
 }

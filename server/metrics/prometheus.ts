@@ -29,14 +29,14 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   const registry = new Registry();
   const claims = new Counter({
     name: 'retrysafe_claims_total',
-    help: 'Claims by scope and outcome (new, replay, conflict, mismatch, takeover, rejected, error), this instance',
-    labelNames: ['scope', 'outcome'],
+    help: 'Claims by service, scope and outcome (new, replay, conflict, mismatch, takeover, rejected, error), this instance',
+    labelNames: ['service', 'scope', 'outcome'],
     registers: [registry],
   });
   const latency = new Histogram({
     name: 'retrysafe_claim_duration_seconds',
     help: 'Latency of the claim statement, this instance',
-    labelNames: ['scope'],
+    labelNames: ['service', 'scope'],
     buckets: BUCKET_BOUNDS_MS.filter(Number.isFinite).map((bound) => bound / 1000),
     registers: [registry],
   });
@@ -81,11 +81,11 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     new Gauge({
       name,
       help,
-      labelNames: ['scope'],
+      labelNames: ['service', 'scope'],
       registers: [registry],
       async collect() {
         this.reset();
-        for (const figure of await scopeFigures()) this.set({ scope: figure.scope }, pick(figure));
+        for (const figure of await scopeFigures()) this.set({ service: figure.service, scope: figure.scope }, pick(figure));
       },
     });
   }
@@ -114,11 +114,11 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     new Gauge({
       name,
       help,
-      labelNames: ['scope'],
+      labelNames: ['service', 'scope'],
       registers: [registry],
       async collect() {
         this.reset();
-        for (const policy of await policies()) this.set({ scope: policy.endpoint }, pick(policy));
+        for (const policy of await policies()) this.set({ service: policy.service, scope: policy.endpoint }, pick(policy));
       },
     });
   }
@@ -133,12 +133,17 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
 
   new Gauge({
     name: 'retrysafe_alert_firing',
-    help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) scope, evaluated from the stored series',
-    labelNames: ['name', 'severity', 'scope'],
+    help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) service and scope, evaluated from the stored series',
+    labelNames: ['name', 'severity', 'service', 'scope'],
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set(alert.scope === null ? { name: alert.name, severity: alert.severity } : { name: alert.name, severity: alert.severity, scope: alert.scope }, 1);
+      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set(
+          alert.scope === null || alert.service === null
+            ? { name: alert.name, severity: alert.severity }
+            : { name: alert.name, severity: alert.severity, service: alert.service, scope: alert.scope },
+          1,
+        );
     },
   });
 
@@ -149,12 +154,14 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     registry,
     observer: {
       record(event) {
-        if (!seenScopes.has(event.scope)) {
-          seenScopes.add(event.scope);
-          for (const outcome of claimOutcomes) claims.inc({ scope: event.scope, outcome }, 0);
+        const labels = { service: event.service, scope: event.scope };
+        const seen = `${event.service}\0${event.scope}`;
+        if (!seenScopes.has(seen)) {
+          seenScopes.add(seen);
+          for (const outcome of claimOutcomes) claims.inc({ ...labels, outcome }, 0);
         }
-        claims.inc({ scope: event.scope, outcome: event.outcome });
-        if (event.claimLatencyMs !== undefined) latency.observe({ scope: event.scope }, event.claimLatencyMs / 1000);
+        claims.inc({ ...labels, outcome: event.outcome });
+        if (event.claimLatencyMs !== undefined) latency.observe(labels, event.claimLatencyMs / 1000);
       },
     },
   };
@@ -171,11 +178,11 @@ async function readLatestBaseline(db: Queryable): Promise<number | null> {
 
 /** Each endpoint's documented window and applied retention (a handful of rows). */
 async function readPolicyWindows(db: Queryable): Promise<PolicyPoint[]> {
-  const { rows } = await db.query<{ endpoint: string; retry_window_seconds: number; retention_seconds: number }>({
+  const { rows } = await db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>({
     name: 'metrics_policy_windows',
-    text: 'SELECT endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies ORDER BY endpoint',
+    text: 'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies ORDER BY service, endpoint',
   });
-  return rows.map((row) => ({ endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds }));
+  return rows.map((row) => ({ service: row.service, endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds }));
 }
 
 /** One read shared by the gauges of a scrape: later callers within a second get the same promise. */

@@ -32,11 +32,11 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       // Served by each table's primary key (prefix: the time column).
       const moved = await client.query<{ n: string }>(
         `WITH moved AS (
-           DELETE FROM ${minuteTable} WHERE minute < now() - $1::bigint * interval '1 millisecond' RETURNING minute, scope, ${key}, count
+           DELETE FROM ${minuteTable} WHERE minute < now() - $1::bigint * interval '1 millisecond' RETURNING minute, service, scope, ${key}, count
          ), added AS (
-           INSERT INTO ${hourTable} (hour, scope, ${key}, count)
-           SELECT date_trunc('hour', minute), scope, ${key}, sum(count) FROM moved GROUP BY 1, 2, 3
-           ON CONFLICT (hour, scope, ${key}) DO UPDATE SET count = ${hourTable}.count + EXCLUDED.count
+           INSERT INTO ${hourTable} (hour, service, scope, ${key}, count)
+           SELECT date_trunc('hour', minute), service, scope, ${key}, sum(count) FROM moved GROUP BY 1, 2, 3, 4
+           ON CONFLICT (hour, service, scope, ${key}) DO UPDATE SET count = ${hourTable}.count + EXCLUDED.count
          )
          SELECT count(*) AS n FROM moved`,
         [options.minuteRetentionMs],

@@ -14,6 +14,7 @@ import { readStoreFigures, type StoreFigures } from './store-figures';
 const SAMPLER_LOCK_KEY = 0x727373746174n;
 
 export interface ScopeBaseline {
+  service: string;
   scope: string;
   retentionSeconds: number;
   /** New keys (first claims and expired keys reused) within the trailing retention. */
@@ -26,22 +27,22 @@ export interface ScopeBaseline {
  * scans on the time column; intent scope takes the longest retention of intent policies.
  */
 export async function readBaseline(db: Queryable): Promise<ScopeBaseline[]> {
-  const { rows } = await db.query<{ scope: string; retention_seconds: number; new_keys: string }>({
+  const { rows } = await db.query<{ service: string; scope: string; retention_seconds: number; new_keys: string }>({
     name: 'metrics_baseline',
     text: `
 WITH scopes AS (
-  SELECT endpoint AS scope, retention_seconds FROM endpoint_policies WHERE scope_mode = 'endpoint'
+  SELECT service, endpoint AS scope, retention_seconds FROM endpoint_policies WHERE scope_mode = 'endpoint'
   UNION ALL
-  SELECT 'intent', max(retention_seconds) FROM endpoint_policies WHERE scope_mode = 'intent' HAVING count(*) > 0
+  SELECT service, 'intent', max(retention_seconds) FROM endpoint_policies WHERE scope_mode = 'intent' GROUP BY service
 )
-SELECT s.scope, s.retention_seconds,
+SELECT s.service, s.scope, s.retention_seconds,
   coalesce((SELECT sum(m.count) FROM flow_counts_minute m
-            WHERE m.minute >= now() - s.retention_seconds * interval '1 second' AND m.scope = s.scope AND m.outcome = 'new'), 0)
+            WHERE m.minute >= now() - s.retention_seconds * interval '1 second' AND m.service = s.service AND m.scope = s.scope AND m.outcome = 'new'), 0)
   + coalesce((SELECT sum(h.count) FROM flow_counts_hour h
-            WHERE h.hour >= now() - s.retention_seconds * interval '1 second' AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
-FROM scopes s ORDER BY s.scope`,
+            WHERE h.hour >= now() - s.retention_seconds * interval '1 second' AND h.service = s.service AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
+FROM scopes s ORDER BY s.service, s.scope`,
   });
-  return rows.map((row) => ({ scope: row.scope, retentionSeconds: row.retention_seconds, newKeys: Number(row.new_keys) }));
+  return rows.map((row) => ({ service: row.service, scope: row.scope, retentionSeconds: row.retention_seconds, newKeys: Number(row.new_keys) }));
 }
 
 export interface StoreSample extends StoreFigures {

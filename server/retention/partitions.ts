@@ -15,7 +15,7 @@ export interface PartitionInfo {
 export interface DroppedPartition {
   name: string;
   rows: number;
-  scopes: { scope: string; rows: number; minAgeSeconds: number }[];
+  scopes: { service: string; scope: string; rows: number; minAgeSeconds: number }[];
   detachMs: number;
   dropMs: number;
 }
@@ -54,15 +54,15 @@ export async function dropExpiredPartitions(client: pg.ClientBase, safetyMs = 60
     const detachStarted = performance.now();
     await client.query(`ALTER TABLE idempotency_keys DETACH PARTITION ${table} ${partition.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
     const detachMs = performance.now() - detachStarted;
-    const { rows } = await client.query<{ scope: string; rows: number; min_age_seconds: number }>(
-      `SELECT scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY scope`,
+    const { rows } = await client.query<{ service: string; scope: string; rows: number; min_age_seconds: number }>(
+      `SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY service, scope`,
     );
     const dropStarted = performance.now();
     await client.query(`DROP TABLE ${table}`);
     dropped.push({
       name: partition.name,
       rows: rows.reduce((sum, row) => sum + row.rows, 0),
-      scopes: rows.map((row) => ({ scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
+      scopes: rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
       detachMs,
       dropMs: performance.now() - dropStarted,
     });

@@ -28,6 +28,7 @@ export const policyFields = z
 export type PolicyFields = z.infer<typeof policyFields>;
 
 export interface PolicyRecord extends PolicyFields {
+  service: string;
   endpoint: string;
   version: number;
   updatedAt: Date;
@@ -51,6 +52,7 @@ export class InvalidPolicyError extends Error {
 }
 
 interface PolicyRow {
+  service: string;
   endpoint: string;
   scope_mode: 'endpoint' | 'intent';
   retry_window_seconds: number;
@@ -64,11 +66,12 @@ interface PolicyRow {
   updated_by: string;
 }
 
-const COLUMNS = `endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
+const COLUMNS = `service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
   max_response_bytes, live_key_quota, version, updated_at, updated_by`;
 
 function toRecord(row: PolicyRow): PolicyRecord {
   return {
+    service: row.service,
     endpoint: row.endpoint,
     scopeMode: row.scope_mode,
     retryWindowSeconds: row.retry_window_seconds,
@@ -109,21 +112,34 @@ function validate(fields: unknown): PolicyFields {
   return parsed.data;
 }
 
-/** All policies, by endpoint (primary key order). */
-export async function listPolicies(db: Queryable): Promise<PolicyRecord[]> {
-  const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies ORDER BY endpoint`);
+/** All policies (of one service, or every service's), by service and endpoint (primary key order). */
+export async function listPolicies(db: Queryable, service?: string): Promise<PolicyRecord[]> {
+  const { rows } = await db.query<PolicyRow>(
+    `SELECT ${COLUMNS} FROM endpoint_policies WHERE ($1::text IS NULL OR service = $1) ORDER BY service, endpoint`,
+    [service ?? null],
+  );
   return rows.map(toRecord);
 }
 
-/** The scopes keys can live in: each endpoint-scoped policy's endpoint, and "intent" when a policy uses it. */
-export async function knownScopes(db: Queryable): Promise<string[]> {
-  const policies = await listPolicies(db);
-  const scopes = policies.filter((policy) => policy.scopeMode === 'endpoint').map((policy) => policy.endpoint);
-  return policies.some((policy) => policy.scopeMode === 'intent') ? [...scopes, 'intent'] : scopes;
+/** A scope keys can live in: a service's endpoint-scoped policy's endpoint, or "intent" when one of its policies uses it. */
+export interface ServiceScope {
+  service: string;
+  scope: string;
 }
 
-export async function getPolicy(db: Queryable, endpoint: string): Promise<PolicyRecord | null> {
-  const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE endpoint = $1`, [endpoint]);
+/** The scopes keys can live in, per service (of one service when given). */
+export async function knownScopes(db: Queryable, service?: string): Promise<ServiceScope[]> {
+  const policies = await listPolicies(db, service);
+  const scopes = new Map<string, ServiceScope>();
+  for (const policy of policies) {
+    const scope = policy.scopeMode === 'intent' ? 'intent' : policy.endpoint;
+    scopes.set(`${policy.service}\0${scope}`, { service: policy.service, scope });
+  }
+  return [...scopes.values()];
+}
+
+export async function getPolicy(db: Queryable, service: string, endpoint: string): Promise<PolicyRecord | null> {
+  const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE service = $1 AND endpoint = $2`, [service, endpoint]);
   const row = rows[0];
   return row ? toRecord(row) : null;
 }
@@ -132,24 +148,24 @@ export async function getPolicy(db: Queryable, endpoint: string): Promise<Policy
 export type Transactional = Connectable;
 
 /** Creates the policies that do not exist yet (first start); existing ones are left alone. */
-export async function ensurePolicies(pool: Transactional, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {
+export async function ensurePolicies(pool: Transactional, service: string, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {
   const created: string[] = [];
   for (const [endpoint, fields] of Object.entries(defaults)) {
     const policy = validate(fields);
     await inTransaction(pool, async (db) => {
       const { rowCount } = await db.query(
-        `INSERT INTO endpoint_policies (endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
+        `INSERT INTO endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
            max_response_bytes, live_key_quota, updated_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (endpoint) DO NOTHING`,
-        [endpoint, policy.scopeMode, policy.retryWindowSeconds, policy.retentionSeconds, policy.leaseMs, policy.lockTimeoutMs, policy.maxResponseBytes, policy.liveKeyQuota, actor],
+         VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (service, endpoint) DO NOTHING`,
+        [endpoint, policy.scopeMode, policy.retryWindowSeconds, policy.retentionSeconds, policy.leaseMs, policy.lockTimeoutMs, policy.maxResponseBytes, policy.liveKeyQuota, actor, service],
       );
       if (rowCount === 0) return;
       await db.query(
-        `INSERT INTO endpoint_policy_history (endpoint, version, changed_by, reason, previous, current) VALUES ($1, 1, $2, $3, NULL, $4)`,
-        [endpoint, actor, 'created with the default policy', JSON.stringify(policy)],
+        `INSERT INTO endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current) VALUES ($5, $1, 1, $2, $3, NULL, $4)`,
+        [endpoint, actor, 'created with the default policy', JSON.stringify(policy), service],
       );
       await db.query('SELECT retrysafe_ensure_partitions()');
-      await writeAudit(db, { actor, action: 'policy.create', target: { endpoint }, reason: 'default policy', details: { current: policy } });
+      await writeAudit(db, { actor, action: 'policy.create', target: { service, endpoint }, reason: 'default policy', details: { current: policy } });
       created.push(endpoint);
     });
   }
@@ -157,6 +173,7 @@ export async function ensurePolicies(pool: Transactional, defaults: Record<strin
 }
 
 export interface PolicyChange {
+  service: string;
   endpoint: string;
   fields: unknown;
   actor: string;
@@ -190,9 +207,9 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
   const reason = change.reason.trim();
   if (reason.length === 0 || reason.length > 1000) throw new InvalidPolicyError([{ path: 'reason', message: 'a reason of 1 to 1000 characters is required' }]);
   return inTransaction(pool, async (db) => {
-    const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE endpoint = $1 FOR UPDATE`, [change.endpoint]);
+    const { rows } = await db.query<PolicyRow>(`SELECT ${COLUMNS} FROM endpoint_policies WHERE service = $1 AND endpoint = $2 FOR UPDATE`, [change.service, change.endpoint]);
     const row = rows[0];
-    if (!row) throw new PolicyNotFoundError(`No policy for ${change.endpoint}`);
+    if (!row) throw new PolicyNotFoundError(`No policy for ${change.endpoint} of service ${change.service}`);
     const current = toRecord(row);
     if (current.version !== change.expectedVersion) {
       throw new PolicyVersionConflictError(`The policy changed meanwhile (now version ${current.version})`);
@@ -206,18 +223,18 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
     const updated = await db.query<PolicyRow>(
       `UPDATE endpoint_policies SET scope_mode = $2, retry_window_seconds = $3, retention_seconds = $4, lease_ms = $5,
          lock_timeout_ms = $6, max_response_bytes = $7, live_key_quota = $8, version = $9, updated_at = now(), updated_by = $10
-       WHERE endpoint = $1 RETURNING ${COLUMNS}`,
-      [change.endpoint, next.scopeMode, next.retryWindowSeconds, next.retentionSeconds, next.leaseMs, next.lockTimeoutMs, next.maxResponseBytes, next.liveKeyQuota, version, change.actor],
+       WHERE service = $11 AND endpoint = $1 RETURNING ${COLUMNS}`,
+      [change.endpoint, next.scopeMode, next.retryWindowSeconds, next.retentionSeconds, next.leaseMs, next.lockTimeoutMs, next.maxResponseBytes, next.liveKeyQuota, version, change.actor, change.service],
     );
     const previous = fieldsOf(current);
     await db.query(
-      `INSERT INTO endpoint_policy_history (endpoint, version, changed_by, reason, previous, current, breaking, acknowledged)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [change.endpoint, version, change.actor, reason, JSON.stringify(previous), JSON.stringify(next), breaking, breaking],
+      `INSERT INTO endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current, breaking, acknowledged)
+       VALUES ($9, $1, $2, $3, $4, $5, $6, $7, $8)`,
+      [change.endpoint, version, change.actor, reason, JSON.stringify(previous), JSON.stringify(next), breaking, breaking, change.service],
     );
     // Partitioned layout: partitions must exist beyond the (possibly longer) retention now.
     await db.query('SELECT retrysafe_ensure_partitions()');
-    await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking } });
+    await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { service: change.service, endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking } });
     const record = updated.rows[0];
     if (!record) throw new Error('policy update returned no row');
     return { policy: toRecord(record), breaking };
@@ -226,6 +243,7 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
 
 export interface PolicyHistoryEntry {
   id: number;
+  service: string;
   endpoint: string;
   version: number;
   changedAt: Date;
@@ -237,10 +255,11 @@ export interface PolicyHistoryEntry {
   acknowledged: boolean;
 }
 
-/** History, newest first; one endpoint's through endpoint_policy_history_endpoint_idx. */
-export async function policyHistory(db: Queryable, endpoint?: string, limit = 200): Promise<PolicyHistoryEntry[]> {
+/** History, newest first; one service's endpoint's through endpoint_policy_history_endpoint_idx. */
+export async function policyHistory(db: Queryable, of?: { service: string; endpoint: string }, limit = 200): Promise<PolicyHistoryEntry[]> {
   const { rows } = await db.query<{
     id: string;
+    service: string;
     endpoint: string;
     version: number;
     changed_at: Date;
@@ -251,12 +270,13 @@ export async function policyHistory(db: Queryable, endpoint?: string, limit = 20
     breaking: boolean;
     acknowledged: boolean;
   }>(
-    `SELECT id, endpoint, version, changed_at, changed_by, reason, previous, current, breaking, acknowledged
-     FROM endpoint_policy_history WHERE ($1::text IS NULL OR endpoint = $1) ORDER BY changed_at DESC, id DESC LIMIT $2`,
-    [endpoint ?? null, limit],
+    `SELECT id, service, endpoint, version, changed_at, changed_by, reason, previous, current, breaking, acknowledged
+     FROM endpoint_policy_history WHERE ($1::text IS NULL OR (service = $1 AND endpoint = $3)) ORDER BY changed_at DESC, id DESC LIMIT $2`,
+    [of?.service ?? null, limit, of?.endpoint ?? null],
   );
   return rows.map((row) => ({
     id: Number(row.id),
+    service: row.service,
     endpoint: row.endpoint,
     version: row.version,
     changedAt: row.changed_at,

@@ -25,7 +25,7 @@ export interface SweepEvidence {
   staleReleased: number;
   longestChunkMs: number;
   stopReason: string | null;
-  scopes: { scope: string; rowsDeleted: number; minAgeSeconds: number; retryWindowSeconds: number | null; minMarginSeconds: number | null }[];
+  scopes: { service: string; scope: string; rowsDeleted: number; minAgeSeconds: number; retryWindowSeconds: number | null; minMarginSeconds: number | null }[];
 }
 
 export interface RetentionReview {
@@ -56,8 +56,8 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     [limit],
   );
   const ids = runs.rows.map((run) => run.id);
-  const scopes = await db.query<{ run_id: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null }>(
-    'SELECT run_id, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes WHERE run_id = ANY($1::bigint[]) ORDER BY run_id, scope',
+  const scopes = await db.query<{ run_id: string; service: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null }>(
+    'SELECT run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes WHERE run_id = ANY($1::bigint[]) ORDER BY run_id, service, scope',
     [ids],
   );
   const scopesByRun = new Map<string, (typeof scopes.rows)[number][]>();
@@ -77,6 +77,7 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     longestChunkMs: run.longest_chunk_ms,
     stopReason: run.stop_reason,
     scopes: (scopesByRun.get(run.id) ?? []).map((scope) => ({
+      service: scope.service,
       scope: scope.scope,
       rowsDeleted: Number(scope.rows_deleted),
       minAgeSeconds: scope.min_age_seconds,
@@ -90,7 +91,9 @@ export async function readRetentionReview(db: Queryable): Promise<RetentionRevie
   const [policies, history, sweeps] = [await listPolicies(db), await policyHistory(db), await readSweepEvidence(db)];
   return {
     policies: policies.map((policy) => {
-      const evidence = sweeps.flatMap((sweep) => sweep.scopes).filter((scope) => scope.scope === policy.endpoint || (policy.scopeMode === 'intent' && scope.scope === 'intent'));
+      const evidence = sweeps
+        .flatMap((sweep) => sweep.scopes)
+        .filter((scope) => scope.service === policy.service && (scope.scope === policy.endpoint || (policy.scopeMode === 'intent' && scope.scope === 'intent')));
       const margins = evidence.map((scope) => scope.minMarginSeconds).filter((margin): margin is number => margin !== null);
       return {
         ...policy,

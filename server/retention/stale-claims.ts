@@ -17,7 +17,7 @@ export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<numb
   return rows[0]?.n ?? 0;
 }
 
-const RELEASE_ONE_SQL = 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5) AS released';
+const RELEASE_ONE_SQL = 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5, $6) AS released';
 
 const RELEASE_STALE_SQL = `WITH stale AS (
              SELECT ctid FROM idempotency_keys
@@ -54,14 +54,14 @@ export class ClaimNotStaleError extends Error {
 
 /**
  * An operator releases one stale claim by hand, audited in the same transaction: one call of
- * the SECURITY DEFINER function retrysafe_release_stale_claim (migrations 0009, 0012), which the
+ * the SECURITY DEFINER function retrysafe_release_stale_claim (migrations 0009, 0012, 0016), which the
  * dashboard's role may execute although it cannot write the store. Primary key lookup.
  */
 export async function releaseStaleClaim(db: Queryable, id: KeyIdentity, actor: string, reason: string): Promise<void> {
   const { rows } = await db.query<{ released: boolean }>({
     name: 'retention_release_one_stale',
     text: RELEASE_ONE_SQL,
-    values: [id.principalId, id.scope, id.key, actor, reason],
+    values: [id.principalId, id.service, id.scope, id.key, actor, reason],
   });
   if (rows[0]?.released !== true) throw new ClaimNotStaleError();
 }

@@ -45,6 +45,7 @@ export const defaultSweepOptions: SweepOptions = {
 };
 
 export interface ScopeEvidence {
+  service: string;
   scope: string;
   rowsDeleted: number;
   /** The youngest deleted row's age when it was deleted. */
@@ -74,6 +75,7 @@ export interface SweepResult {
 }
 
 interface ChunkRow {
+  service: string;
   scope: string;
   rows: number;
   min_age_seconds: number;
@@ -88,10 +90,19 @@ const SWEEP_CHUNK_SQL = `WITH doomed AS (
              ), deleted AS (
                DELETE FROM idempotency_keys k USING doomed
                WHERE k.ctid = doomed.ctid AND k.expires_at < now()
-               RETURNING k.scope, k.created_at
+               RETURNING k.service, k.scope, k.created_at
              )
-             SELECT scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
-             FROM deleted GROUP BY scope`;
+             SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
+             FROM deleted GROUP BY service, scope`;
+
+/** Deleted rows per (service, scope): how many, and the youngest one's age. */
+type PerScope = Map<string, { service: string; scope: string; rows: number; minAge: number }>;
+
+function addEvidence(perScope: PerScope, service: string, scope: string, rows: number, minAge: number): void {
+  const id = `${service}\0${scope}`;
+  const seen = perScope.get(id);
+  perScope.set(id, { service, scope, rows: (seen?.rows ?? 0) + rows, minAge: Math.min(seen?.minAge ?? Infinity, minAge) });
+}
 
 /** The chunk statement's text, for the test that proves its plan. */
 export const sweepChunkText = SWEEP_CHUNK_SQL;
@@ -136,7 +147,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
         [trigger],
       );
       result.runId = Number(run[0]?.id);
-      const perScope = new Map<string, { rows: number; minAge: number }>();
+      const perScope: PerScope = new Map();
       try {
         result.staleReleased = await releaseStaleClaims(client, options.chunkSize, options.staleGraceMs);
         if ((await detectStoreLayout(client)) === 'partitioned') {
@@ -146,10 +157,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
             result.partitionsDropped.push(partition.name);
             result.rowsDeleted += partition.rows;
             result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
-            for (const scope of partition.scopes) {
-              const seen = perScope.get(scope.scope);
-              perScope.set(scope.scope, { rows: (seen?.rows ?? 0) + scope.rows, minAge: Math.min(seen?.minAge ?? Infinity, scope.minAgeSeconds) });
-            }
+            for (const scope of partition.scopes) addEvidence(perScope, scope.service, scope.scope, scope.rows, scope.minAgeSeconds);
           }
         } else {
           await sweepChunks(held, options, result, perScope);
@@ -175,7 +183,7 @@ async function sweepChunks(
   held: HeldConnection,
   options: SweepOptions,
   result: SweepResult,
-  perScope: Map<string, { rows: number; minAge: number }>,
+  perScope: PerScope,
 ): Promise<void> {
   for (;;) {
     const started = performance.now();
@@ -185,10 +193,7 @@ async function sweepChunks(
     result.chunks += 1;
     result.rowsDeleted += deleted;
     result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
-    for (const row of rows) {
-      const seen = perScope.get(row.scope);
-      perScope.set(row.scope, { rows: (seen?.rows ?? 0) + row.rows, minAge: Math.min(seen?.minAge ?? Infinity, row.min_age_seconds) });
-    }
+    for (const row of rows) addEvidence(perScope, row.service, row.scope, row.rows, row.min_age_seconds);
     if (deleted < options.chunkSize) break; // caught up
     if (result.rowsDeleted >= options.maxRowsPerRun) {
       result.stopReason = 'row-budget';
@@ -211,9 +216,10 @@ async function deleteOldQuotaBuckets(client: pg.ClientBase): Promise<number> {
 }
 
 /** Finishes the run record and stores its evidence, joined with the windows in force. */
-async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: Map<string, { rows: number; minAge: number }>): Promise<ScopeEvidence[]> {
-  const scopes = [...perScope.keys()];
+async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: PerScope): Promise<ScopeEvidence[]> {
+  const scopes = [...perScope.values()];
   const { rows } = await client.query<{
+    service: string;
     scope: string;
     rows_deleted: string;
     min_age_seconds: number;
@@ -221,19 +227,19 @@ async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: M
     min_margin_seconds: number | null;
   }>(
     `WITH evidence AS (
-       SELECT * FROM unnest($2::text[], $3::bigint[], $4::float8[]) AS e(scope, rows_deleted, min_age_seconds)
+       SELECT * FROM unnest($5::text[], $2::text[], $3::bigint[], $4::float8[]) AS e(service, scope, rows_deleted, min_age_seconds)
      ), windows AS (
-       SELECT e.scope,
+       SELECT e.service, e.scope,
               CASE WHEN e.scope = 'intent'
-                   THEN (SELECT max(retry_window_seconds) FROM endpoint_policies WHERE scope_mode = 'intent')
-                   ELSE (SELECT retry_window_seconds FROM endpoint_policies WHERE endpoint = e.scope) END AS retry_window_seconds
+                   THEN (SELECT max(retry_window_seconds) FROM endpoint_policies p WHERE p.service = e.service AND p.scope_mode = 'intent')
+                   ELSE (SELECT retry_window_seconds FROM endpoint_policies p WHERE p.service = e.service AND p.endpoint = e.scope) END AS retry_window_seconds
        FROM evidence e
      )
-     INSERT INTO sweep_run_scopes (run_id, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
-     SELECT $1, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
-     FROM evidence e JOIN windows w USING (scope)
-     RETURNING scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds`,
-    [result.runId, scopes, scopes.map((scope) => perScope.get(scope)?.rows ?? 0), scopes.map((scope) => perScope.get(scope)?.minAge ?? 0)],
+     INSERT INTO sweep_run_scopes (run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
+     SELECT $1, e.service, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
+     FROM evidence e JOIN windows w USING (service, scope)
+     RETURNING service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds`,
+    [result.runId, scopes.map((s) => s.scope), scopes.map((s) => s.rows), scopes.map((s) => s.minAge), scopes.map((s) => s.service)],
   );
   await client.query(
     `UPDATE sweep_runs SET finished_at = now(), status = $2, chunks = $3, rows_deleted = $4, stale_released = $5,
@@ -242,13 +248,14 @@ async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: M
   );
   return rows
     .map((row) => ({
+      service: row.service,
       scope: row.scope,
       rowsDeleted: Number(row.rows_deleted),
       minAgeSeconds: row.min_age_seconds,
       retryWindowSeconds: row.retry_window_seconds,
       minMarginSeconds: row.min_margin_seconds,
     }))
-    .sort((a, b) => a.scope.localeCompare(b.scope));
+    .sort((a, b) => a.service.localeCompare(b.service) || a.scope.localeCompare(b.scope));
 }
 
 /** Runs sweepOnce on an interval; across instances only one runs at a time (the advisory lock). */

@@ -78,6 +78,15 @@ export class InvalidKeyIdentityError extends IdempotencyError {
   }
 }
 
+/** A service's endpoint has no idempotency policy: a configuration error, thrown at start-up (route creation) where it can be. */
+export class PolicyNotFoundError extends Error {
+  readonly code = 'POLICY_NOT_FOUND';
+  constructor(message: string) {
+    super(message);
+    this.name = 'PolicyNotFoundError';
+  }
+}
+
 const knownCodes: ReadonlySet<string> = new Set(idempotencyErrorCodes);
 
 /** An error of this package (any copy of it), told by its code. */

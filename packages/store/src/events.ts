@@ -5,6 +5,8 @@ export const claimOutcomes = ['new', 'replay', 'conflict', 'mismatch', 'takeover
 export type ClaimOutcome = (typeof claimOutcomes)[number];
 
 export interface FlowEvent {
+  /** The service whose store reported it. */
+  service: string;
   scope: string;
   outcome: ClaimOutcome;
   /** Wall time of the claim statement itself, in milliseconds (absent when none ran). */

@@ -219,8 +219,12 @@ export interface IdempotentRoute<Input, P extends Principal, Native> {
   /** The HTTP method, part of the fingerprint. */
   method: string;
   mode: ExecutionMode;
-  /** The policy in force, read on every request (e.g. from a PolicyRegistry). */
-  policy: EndpointPolicy | (() => EndpointPolicy);
+  /**
+   * The policy in force, read on every request. Absent: the store's policy for this service and
+   * endpoint (createRetrysafe's `policies`, kept current from the database, where compliance
+   * reviews and edits it); a route without either is refused when it is created.
+   */
+  policy?: EndpointPolicy | (() => EndpointPolicy);
   /** Largest request body accepted (413 beyond). */
   maxBodyBytes: number;
   /** The whole request in, the principal out (null: 401). Runs on every request, replays included. */
@@ -263,6 +267,19 @@ async function bodyOf(body: RequestBody, maxBytes: number): Promise<unknown> {
   return body.value;
 }
 
+function routePolicy(store: IdempotencyStore, route: Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint'>): EndpointPolicy {
+  if (typeof route.policy === 'function') return route.policy();
+  return route.policy ?? store.policyFor(route.endpoint);
+}
+
+/**
+ * Checks at start-up (an adapter calls it when the route is created) that the route has a
+ * policy: its own, or the store's for this service and endpoint. Throws PolicyNotFoundError naming both.
+ */
+export function checkRoutePolicy(store: IdempotencyStore, route: Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint'>): void {
+  if (route.policy === undefined) store.policyFor(route.endpoint);
+}
+
 /** Answers one request to an endpoint behind the store. */
 export async function answerIdempotent<Input, P extends Principal, Native>(
   store: IdempotencyStore,
@@ -294,7 +311,7 @@ export async function answerIdempotent<Input, P extends Principal, Native>(
       method: route.method.toUpperCase(),
       key: key.key,
       body: json,
-      policy: typeof route.policy === 'function' ? route.policy() : route.policy,
+      policy: routePolicy(store, route),
       mode: route.mode,
       correlationId,
       work: (context) => route.work(input, principal, context, request.native),

@@ -3,7 +3,9 @@
 // and /fetch, the Postgres backend's statements in /postgres.
 export { createRetrysafe, detectLayout, type Retrysafe, type RetrysafeOptions } from './retrysafe.js';
 export {
+  checkServiceName,
   IdempotencyStore,
+  SERVICE_NAME_PATTERN,
   type Begun,
   type ClaimCall,
   type IdempotentCall,
@@ -15,6 +17,7 @@ export {
 } from './store.js';
 export {
   answerIdempotent,
+  checkRoutePolicy,
   jsonResult,
   KEY_PATTERN,
   parseIdempotencyKey,
@@ -35,7 +38,8 @@ export {
 export { validate, type SafeParser, type StandardSchemaV1, type Validated, type Validator } from './validator.js';
 export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type ScopeMode } from './policy.js';
 export { LiveKeyQuota, type QuotaDecision, type QuotaOptions } from './quota.js';
-export { ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
+export { ServicePolicies, type ServicePoliciesOptions } from './service-policies.js';
+export { LEGACY_SERVICE, ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
 export { parseResponseKeys } from './response-keys.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
 export { claimOutcomes, ignoreFlow, type ClaimOutcome, type FlowEvent, type FlowObserver } from './events.js';

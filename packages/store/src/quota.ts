@@ -11,6 +11,8 @@ import type pg from 'pg';
 import { periodicTask, type PeriodicTask } from './periodic.js';
 
 export interface QuotaOptions {
+  /** The service whose keys this counts (createRetrysafe sets it). */
+  service: string;
   instanceId?: string;
   bucketMs?: number;
   flushIntervalMs?: number;
@@ -37,6 +39,7 @@ interface Entry {
 
 export class LiveKeyQuota {
   readonly instanceId: string;
+  readonly service: string;
   private readonly bucketMs: number;
   private readonly flushIntervalMs: number;
   private readonly idleMs: number;
@@ -47,8 +50,9 @@ export class LiveKeyQuota {
 
   constructor(
     private readonly pool: pg.Pool,
-    options: QuotaOptions = {},
+    options: QuotaOptions,
   ) {
+    this.service = options.service;
     this.instanceId = options.instanceId ?? randomUUID();
     this.bucketMs = options.bucketMs ?? 3_600_000;
     this.flushIntervalMs = options.flushIntervalMs ?? 1_000;
@@ -114,10 +118,10 @@ export class LiveKeyQuota {
         await this.pool.query({
           name: 'retrysafe_quota_flush',
           text: `
-INSERT INTO idempotency_key_usage (principal_id, scope, bucket_start, instance_id, claims)
-SELECT principal_id, scope, to_timestamp(bucket_ms / 1000.0), $4::uuid, claims
+INSERT INTO idempotency_key_usage (principal_id, service, scope, bucket_start, instance_id, claims)
+SELECT principal_id, $6::text, scope, to_timestamp(bucket_ms / 1000.0), $4::uuid, claims
 FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::int[]) AS t(principal_id, scope, bucket_ms, claims)
-ON CONFLICT (principal_id, scope, bucket_start, instance_id)
+ON CONFLICT (principal_id, service, scope, bucket_start, instance_id)
 DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
           values: [
             batch.map((item) => item.entry.principalId),
@@ -125,6 +129,7 @@ DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
             batch.map((item) => item.bucket),
             this.instanceId,
             batch.map((item) => item.count),
+            this.service,
           ],
         });
       } catch (error) {
@@ -143,7 +148,7 @@ DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
     for (const [entry, count] of flushed) entry.inFlight -= count;
   }
 
-  /** Reads the cluster-wide bucket totals of these entries (primary key prefix principal_id, scope). */
+  /** Reads the cluster-wide bucket totals of these entries (primary key prefix principal_id, service, scope). */
   private async refresh(entries: Entry[]): Promise<void> {
     const widest = Math.max(...entries.map((entry) => entry.windowMs)) + this.bucketMs;
     const result = await this.pool.query<{ principal_id: string; scope: string; bucket_ms: string; claims: string }>({
@@ -151,10 +156,10 @@ DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
       text: `
 SELECT u.principal_id, u.scope, (extract(epoch FROM u.bucket_start) * 1000)::bigint AS bucket_ms, sum(u.claims) AS claims
 FROM idempotency_key_usage u
-JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.scope = t.scope
+JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.service = $4 AND u.scope = t.scope
 WHERE u.bucket_start > now() - $3::bigint * interval '1 millisecond'
 GROUP BY 1, 2, 3`,
-      values: [entries.map((entry) => entry.principalId), entries.map((entry) => entry.scope), widest],
+      values: [entries.map((entry) => entry.principalId), entries.map((entry) => entry.scope), widest, this.service],
     });
     const now = Date.now();
     for (const entry of entries) {

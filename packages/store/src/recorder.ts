@@ -8,8 +8,8 @@ import { BUCKET_COUNT, bucketOf } from './histogram.js';
 import { periodicTask, type PeriodicTask } from './periodic.js';
 
 interface Pending {
-  counts: Map<string, { minute: number; scope: string; outcome: ClaimOutcome; count: number }>;
-  latency: Map<string, { minute: number; scope: string; buckets: Uint32Array }>;
+  counts: Map<string, { minute: number; service: string; scope: string; outcome: ClaimOutcome; count: number }>;
+  latency: Map<string, { minute: number; service: string; scope: string; buckets: Uint32Array }>;
 }
 
 const empty = (): Pending => ({ counts: new Map(), latency: new Map() });
@@ -41,15 +41,15 @@ export class FlowRecorder implements FlowObserver {
 
   record(event: FlowEvent): void {
     const minute = Math.floor(this.now() / 60_000) * 60_000;
-    const countKey = `${minute}\0${event.scope}\0${event.outcome}`;
+    const countKey = `${minute}\0${event.service}\0${event.scope}\0${event.outcome}`;
     const count = this.pending.counts.get(countKey);
     if (count) count.count += 1;
-    else this.pending.counts.set(countKey, { minute, scope: event.scope, outcome: event.outcome, count: 1 });
+    else this.pending.counts.set(countKey, { minute, service: event.service, scope: event.scope, outcome: event.outcome, count: 1 });
     if (event.claimLatencyMs === undefined) return;
-    const latencyKey = `${minute}\0${event.scope}`;
+    const latencyKey = `${minute}\0${event.service}\0${event.scope}`;
     let histogram = this.pending.latency.get(latencyKey);
     if (!histogram) {
-      histogram = { minute, scope: event.scope, buckets: new Uint32Array(BUCKET_COUNT) };
+      histogram = { minute, service: event.service, scope: event.scope, buckets: new Uint32Array(BUCKET_COUNT) };
       this.pending.latency.set(latencyKey, histogram);
     }
     const bucket = bucketOf(event.claimLatencyMs);
@@ -80,10 +80,10 @@ export class FlowRecorder implements FlowObserver {
     this.pending = empty();
     if (batch.counts.size === 0 && batch.latency.size === 0) return;
     const counts = [...batch.counts.values()];
-    const cells: { minute: number; scope: string; bucket: number; count: number }[] = [];
+    const cells: { minute: number; service: string; scope: string; bucket: number; count: number }[] = [];
     for (const histogram of batch.latency.values()) {
       histogram.buckets.forEach((count, bucket) => {
-        if (count > 0) cells.push({ minute: histogram.minute, scope: histogram.scope, bucket, count });
+        if (count > 0) cells.push({ minute: histogram.minute, service: histogram.service, scope: histogram.scope, bucket, count });
       });
     }
     try {
@@ -91,15 +91,15 @@ export class FlowRecorder implements FlowObserver {
         name: 'metrics_flush',
         text: `
 WITH counted AS (
-  INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-  SELECT to_timestamp(m / 1000.0), s, o, c FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS t(m, s, o, c)
-  ORDER BY 1, 2, 3
-  ON CONFLICT (minute, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
+  INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+  SELECT to_timestamp(m / 1000.0), v, s, o, c FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c)
+  ORDER BY 1, 2, 3, 4
+  ON CONFLICT (minute, service, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
 )
-INSERT INTO claim_latency_minute (minute, scope, bucket, count)
-SELECT to_timestamp(m / 1000.0), s, b, c FROM unnest($5::bigint[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, s, b, c)
-ORDER BY 1, 2, 3
-ON CONFLICT (minute, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,
+INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+SELECT to_timestamp(m / 1000.0), v, s, b, c FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c)
+ORDER BY 1, 2, 3, 4
+ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,
         values: [
           counts.map((cell) => cell.minute),
           counts.map((cell) => cell.scope),
@@ -109,6 +109,8 @@ ON CONFLICT (minute, scope, bucket) DO UPDATE SET count = claim_latency_minute.c
           cells.map((cell) => cell.scope),
           cells.map((cell) => cell.bucket),
           cells.map((cell) => cell.count),
+          counts.map((cell) => cell.service),
+          cells.map((cell) => cell.service),
         ],
       });
     } catch (error) {

@@ -1,7 +1,8 @@
 // Stored responses are encrypted at rest with AES-256-GCM. The key id is stored beside
 // the ciphertext; any configured key decrypts, the first one encrypts (so rotation is:
 // put the new key first, re-encrypt, then drop the old one). The row's scoped key is
-// the associated data, so a ciphertext copied into another principal's row fails to open.
+// the associated data, so a ciphertext copied into another principal's (or service's) row
+// fails to open.
 import { createCipheriv, createDecipheriv, randomFillSync } from 'node:crypto';
 import { StoredResponseUnreadableError } from './errors.js';
 
@@ -21,9 +22,18 @@ export interface SealedBody {
 
 export interface RowIdentity {
   principalId: string;
+  service: string;
   scope: string;
   key: string;
 }
+
+/**
+ * The service that rows sealed before services existed belong to (migration 0016 gave them this
+ * name). Its associated data is [principal, scope, key], as it was when they were sealed; every
+ * other service's is [principal, scope, key, service]. The two forms never coincide, so a
+ * ciphertext opens only in the row of the service it was sealed for.
+ */
+export const LEGACY_SERVICE = 'demo';
 
 // Random IVs drawn from a buffer refilled 4 KiB at a time (as Node's randomUUID does): one
 // getrandom call per 341 seals instead of one per seal, which was 4% of a request's CPU.
@@ -41,7 +51,8 @@ function nextIv(): Buffer {
 }
 
 function associatedData(row: RowIdentity): Buffer {
-  return Buffer.from(JSON.stringify([row.principalId, row.scope, row.key]), 'utf8');
+  const fields = row.service === LEGACY_SERVICE ? [row.principalId, row.scope, row.key] : [row.principalId, row.scope, row.key, row.service];
+  return Buffer.from(JSON.stringify(fields), 'utf8');
 }
 
 export class ResponseKeyRing {

@@ -2,6 +2,7 @@
 //
 //   const retrysafe = await createRetrysafe({
 //     connectionString: process.env.DATABASE_URL,
+//     service: 'orders',
 //     fingerprintSecret: process.env.IDEMPOTENCY_SECRET,
 //     responseKeys: process.env.RESPONSE_ENCRYPTION_KEYS,
 //   });
@@ -20,9 +21,17 @@ import { ResponseKeyRing, type ResponseKey } from './response-codec.js';
 import { parseResponseKeys } from './response-keys.js';
 import { STORE_POOL_SETTINGS } from './statements.js';
 import { checkStoreSchema } from './schema.js';
-import { IdempotencyStore, type StoreOptions } from './store.js';
+import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
+import { ServicePolicies } from './service-policies.js';
+import type { EndpointPolicy } from './policy.js';
 
 export interface RetrysafeOptions {
+  /**
+   * This service's name (e.g. "orders"): its keys, policies, metrics and evidence carry it, so
+   * services sharing a database never share a key, and the dashboard shows it. 1 to 63 of
+   * a-z, 0-9, '.', '_', '-'. Every instance of one service uses the same name.
+   */
+  service: string;
   /** A pool for the store; it should be opened with STORE_POOL_SETTINGS (see statements.ts). Not closed by stop(). */
   pool?: pg.Pool;
   /** Or a connection string: the store opens (and stop() closes) its own pool. */
@@ -38,7 +47,15 @@ export interface RetrysafeOptions {
   /** How often flow metrics are flushed (default 5 s). */
   metricsFlushIntervalMs?: number;
   /** Live-key quota options, or false to enforce no quota. */
-  quota?: QuotaOptions | false;
+  quota?: Omit<QuotaOptions, 'service'> | false;
+  /**
+   * This service's default policies by endpoint ("POST /orders"): created in the database where
+   * the service's endpoint has none yet (audited), then read from there, so the dashboard's
+   * retention page reviews and edits them. Routes without a policy of their own use these.
+   */
+  policies?: Record<string, EndpointPolicy>;
+  /** How often the policies are re-read (default 5 s). */
+  policyRefreshMs?: number;
   /** Another observer of every claim, beside the recorder (e.g. your own metrics). */
   observer?: FlowObserver;
   /** Told about background failures (flushes) and failures the store outlives; never given request data. */
@@ -50,7 +67,9 @@ export interface RetrysafeOptions {
 }
 
 export interface Retrysafe {
+  service: string;
   store: IdempotencyStore;
+  policies: ServicePolicies;
   recorder: FlowRecorder;
   quota: LiveKeyQuota | null;
   pool: pg.Pool;
@@ -72,6 +91,7 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
   const keys = typeof options.responseKeys === 'string' ? parseResponseKeys(options.responseKeys) : options.responseKeys;
   if (keys.length === 0) throw new RangeError('responseKeys needs at least one key');
   if (!options.pool && !options.connectionString) throw new TypeError('createRetrysafe needs a pool or a connectionString');
+  const service = checkServiceName(options.service);
   const report = options.onError ?? (() => undefined);
 
   const ownsPool = !options.pool;
@@ -88,15 +108,24 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
   try {
     await checkStoreSchema(pool);
     const layout = options.layout ?? (await detectLayout(pool));
+    const policies = new ServicePolicies(pool, {
+      service,
+      defaults: options.policies,
+      refreshMs: options.policyRefreshMs,
+      onError: (error) => report(error, { task: 'policy refresh' }),
+    });
+    await policies.start();
     const recorder = new FlowRecorder(pool, { flushIntervalMs: options.metricsFlushIntervalMs, onError: (error) => report(error, { task: 'flow metrics flush' }) });
-    const quota = options.quota === false ? null : new LiveKeyQuota(pool, { ...options.quota, onError: (error) => report(error, { task: 'key quota flush' }) });
+    const quota = options.quota === false ? null : new LiveKeyQuota(pool, { ...options.quota, service, onError: (error) => report(error, { task: 'key quota flush' }) });
     const extra = options.observer ?? ignoreFlow;
     const store = new IdempotencyStore({
       pool,
+      service,
       layout,
       fingerprintSecret: secret,
       keyRing: new ResponseKeyRing(keys),
       quota: quota ?? undefined,
+      policies,
       observer: {
         record: (event) => {
           recorder.record(event);
@@ -110,13 +139,15 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
     quota?.start();
     let stopping: Promise<void> | null = null;
     return {
+      service,
       store,
+      policies,
       recorder,
       quota,
       pool,
       stop: () =>
         (stopping ??= (async () => {
-          const results = await Promise.allSettled([recorder.stop(), quota?.stop()]);
+          const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop()]);
           if (ownsPool) await pool.end();
           const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
           if (failed) throw failed.reason;

@@ -30,6 +30,8 @@ export type Queryable = Pick<pg.ClientBase, 'query'>;
 
 export interface KeyIdentity {
   principalId: string;
+  /** The service that owns the key (createRetrysafe's `service`). */
+  service: string;
   scope: string;
   key: string;
 }
@@ -86,11 +88,11 @@ const EXISTING_COLUMNS = `
 const CLAIM_SQL = `
 WITH claimed AS (
   INSERT INTO idempotency_keys
-    (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-  VALUES ($1, $2, $3, 'in_progress', $4, $5,
+    (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+  VALUES ($1, $8, $2, $3, 'in_progress', $4, $5,
           now() + $6::bigint * interval '1 millisecond',
           now() + $7::bigint * interval '1 millisecond')
-  ON CONFLICT (principal_id, scope, key) DO NOTHING
+  ON CONFLICT (principal_id, service, scope, key) DO NOTHING
   RETURNING attempts
 )
 SELECT true AS claimed, attempts, NULL::text AS state, NULL::bytea AS fingerprint, NULL::uuid AS correlation_id,
@@ -101,9 +103,9 @@ FROM claimed
 UNION ALL
 SELECT false AS claimed, ${EXISTING_COLUMNS}
 FROM idempotency_keys k
-WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`;
+WHERE k.principal_id = $1 AND k.service = $8 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`;
 
-const READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3`;
+const READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.service = $4 AND k.scope = $2 AND k.key = $3`;
 
 const TAKE_OVER_SQL = `
 UPDATE idempotency_keys SET
@@ -113,7 +115,7 @@ UPDATE idempotency_keys SET
   expires_at = CASE WHEN expires_at <= now() THEN now() + $7::bigint * interval '1 millisecond' ELSE expires_at END,
   completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
   response_key_id = NULL, response_size = NULL, response_ref = NULL
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $8
+WHERE principal_id = $1 AND service = $9 AND scope = $2 AND key = $3 AND attempts = $8
   AND (expires_at <= now() OR state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
 RETURNING attempts`;
 
@@ -122,11 +124,11 @@ UPDATE idempotency_keys SET
   state = 'completed', completed_at = now(), lease_expires_at = NULL,
   response_status = $5, response_content_type = $6, response_body = $7, response_key_id = $8,
   response_size = $9, response_ref = $10
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
+WHERE principal_id = $1 AND service = $11 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
 
 const FAIL_SQL = `
 UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
+WHERE principal_id = $1 AND service = $5 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
 
 /** The statement texts, for the tests that prove their plans. */
 export const storeStatementTexts = { claim: CLAIM_SQL, readKey: READ_KEY_SQL, takeOver: TAKE_OVER_SQL, complete: COMPLETE_SQL, fail: FAIL_SQL };
@@ -150,7 +152,7 @@ function toExisting(row: ExistingRow): ExistingKey {
 
 /**
  * The claim: INSERT ... ON CONFLICT DO NOTHING RETURNING on the primary key
- * (principal_id, scope, key), which arbitrates concurrent claims. The second branch reads
+ * (principal_id, service, scope, key), which arbitrates concurrent claims. The second branch reads
  * the conflicting row in the same round trip; it runs only when the insert returned
  * nothing, and sees the row when it was committed before this statement began (a replay,
  * the common case). When the insert had to wait for a concurrent claimant, the row is
@@ -160,7 +162,7 @@ export async function claimKey(db: Queryable, claim: ClaimValues): Promise<Claim
   const result = await db.query<ExistingRow & { claimed: boolean }>({
     name: 'retrysafe_claim',
     text: CLAIM_SQL,
-    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs)],
+    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), claim.service],
   });
   const row = result.rows[0];
   if (!row) return { claimed: false, existing: null };
@@ -173,7 +175,7 @@ export async function readKey(db: Queryable, id: KeyIdentity): Promise<ExistingK
   const result = await db.query<ExistingRow>({
     name: 'retrysafe_read_key',
     text: READ_KEY_SQL,
-    values: [id.principalId, id.scope, id.key],
+    values: [id.principalId, id.scope, id.key, id.service],
   });
   const row = result.rows[0];
   return row ? toExisting(row) : null;
@@ -189,7 +191,7 @@ export async function takeOverKey(db: Queryable, claim: ClaimValues, seenAttempt
   const result = await db.query<{ attempts: number }>({
     name: 'retrysafe_take_over',
     text: TAKE_OVER_SQL,
-    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), seenAttempts],
+    values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), seenAttempts, claim.service],
   });
   return result.rows[0]?.attempts ?? null;
 }
@@ -212,7 +214,7 @@ export async function completeKey(db: Queryable, values: CompletionValues): Prom
   const result = await db.query({
     name: 'retrysafe_complete',
     text: COMPLETE_SQL,
-    values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference],
+    values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference, values.service],
   });
   return result.rowCount === 1;
 }
@@ -222,7 +224,7 @@ export async function failKey(db: Queryable, id: KeyIdentity, attempts: number):
   const result = await db.query({
     name: 'retrysafe_fail',
     text: FAIL_SQL,
-    values: [id.principalId, id.scope, id.key, attempts],
+    values: [id.principalId, id.scope, id.key, attempts, id.service],
   });
   return result.rowCount === 1;
 }
@@ -234,10 +236,10 @@ export async function failKey(db: Queryable, id: KeyIdentity, attempts: number):
 // is past its promise and stays behind until its partition is dropped, so a key that is
 // used again after expiry is inserted anew rather than taken over.
 
-const PARTITIONED_CLAIM_SQL = `SELECT * FROM retrysafe_claim_partitioned($1, $2, $3, $4, $5, $6, $7)`;
+const PARTITIONED_CLAIM_SQL = `SELECT * FROM retrysafe_claim_partitioned($1, $8, $2, $3, $4, $5, $6, $7)`;
 
 const PARTITIONED_READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k
-WHERE k.principal_id = $1 AND k.scope = $2 AND k.key = $3 AND k.expires_at > now()
+WHERE k.principal_id = $1 AND k.service = $4 AND k.scope = $2 AND k.key = $3 AND k.expires_at > now()
 ORDER BY k.expires_at DESC LIMIT 1`;
 
 const PARTITIONED_TAKE_OVER_SQL = `
@@ -246,7 +248,7 @@ UPDATE idempotency_keys SET
   lease_expires_at = now() + $6::bigint * interval '1 millisecond',
   completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,
   response_key_id = NULL, response_size = NULL, response_ref = NULL
-WHERE principal_id = $1 AND scope = $2 AND key = $3 AND attempts = $7 AND expires_at > now()
+WHERE principal_id = $1 AND service = $8 AND scope = $2 AND key = $3 AND attempts = $7 AND expires_at > now()
   AND (state = 'failed' OR (state = 'in_progress' AND lease_expires_at <= now()))
 RETURNING attempts`;
 
@@ -283,7 +285,7 @@ export const partitionedStatements: StoreStatements = {
     const result = await db.query<ExistingRow & { claimed: boolean }>({
       name: 'retrysafe_claim_partitioned',
       text: PARTITIONED_CLAIM_SQL,
-      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs)],
+      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), Math.round(claim.retentionMs), claim.service],
     });
     const row = result.rows[0];
     if (!row) throw new Error('retrysafe_claim_partitioned returned no row');
@@ -294,7 +296,7 @@ export const partitionedStatements: StoreStatements = {
     const result = await db.query<ExistingRow>({
       name: 'retrysafe_read_key_partitioned',
       text: PARTITIONED_READ_KEY_SQL,
-      values: [id.principalId, id.scope, id.key],
+      values: [id.principalId, id.scope, id.key, id.service],
     });
     const row = result.rows[0];
     return row ? toExisting(row) : null;
@@ -303,7 +305,7 @@ export const partitionedStatements: StoreStatements = {
     const result = await db.query<{ attempts: number }>({
       name: 'retrysafe_take_over_partitioned',
       text: PARTITIONED_TAKE_OVER_SQL,
-      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), seenAttempts],
+      values: [claim.principalId, claim.scope, claim.key, claim.fingerprint, claim.correlationId, Math.round(claim.leaseMs), seenAttempts, claim.service],
     });
     return result.rows[0]?.attempts ?? null;
   },
@@ -311,7 +313,7 @@ export const partitionedStatements: StoreStatements = {
     const result = await db.query({
       name: 'retrysafe_complete_partitioned',
       text: PARTITIONED_COMPLETE_SQL,
-      values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference],
+      values: [values.principalId, values.scope, values.key, values.attempts, values.status, values.contentType, values.body, values.keyId, values.size, values.reference, values.service],
     });
     return result.rowCount === 1;
   },
@@ -319,7 +321,7 @@ export const partitionedStatements: StoreStatements = {
     const result = await db.query({
       name: 'retrysafe_fail_partitioned',
       text: PARTITIONED_FAIL_SQL,
-      values: [id.principalId, id.scope, id.key, attempts],
+      values: [id.principalId, id.scope, id.key, attempts, id.service],
     });
     return result.rowCount === 1;
   },

@@ -17,6 +17,8 @@ import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events.js';
 import { fingerprint } from './fingerprint.js';
 import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy.js';
 import type { LiveKeyQuota } from './quota.js';
+import type { ServicePolicies } from './service-policies.js';
+import { PolicyNotFoundError } from './errors.js';
 import type { ResponseKeyRing } from './response-codec.js';
 import {
   statementsFor,
@@ -83,10 +85,18 @@ export interface StoreOutcome extends StoredResponse {
 
 export interface StoreOptions {
   pool: pg.Pool;
+  /**
+   * The service this store answers for: part of every key's identity, policy, metric and the
+   * stored response's associated data (SERVICE_NAME_PATTERN). Two services sharing a database,
+   * principal ids and endpoint strings never share a key.
+   */
+  service: string;
   fingerprintSecret: Buffer;
   keyRing: ResponseKeyRing;
   observer?: FlowObserver;
   quota?: LiveKeyQuota;
+  /** The service's policies by endpoint (createRetrysafe loads them), for routes that do not carry their own. */
+  policies?: ServicePolicies;
   /** The table's layout (detectStoreLayout); both behave the same through this API. */
   layout?: 'plain' | 'partitioned';
   /** Told when an attempt finished after its lease was taken over (the work ran twice). */
@@ -105,6 +115,17 @@ const LOCK_NOT_AVAILABLE = '55P03';
 type Decision = 'replay' | 'mismatch' | 'conflict' | 'takeover';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A service's name: lower-case letters, digits, `.`, `_` and `-`, 1 to 63 characters, starting with a letter or digit (the key table's check). */
+export const SERVICE_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+/** Throws a RangeError naming the rule unless `service` is a valid service name. */
+export function checkServiceName(service: string): string {
+  if (!SERVICE_NAME_PATTERN.test(service)) {
+    throw new RangeError(`service must be 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit (got ${JSON.stringify(service.slice(0, 80))})`);
+  }
+  return service;
+}
 
 /** What the key table's types and checks would refuse, refused first as a typed error (a 400), not a failed statement (a 500). */
 function checkIdentity(principalId: string, scope: string, key: string): void {
@@ -135,8 +156,22 @@ export class IdempotencyStore {
   private readonly sql: StoreStatements;
 
   constructor(private readonly options: StoreOptions) {
+    checkServiceName(options.service);
     this.observer = options.observer ?? ignoreFlow;
     this.sql = statementsFor(options.layout ?? 'plain');
+  }
+
+  /** The service this store answers for. */
+  get service(): string {
+    return this.options.service;
+  }
+
+  /** The policy in force for one of this service's endpoints (PolicyNotFoundError naming both when none). */
+  policyFor(endpoint: string): EndpointPolicy {
+    if (!this.options.policies) {
+      throw new PolicyNotFoundError(`No idempotency policy for service "${this.options.service}" endpoint "${endpoint}": this store was given no policies, so the route must carry its own`);
+    }
+    return this.options.policies.policyFor(endpoint);
   }
 
   /** Runs `call.work` at most once per scoped key (per the mode's guarantees) and returns its outcome or the replay. */
@@ -177,6 +212,7 @@ export class IdempotencyStore {
     checkIdentity(call.principalId, scope, call.key);
     return {
       principalId: call.principalId,
+      service: this.options.service,
       scope,
       key: call.key,
       fingerprint: fingerprint(this.options.fingerprintSecret, call),
@@ -427,6 +463,6 @@ export class IdempotencyStore {
   }
 
   private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number): void {
-    this.observer.record({ scope: claim.scope, outcome, claimLatencyMs });
+    this.observer.record({ service: claim.service, scope: claim.scope, outcome, claimLatencyMs });
   }
 }

@@ -1,4 +1,4 @@
-// GET /api/admin/overview?range=1h|6h|24h|7d|30d&scope=...: the dashboard's overview JSON
+// GET /api/admin/overview?range=1h|6h|24h|7d|30d&service=...&scope=...: the dashboard's overview JSON
 // (viewer). Aggregates only, read through the dashboard's restricted role.
 import { runtime } from '@/app/_lib/runtime';
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';

@@ -1,5 +1,5 @@
-// POST /api/admin/policies {endpoint, expectedVersion, fields, reason, acknowledgeBreakingChange?}:
-// an admin changes an endpoint policy; history and audit in the same transaction. Retention
+// POST /api/admin/policies {service, endpoint, expectedVersion, fields, reason, acknowledgeBreakingChange?}:
+// an admin changes a service's endpoint policy; history and audit in the same transaction. Retention
 // below the documented window is refused; shortening the window or changing the scope needs
 // the breaking change acknowledged.
 import { z } from 'zod';
@@ -8,10 +8,12 @@ import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { changePolicy } from '@/server/retention/policies';
 import { handled } from '@/app/_lib/route-errors';
+import { serviceNameSchema } from '@/server/service-name';
 
 export const dynamic = 'force-dynamic';
 
 const changeSchema = z.strictObject({
+  service: serviceNameSchema,
   endpoint: storableText().min(1).max(200),
   expectedVersion: z.number().int().positive(),
   fields: z.record(z.string(), z.unknown()),

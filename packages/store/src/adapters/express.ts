@@ -6,7 +6,7 @@
 //   app.use(problemErrors()); // optional: express.json()'s own 400/413 as problem+json too
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, problemAnswer, RequestBodyError, requestBodyProblem, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, checkRoutePolicy, problemAnswer, RequestBodyError, requestBodyProblem, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf, streamBody } from './node-http.js';
 import { randomUUID } from 'node:crypto';
 
@@ -30,6 +30,7 @@ function send(res: Response, answer: HttpAnswer): void {
 }
 
 export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: ExpressRoute<Input, P>): RequestHandler {
+  checkRoutePolicy(store, route);
   return (req, res, next) => {
     answerIdempotent(store, route, viewOf(req)).then((answer) => send(res, answer), next);
   };

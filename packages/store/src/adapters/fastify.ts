@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteShorthandOptionsWithHandler } from 'fastify';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, problemAnswer, RequestBodyError, requestBodyProblem, tooLarge, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, checkRoutePolicy, problemAnswer, RequestBodyError, requestBodyProblem, tooLarge, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf } from './node-http.js';
 
 export type FastifyRoute<Input, P extends Principal> = IdempotentRoute<Input, P, FastifyRequest>;
@@ -30,6 +30,7 @@ function statusOf(error: unknown): number {
 }
 
 export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: FastifyRoute<Input, P>): RouteShorthandOptionsWithHandler {
+  checkRoutePolicy(store, route);
   return {
     bodyLimit: route.maxBodyBytes,
     // Fastify awaits an async handler; it resolves to the reply it sent.

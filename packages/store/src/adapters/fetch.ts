@@ -4,7 +4,7 @@
 //   const handler = idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... });
 //   // handler(request: Request): Promise<Response>
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, checkRoutePolicy, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 
 export type FetchRoute<Input, P extends Principal> = IdempotentRoute<Input, P, Request>;
 
@@ -25,6 +25,7 @@ export function viewOfRequest<Native>(request: Request, native: Native): Request
 }
 
 export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: FetchRoute<Input, P>): (request: Request) => Promise<Response> {
+  checkRoutePolicy(store, route);
   return async (request) => toResponse(await answerIdempotent(store, route, viewOfRequest(request, request)));
 }
 

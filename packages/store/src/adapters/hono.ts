@@ -5,7 +5,7 @@
 //   app.post('/orders', idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
 import type { Context } from 'hono';
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
+import { answerIdempotent, checkRoutePolicy, readWebStream, toResponse, tooLarge, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 
 export type HonoRoute<Input, P extends Principal, C extends Context = Context> = IdempotentRoute<Input, P, C>;
 
@@ -33,6 +33,7 @@ function viewOfContext<C extends Context>(c: C): RequestView<C> {
 }
 
 export function idempotent<Input, P extends Principal, C extends Context = Context>(store: IdempotencyStore, route: HonoRoute<Input, P, C>): (c: C) => Promise<Response> {
+  checkRoutePolicy(store, route);
   return async (c) => toResponse(await answerIdempotent(store, route, viewOfContext(c)));
 }
 

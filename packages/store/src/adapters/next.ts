@@ -6,7 +6,7 @@
 //
 // Route handlers run on the Node.js runtime (the default); the store needs node:crypto and pg.
 import type { IdempotencyStore } from '../store.js';
-import { answerIdempotent, toResponse, type IdempotentRoute, type Principal } from '../http.js';
+import { answerIdempotent, checkRoutePolicy, toResponse, type IdempotentRoute, type Principal } from '../http.js';
 import { viewOfRequest } from './fetch.js';
 
 export type NextRoute<Input, P extends Principal, R extends Request = Request> = IdempotentRoute<Input, P, R>;
@@ -15,6 +15,7 @@ export function idempotentRoute<Input, P extends Principal, R extends Request = 
   store: IdempotencyStore | (() => IdempotencyStore | Promise<IdempotencyStore>),
   route: NextRoute<Input, P, R>,
 ): (request: R, context?: unknown) => Promise<Response> {
+  if (typeof store !== 'function') checkRoutePolicy(store, route);
   return async (request) => {
     const resolved = typeof store === 'function' ? await store() : store;
     return toResponse(await answerIdempotent(resolved, route, viewOfRequest(request, request)));

@@ -28,18 +28,18 @@ async function get(request: Request): Promise<Response> {
     const table =
       review && what === 'policies'
         ? toCsv(
-            ['endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by'],
-            review.policies.map((p) => [p.endpoint, p.scopeMode, p.retryWindowSeconds, p.retentionSeconds, p.marginSeconds, p.keepsPromise, p.evidenceMinMarginSeconds, p.evidenceRowsDeleted, p.version, p.updatedAt, p.updatedBy]),
+            ['service', 'endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by'],
+            review.policies.map((p) => [p.service, p.endpoint, p.scopeMode, p.retryWindowSeconds, p.retentionSeconds, p.marginSeconds, p.keepsPromise, p.evidenceMinMarginSeconds, p.evidenceRowsDeleted, p.version, p.updatedAt, p.updatedBy]),
           )
         : review && what === 'history'
           ? toCsv(
-              ['id', 'endpoint', 'version', 'changed_at', 'changed_by', 'reason', 'breaking', 'acknowledged', 'previous', 'current'],
-              review.history.map((h) => [h.id, h.endpoint, h.version, h.changedAt, h.changedBy, h.reason, h.breaking, h.acknowledged, h.previous, h.current]),
+              ['id', 'service', 'endpoint', 'version', 'changed_at', 'changed_by', 'reason', 'breaking', 'acknowledged', 'previous', 'current'],
+              review.history.map((h) => [h.id, h.service, h.endpoint, h.version, h.changedAt, h.changedBy, h.reason, h.breaking, h.acknowledged, h.previous, h.current]),
             )
           : toCsv(
-              ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
+              ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'service', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
               (await readSweepEvidence(db, EVIDENCE_EXPORT_RUNS)).flatMap((run) =>
-                run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
+                run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.service, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
               ),
             );
     await writeAudit(db, { actor: operator.email, action: 'retention.export', target: { what } });

@@ -1,4 +1,4 @@
-// POST /api/admin/stale-claims/release {principalId, scope, key, reason}: mark one stale claim
+// POST /api/admin/stale-claims/release {principalId, service, scope, key, reason}: mark one stale claim
 // failed (retryable) through the audited SECURITY DEFINER function (operator).
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
