@@ -17,7 +17,7 @@ import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { IdempotencyStore, type ClaimCall } from '@retrysafe/store';
 import { FlowRecorder } from '@retrysafe/store';
 import type { BenchDatabase } from './database';
-import { BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';
+import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun as mean, runClosedLoop, type RunResult } from './measure';
 
 const CONCURRENCY = [1, 8, 32];
@@ -28,9 +28,9 @@ const REPLAY_KEYS_PER_WORKER = 200;
 const policy = benchPolicy;
 
 const BARE_INSERT = `INSERT INTO idempotency_keys
-  (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-VALUES ($1, $2, $3, 'in_progress', $4, $5, now() + interval '30 seconds', now() + interval '26 hours')
-ON CONFLICT (principal_id, scope, key) DO NOTHING
+  (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+VALUES ($1, $6, $2, $3, 'in_progress', $4, $5, now() + interval '30 seconds', now() + interval '26 hours')
+ON CONFLICT (principal_id, service, scope, key) DO NOTHING
 RETURNING attempts`;
 
 export interface ClaimsReport {
@@ -70,14 +70,14 @@ export async function benchClaims(database: BenchDatabase, log: (line: string) =
       });
 
     const pool = new pg.Pool({ connectionString: database.url, max: concurrency });
-    const quota = new LiveKeyQuota(pool);
+    const quota = new LiveKeyQuota(pool, { service: BENCH_SERVICE });
     quota.start();
     const secrets = { fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]) };
-    const store = new IdempotencyStore({ pool, ...secrets, quota, observer: { record: () => undefined } });
+    const store = new IdempotencyStore({ pool, service: BENCH_SERVICE, ...secrets, quota, observer: { record: () => undefined } });
     // The same store reporting to the flow recorder, flushing to the database as in production.
     const recorder = new FlowRecorder(pool, { flushIntervalMs: 1_000 });
     recorder.start();
-    const recordingStore = new IdempotencyStore({ pool, ...secrets, quota, observer: recorder });
+    const recordingStore = new IdempotencyStore({ pool, service: BENCH_SERVICE, ...secrets, quota, observer: recorder });
     const call = (worker: number, key: string): ClaimCall => ({
       principalId: principals[worker] ?? '',
       endpoint: ENDPOINT,
@@ -96,7 +96,7 @@ export async function benchClaims(database: BenchDatabase, log: (line: string) =
 
     const rounds: { raw: RunResult; storeNew: RunResult; storeRecording: RunResult }[] = [];
     for (let round = 0; round < 2; round += 1) {
-      const raw = await rawRun(storeStatementTexts.claim, 'bench_raw_claim', [policy.leaseMs, policy.retentionMs]);
+      const raw = await rawRun(storeStatementTexts.claim, 'bench_raw_claim', [policy.leaseMs, policy.retentionMs, BENCH_SERVICE]);
       const storeNewRound = await storeRun(store, `new${round}`);
       rounds.push({ raw, storeNew: storeNewRound, storeRecording: await storeRun(recordingStore, `rec${round}`) });
     }
@@ -104,7 +104,7 @@ export async function benchClaims(database: BenchDatabase, log: (line: string) =
     const storeNew = mean(rounds.map((round) => round.storeNew));
     const storeRecording = mean(rounds.map((round) => round.storeRecording));
     await recorder.stop();
-    const bareInsert = await rawRun(BARE_INSERT, 'bench_bare_insert', []);
+    const bareInsert = await rawRun(BARE_INSERT, 'bench_bare_insert', [BENCH_SERVICE]);
     await Promise.all(clients.map((client) => client.end()));
 
     for (let worker = 0; worker < concurrency; worker += 1) {
@@ -151,7 +151,7 @@ export async function benchClaims(database: BenchDatabase, log: (line: string) =
   const events = 1_000_000;
   const began = process.cpuUsage();
   for (let i = 0; i < events; i += 1) {
-    recorder.record({ scope: scopes[i % 2] ?? '', outcome: outcomes[i % 3] ?? 'new', claimLatencyMs: 0.5 + (i % 100) / 10 });
+    recorder.record({ service: BENCH_SERVICE, scope: scopes[i % 2] ?? '', outcome: outcomes[i % 3] ?? 'new', claimLatencyMs: 0.5 + (i % 100) / 10 });
   }
   const cpu = process.cpuUsage(began);
   const perEventUs = (cpu.user + cpu.system) / events;

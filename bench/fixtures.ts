@@ -4,6 +4,11 @@
 import type pg from 'pg';
 import type { EndpointPolicy } from '@retrysafe/store';
 
+/**
+ * The service every store benchmark's keys belong to: an adopting service's (not the demo's
+ * legacy name), so the sealed responses' associated data names it as an adopter's does.
+ */
+export const BENCH_SERVICE = 'orders';
 /** The endpoint, policy, request and response every store benchmark uses: a payment, as the demo's. */
 export const BENCH_ENDPOINT = 'POST /api/v1/payments';
 export const benchPolicy: EndpointPolicy = {
@@ -25,14 +30,14 @@ export const benchResponse = Buffer.from(JSON.stringify({ id: 'pay_0123456789abc
 export async function loadCompletedKeys(pool: pg.Pool, rows: number, expiresFrom: Date): Promise<void> {
   for (let offset = 0; offset < rows; offset += 250_000) {
     await pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
          response_body, response_key_id, response_size, completed_at, created_at, expires_at)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, 'POST /api/v1/payments', 'old-' || i, 'completed',
+       SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, $4, 'POST /api/v1/payments', 'old-' || i, 'completed',
               sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
               $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours' + (i % 86400) * interval '1 second' + (i / 86400) * interval '1 microsecond',
               $3::timestamptz + (i % 86400) * interval '1 second'
        FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
-      [offset, rows, expiresFrom.toISOString()],
+      [offset, rows, expiresFrom.toISOString(), BENCH_SERVICE],
     );
   }
 }

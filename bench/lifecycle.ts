@@ -21,7 +21,7 @@ import { IdempotencyStore, type IdempotentCall } from '@retrysafe/store';
 import { FlowRecorder } from '@retrysafe/store';
 import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
 import { openBenchDatabase } from './database';
-import { loadCompletedKeys, BENCH_ENDPOINT, benchBody, benchPolicy, benchResponse } from './fixtures';
+import { loadCompletedKeys, BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { runClosedLoop, type RunResult } from './measure';
 
 type Layout = 'plain' | 'partitioned';
@@ -135,15 +135,15 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   const principals = Array.from({ length: callers }, () => randomUUID());
   const sql = texts(layout);
   const secrets = { fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]) };
-  const sealedSize = secrets.keyRing.seal(response, { principalId: principals[0] ?? '', scope: ENDPOINT, key: 'x' }).ciphertext.length;
+  const sealedSize = secrets.keyRing.seal(response, { principalId: principals[0] ?? '', service: BENCH_SERVICE, scope: ENDPOINT, key: 'x' }).ciphertext.length;
   const sealed = randomBytes(sealedSize);
 
   const pool = new pg.Pool({ connectionString: url, max: callers, ...STORE_POOL_SETTINGS });
-  const quota = new LiveKeyQuota(owner);
+  const quota = new LiveKeyQuota(owner, { service: BENCH_SERVICE });
   quota.start();
   const recorder = new FlowRecorder(owner, { flushIntervalMs: 1_000 });
   recorder.start();
-  const store = new IdempotencyStore({ pool, ...secrets, quota, observer: recorder, layout });
+  const store = new IdempotencyStore({ pool, service: BENCH_SERVICE, ...secrets, quota, observer: recorder, layout });
   const clients = await Promise.all(
     Array.from({ length: callers }, async () => {
       const client = new pg.Client({ connectionString: url, options: STORE_SESSION_OPTIONS });
@@ -172,7 +172,8 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     );
   }
 
-  const claimValues = (worker: number, key: string) => [principals[worker], ENDPOINT, key, randomBytes(32), randomUUID(), policy.leaseMs, policy.retentionMs];
+  // Each statement's parameters in its order (statements.ts): the service is the last.
+  const claimValues = (worker: number, key: string) => [principals[worker], ENDPOINT, key, randomBytes(32), randomUUID(), policy.leaseMs, policy.retentionMs, BENCH_SERVICE];
   const raw = async (mode: ExecutionMode, keys: Keys, worker: number, i: number) => {
     const client = clients[worker];
     if (!client) throw new Error('no client');
@@ -183,7 +184,7 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
       client.query({
         name: layout === 'partitioned' ? 'raw_complete_partitioned' : 'raw_complete',
         text: sql.complete,
-        values: [principals[worker], ENDPOINT, key, 1, 201, 'application/json', sealed, 'k1', response.length, null],
+        values: [principals[worker], ENDPOINT, key, 1, 201, 'application/json', sealed, 'k1', response.length, null, BENCH_SERVICE],
       });
     if (mode === 'claim-first') {
       await claim();
@@ -192,7 +193,7 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     }
     // Transactional: the read of a committed row first (a replay ends there), then the claim,
     // completion and commit in one transaction.
-    await client.query({ name: layout === 'partitioned' ? 'raw_read_partitioned' : 'raw_read', text: sql.readKey, values: [principals[worker], ENDPOINT, key] });
+    await client.query({ name: layout === 'partitioned' ? 'raw_read_partitioned' : 'raw_read', text: sql.readKey, values: [principals[worker], ENDPOINT, key, BENCH_SERVICE] });
     if (keys === 'replay') return;
     await client.query(`BEGIN; SET LOCAL lock_timeout = ${policy.lockTimeoutMs}`);
     await claim();
@@ -253,7 +254,7 @@ export async function benchLifecycle(adminUrl: string, log: (line: string) => vo
         if (table !== 'empty table') {
           await loadLarge(harness, log);
           const plans = new pg.Pool({ connectionString: database.url, max: 1, options: STORE_SESSION_OPTIONS });
-          const findings = await checkRequestPathPlans(plans, layout, { principalId: '00000000-0000-0000-0000-000000000007', scope: ENDPOINT, key: 'old-7' });
+          const findings = await checkRequestPathPlans(plans, layout, { principalId: '00000000-0000-0000-0000-000000000007', service: BENCH_SERVICE, scope: ENDPOINT, key: 'old-7' });
           await plans.end();
           const off = findings.flatMap((finding) => finding.offPrimaryKey.map((what) => `${finding.statement} (${finding.mode}): ${what}`));
           report.plansAt10M.push({ layout, offPrimaryKey: off });
@@ -290,11 +291,11 @@ async function benchSustained(adminUrl: string, log: (line: string) => void): Pr
   const database = await openBenchDatabase({ adminUrl });
   const owner = new pg.Pool({ connectionString: database.url, max: 4 });
   const pool = new pg.Pool({ connectionString: database.url, max: callers, ...STORE_POOL_SETTINGS });
-  const quota = new LiveKeyQuota(owner);
+  const quota = new LiveKeyQuota(owner, { service: BENCH_SERVICE });
   const recorder = new FlowRecorder(owner, { flushIntervalMs: 1_000 });
   quota.start();
   recorder.start();
-  const store = new IdempotencyStore({ pool, fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]), quota, observer: recorder });
+  const store = new IdempotencyStore({ pool, service: BENCH_SERVICE, fingerprintSecret: randomBytes(32), keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]), quota, observer: recorder });
   const principals = Array.from({ length: callers }, () => randomUUID());
   const windows = Math.max(2, Math.round(SUSTAINED_MS / WINDOW_MS));
   const perWindow = Array.from({ length: windows }, () => 0);

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { partitionedStatements } from '@retrysafe/store/postgres';
 import { dropExpiredPartitions } from '../server/retention/partitions';
 import type { BenchDatabase } from './database';
-import { loadCompletedKeys } from './fixtures';
+import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const ROWS = Number(process.env.BENCH_PARTITION_ROWS ?? 2_000_000);
@@ -41,6 +41,7 @@ export async function benchPartitions(database: BenchDatabase, log: (line: strin
     const began = performance.now();
     await partitionedStatements.claim(pool, {
       principalId: principals[worker] ?? '',
+      service: BENCH_SERVICE,
       scope: 'POST /api/v1/payments',
       key: `live-${worker}-${i}-${Math.random()}`,
       fingerprint: randomBytes(32),

@@ -14,7 +14,7 @@ import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } fro
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
-import { loadCompletedKeys } from './fixtures';
+import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../server/idempotency/key-metadata';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool } from '../db/client';
@@ -51,36 +51,36 @@ export interface IndexCost {
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost }> {
   const pool = createPool(database.url, { applicationName: 'retrysafe-bench', max: 4 });
-  await ensurePolicies(pool, defaultPolicyFields, 'bench');
+  await ensurePolicies(pool, BENCH_SERVICE, defaultPolicyFields, 'bench');
   log(`loading ${ROWS.toLocaleString('en')} keys and two days of metrics...`);
   const started = performance.now();
   const { rows: clock } = await pool.query<{ from: Date }>("SELECT now() - interval '2 hours' AS from");
   await loadCompletedKeys(pool, ROWS, clock[0]?.from ?? new Date());
   await pool.query(`
-    INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-    SELECT gen_random_uuid(), 'POST /api/v1/refunds', 'running-' || i, 'in_progress', sha256(i::text::bytea), gen_random_uuid(),
+    INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+    SELECT gen_random_uuid(), '${BENCH_SERVICE}', 'POST /api/v1/refunds', 'running-' || i, 'in_progress', sha256(i::text::bytea), gen_random_uuid(),
            now() + (i % 120 - 60) * interval '1 second', now() + interval '1 day'
     FROM generate_series(1, 5000) AS i;
     -- One large tenant with live keys: 500,000 in the last 20 hours, one in 500 failed.
-    INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_ref, completed_at, created_at, expires_at)
-    SELECT '${LARGE_TENANT}', 'POST /api/v1/payments', 'large-' || i, CASE WHEN i % 500 = 0 THEN 'failed' ELSE 'completed' END, sha256(i::text::bytea),
+    INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_ref, completed_at, created_at, expires_at)
+    SELECT '${LARGE_TENANT}', '${BENCH_SERVICE}', 'POST /api/v1/payments', 'large-' || i, CASE WHEN i % 500 = 0 THEN 'failed' ELSE 'completed' END, sha256(i::text::bytea),
            gen_random_uuid(), CASE WHEN i % 500 = 0 THEN 500 ELSE 201 END, 'pay_' || i, now(), now() - interval '20 hours' + i * interval '144 ms',
            now() + interval '6 hours' + i * interval '144 ms'
     FROM generate_series(1, 500000) AS i;
-    INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', s, o, 10 + m % 7
+    INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, o, 10 + m % 7
     FROM generate_series(0, 2880) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s,
          unnest(ARRAY['new', 'replay', 'conflict', 'mismatch', 'takeover']) AS o;
-    INSERT INTO claim_latency_minute (minute, scope, bucket, count)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', s, b, 3
+    INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, b, 3
     FROM generate_series(0, 2880) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s, generate_series(5, 25) AS b;
-    INSERT INTO flow_counts_hour (hour, scope, outcome, count)
-    SELECT date_trunc('hour', now()) - h * interval '1 hour', s, 'new', 600
+    INSERT INTO flow_counts_hour (hour, service, scope, outcome, count)
+    SELECT date_trunc('hour', now()) - h * interval '1 hour', '${BENCH_SERVICE}', s, 'new', 600
     FROM generate_series(49, 840) AS h, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;
     INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
     SELECT date_trunc('minute', now()) - m * interval '1 minute', 10000000, 9000000, 0, 0, 0, 30, 0 FROM generate_series(0, 43200) AS m;
-    INSERT INTO store_stats_scopes (sampled_at, scope, estimated_rows, response_bytes, sampled_fraction)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', s, 5000000, 2000000000, 0.003
+    INSERT INTO store_stats_scopes (sampled_at, service, scope, estimated_rows, response_bytes, sampled_fraction)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, 5000000, 2000000000, 0.003
     FROM generate_series(0, 43200) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;`);
   await pool.query('VACUUM ANALYZE');
   log(`  loaded in ${((performance.now() - started) / 1000).toFixed(0)} s`);
@@ -135,7 +135,7 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
     measure(name, () => pool.query(text, [...values]), planLine(name, await explain(text, values)));
   await single('stale claims count', "SELECT count(*) FROM idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()");
   await single('oldest expiry', `SELECT min(expires_at) FROM idempotency_keys WHERE ${EXPIRY_INDEX_PREDICATE}`);
-  const claimValues = ['00000000-0000-0000-0000-000000000001', 'POST /api/v1/payments', 'old-1', Buffer.alloc(32), '00000000-0000-0000-0000-000000000002', 30_000, 93_600_000];
+  const claimValues = ['00000000-0000-0000-0000-000000000001', 'POST /api/v1/payments', 'old-1', Buffer.alloc(32), '00000000-0000-0000-0000-000000000002', 30_000, 93_600_000, BENCH_SERVICE];
   await single('claim statement (for scale)', storeStatementTexts.claim, claimValues);
   // The dashboard's reads of the key table (through the same statements the pages use).
   const tenant = LARGE_TENANT;
@@ -144,7 +144,7 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
     ['dashboard: recent keys, newest 50', {}],
     ['dashboard: recent keys, rare state', { state: 'failed' }],
     ['dashboard: recent keys, absent state', { state: 'in_progress' }],
-    ['dashboard: recent keys, 10 h back', { after: { createdAtMicros: String((Date.now() - 36_000_000) * 1000), scope: 'POST /api/v1/payments', key: 'large-1' } }],
+    ['dashboard: recent keys, 10 h back', { after: { createdAtMicros: String((Date.now() - 36_000_000) * 1000), service: BENCH_SERVICE, scope: 'POST /api/v1/payments', key: 'large-1' } }],
   ] as const) {
     await measureComposite(name, (db) => db.query(principalKeysStatement({ principalId: tenant, reason: 'bench', limit: 50, ...filter })));
   }
@@ -180,7 +180,7 @@ async function benchRecentKeysIndex(pool: pg.Pool, url: string, log: (line: stri
       await clients[worker]?.query({
         name: 'bench_cost_claim',
         text: storeStatementTexts.claim,
-        values: [principals[worker], 'POST /api/v1/payments', `cost-${round}-${worker}-${i}`, randomBytes(32), randomUUID(), 30_000, 93_600_000],
+        values: [principals[worker], 'POST /api/v1/payments', `cost-${round}-${worker}-${i}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
       });
     });
   };

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { sweepOnce, defaultSweepOptions, type SweepResult } from '../server/retention/sweeper';
 import type { BenchDatabase } from './database';
-import { loadCompletedKeys } from './fixtures';
+import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { formatRun, runClosedLoop, runWhile, type RunResult } from './measure';
 
 const EXPIRED_ROWS = Number(process.env.BENCH_SWEEP_ROWS ?? 2_000_000);
@@ -39,7 +39,7 @@ export async function benchSweeper(database: BenchDatabase, log: (line: string) 
     await pool.query({
       name: 'bench_sweep_claim',
       text: storeStatementTexts.claim,
-      values: [principals[worker], 'POST /api/v1/payments', `live-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), randomUUID(), 30_000, 93_600_000],
+      values: [principals[worker], 'POST /api/v1/payments', `live-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
     });
   };
 

@@ -129,9 +129,9 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const base = ui.baseUrl;
     // Keys past their expiry, for the sweeper (every 3 s here) to delete with evidence.
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
          response_ref, completed_at, created_at, expires_at)
-       SELECT gen_random_uuid(), 'POST /api/v1/payments', 'expired-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
+       SELECT gen_random_uuid(), 'demo', 'POST /api/v1/payments', 'expired-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
               201, 'application/json', 'pay_x', now() - interval '27 hours', now() - interval '27 hours', now() - interval '1 hour'
        FROM generate_series(1, 40) AS i`,
     );

@@ -14,14 +14,17 @@ function mulberry32(seed: number): () => number {
 }
 
 const SCOPES = ['POST /api/v1/payments', 'POST /api/v1/refunds', 'intent'];
+// The demo's service and another, so totals are proven to be kept per service too.
+const SERVICES = ['demo', 'orders'];
 
 export function* flowEvents(seed: number, count: number): Generator<FlowEvent> {
   const random = mulberry32(seed);
   for (let i = 0; i < count; i += 1) {
     const scope = SCOPES[Math.floor(random() * SCOPES.length)] ?? 'intent';
+    const service = SERVICES[Math.floor(random() * SERVICES.length)] ?? 'demo';
     const outcome = claimOutcomes[Math.floor(random() * claimOutcomes.length)] ?? 'new';
     // Roughly log-normal latencies around 1 ms, with a long tail.
     const latency = Math.exp(Math.log(1) + 1.2 * (random() + random() + random() - 1.5) * 2);
-    yield outcome === 'rejected' || outcome === 'error' ? { scope, outcome } : { scope, outcome, claimLatencyMs: latency };
+    yield outcome === 'rejected' || outcome === 'error' ? { service, scope, outcome } : { service, scope, outcome, claimLatencyMs: latency };
   }
 }

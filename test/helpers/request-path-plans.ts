@@ -17,19 +17,20 @@ export interface RequestPathStatement {
 }
 
 export function requestPathStatements(layout: 'plain' | 'partitioned', id: KeyIdentity): RequestPathStatement[] {
+  // Each statement's parameters in its own order (statements.ts); the service is the last one.
   const key = [id.principalId, id.scope, id.key];
-  const claim = [...key, randomBytes(32), randomUUID(), 30_000, 93_600_000];
-  const completion = [...key, 1, 201, 'application/json', Buffer.alloc(1), 'k1', 1, null];
+  const claim = [...key, randomBytes(32), randomUUID(), 30_000, 93_600_000, id.service];
+  const completion = [...key, 1, 201, 'application/json', Buffer.alloc(1), 'k1', 1, null, id.service];
   const texts = layout === 'partitioned' ? partitionedStatementTexts : storeStatementTexts;
   return [
     { name: 'claim', text: texts.claim, values: claim, nested: layout === 'partitioned' },
     // A new key's claim: the partitioned function's insert branch (the plain claim plans once).
     ...(layout === 'partitioned' ? [{ name: 'claim (new key)', text: texts.claim, values: [id.principalId, id.scope, `new-${randomUUID()}`, ...claim.slice(3)], nested: true }] : []),
-    { name: 'read', text: texts.readKey, values: key },
-    { name: 'take over', text: texts.takeOver, values: layout === 'partitioned' ? [...claim.slice(0, 6), 1] : [...claim, 1] },
+    { name: 'read', text: texts.readKey, values: [...key, id.service] },
+    { name: 'take over', text: texts.takeOver, values: layout === 'partitioned' ? [...claim.slice(0, 6), 1, id.service] : [...claim.slice(0, 7), 1, id.service] },
     { name: 'complete', text: texts.complete, values: completion },
-    { name: 'fail', text: texts.fail, values: [...key, 1] },
-    { name: 'release one stale claim', text: staleClaimTexts.releaseOne, values: [...key, 'plan-test', 'plan test'], nested: true },
+    { name: 'fail', text: texts.fail, values: [...key, 1, id.service] },
+    { name: 'release one stale claim', text: staleClaimTexts.releaseOne, values: [id.principalId, id.service, id.scope, id.key, 'plan-test', 'plan test'], nested: true },
   ];
 }
 

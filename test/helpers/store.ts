@@ -6,6 +6,10 @@ import type { EndpointPolicy } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
 import { IdempotencyStore, type WorkResult } from '@retrysafe/store';
+import { DEMO_SERVICE } from '../../server/demo/policies';
+
+/** The service a test store answers for unless told otherwise: the demo's (the single service before services existed). */
+export const TEST_SERVICE = DEMO_SERVICE;
 
 export const testPolicy: EndpointPolicy = {
   scopeMode: 'endpoint',
@@ -30,13 +34,21 @@ export interface TestStore {
 
 export function createTestStore(
   pool: pg.Pool,
-  options: { keys?: ResponseKey[]; secret?: Buffer; quota?: LiveKeyQuota; onLeaseLost?: (id: { key: string }) => void; layout?: 'plain' | 'partitioned' } = {},
+  options: {
+    service?: string;
+    keys?: ResponseKey[];
+    secret?: Buffer;
+    quota?: LiveKeyQuota;
+    onLeaseLost?: (id: { key: string }) => void;
+    layout?: 'plain' | 'partitioned';
+  } = {},
 ): TestStore {
   const events: FlowEvent[] = [];
   const keyRing = new ResponseKeyRing(options.keys ?? [newResponseKey()]);
   const secret = options.secret ?? randomBytes(32);
   const store = new IdempotencyStore({
     pool,
+    service: options.service ?? TEST_SERVICE,
     fingerprintSecret: secret,
     keyRing,
     quota: options.quota,

@@ -14,8 +14,8 @@ describe('alert inputs', () => {
     // Six busy minutes in which 2 of 102 claims were refused at the quota (1.96%), and a sweep
     // that finished 4 minutes ago, with a run started since that has not finished.
     await db.pool.query(
-      `INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'POST /a', o, c
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'demo', 'POST /a', o, c
        FROM generate_series(0, 6) AS m, (VALUES ('new', 100), ('rejected', 2)) AS v(o, c)`,
     );
     await db.pool.query(
@@ -34,25 +34,37 @@ describe('alert inputs', () => {
       ['sweeper_stalled', 'warning'],
     ]);
     const text = await createPrometheusMetrics(db.pool, undefined, { sweepIntervalSeconds: 60 }).registry.metrics();
-    expect(text).toMatch(/^retrysafe_alert_firing\{name="rejection_rate",severity="warning",scope="POST \/a"\} 1$/m);
+    expect(text).toMatch(/^retrysafe_alert_firing\{name="rejection_rate",severity="warning",service="demo",scope="POST \/a"\} 1$/m);
     expect(text).toMatch(/^retrysafe_alert_firing\{name="sweeper_stalled",severity="warning"\} 1$/m);
   });
 
-  it('judge each scope on its own: a scope in trouble fires, named, however busy and healthy the others are', async () => {
-    // Ten minutes: POST /refunds at 36% conflicts of 25 claims a minute, POST /payments 500 clean claims a minute (1.7% overall).
+  it('judge each service’s scope on its own: a scope in trouble fires, named, however busy and healthy the others are', async () => {
+    // Ten minutes: the orders service's POST /refunds at 36% conflicts of 25 claims a minute; the
+    // demo's POST /refunds (the same scope name) and POST /payments clean (1.6% overall).
     await db.pool.query(
-      `INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-       SELECT date_trunc('minute', now()) - m * interval '1 minute', s, o, c
-       FROM generate_series(0, 9) AS m, (VALUES ('POST /refunds', 'new', 16), ('POST /refunds', 'conflict', 9), ('POST /payments', 'new', 500)) AS v(s, o, c)`,
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', v, s, o, c
+       FROM generate_series(0, 9) AS m,
+            (VALUES ('orders', 'POST /refunds', 'new', 16), ('orders', 'POST /refunds', 'conflict', 9), ('demo', 'POST /refunds', 'new', 50),
+                    ('demo', 'POST /payments', 'new', 500)) AS t(v, s, o, c)`,
     );
     const alerts = evaluateAlerts(await readAlertInputs(db.pool, { sweepIntervalSeconds: 3_600 }));
     const conflicts = alerts.filter((alert) => alert.name === 'conflict_rate');
-    expect(conflicts.map((alert) => [alert.scope, alert.storeWide])).toEqual([['POST /refunds', false]]);
-    expect(conflicts[0]?.summary).toMatch(/^POST \/refunds: Over 10% of claims for 5 min/);
-    const forScope = async (scope?: string) =>
-      (await readOverview(db.pool, overviewQuery.parse(scope ? { range: '1h', scope } : { range: '1h' }), undefined, 3_600)).alerts.map((alert) => `${alert.name}@${alert.scope ?? (alert.storeWide ? 'store' : 'all')}`);
-    expect(await forScope('POST /refunds')).toContain('conflict_rate@POST /refunds');
-    expect(await forScope('POST /payments')).not.toContain('conflict_rate@POST /refunds');
-    expect(await forScope()).toContain('conflict_rate@POST /refunds');
+    expect(conflicts.map((alert) => [alert.service, alert.scope, alert.storeWide])).toEqual([['orders', 'POST /refunds', false]]);
+    expect(conflicts[0]?.summary).toMatch(/^POST \/refunds \(orders\): Over 10% of claims for 5 min/);
+    const forScope = async (query: { service?: string; scope?: string }) =>
+      (await readOverview(db.pool, overviewQuery.parse({ range: '1h', ...query }), undefined, 3_600)).alerts.map(
+        (alert) => `${alert.name}@${alert.scope === null ? (alert.storeWide ? 'store' : 'all') : `${alert.service}:${alert.scope}`}`,
+      );
+    expect(await forScope({ scope: 'POST /refunds' })).toContain('conflict_rate@orders:POST /refunds');
+    expect(await forScope({ service: 'orders' })).toContain('conflict_rate@orders:POST /refunds');
+    expect(await forScope({ service: 'orders', scope: 'POST /refunds' })).toContain('conflict_rate@orders:POST /refunds');
+    // The demo's scope of the same name, and the demo service, are not in trouble.
+    expect(await forScope({ service: 'demo', scope: 'POST /refunds' })).not.toContain('conflict_rate@orders:POST /refunds');
+    expect(await forScope({ service: 'demo' })).not.toContain('conflict_rate@orders:POST /refunds');
+    expect(await forScope({ scope: 'POST /payments' })).not.toContain('conflict_rate@orders:POST /refunds');
+    expect(await forScope({})).toContain('conflict_rate@orders:POST /refunds');
+    const text = await createPrometheusMetrics(db.pool, undefined, { sweepIntervalSeconds: 3_600 }).registry.metrics();
+    expect(text).toMatch(/^retrysafe_alert_firing\{name="conflict_rate",severity="warning",service="orders",scope="POST \/refunds"\} 1$/m);
   });
 });

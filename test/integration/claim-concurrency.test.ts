@@ -24,8 +24,9 @@ describe('claim under concurrency', () => {
     await Promise.all(clients.map((client) => client.end()));
   });
 
-  const claimFor = (principalId: string, key: string): ClaimValues => ({
+  const claimFor = (principalId: string, key: string, service = 'demo'): ClaimValues => ({
     principalId,
+    service,
     scope: 'POST /api/v1/payments',
     key,
     fingerprint: randomBytes(32),
@@ -55,5 +56,15 @@ describe('claim under concurrency', () => {
       clients.map((client, index) => claimKey(client, claimFor(index % 2 === 0 ? a : b, 'retry-1'))),
     );
     expect(results.filter((result) => result.claimed)).toHaveLength(2);
+  });
+
+  it('keeps two services with the same principal and key string independent', async () => {
+    const principalId = randomUUID();
+    const results = await Promise.all(
+      clients.map((client, index) => claimKey(client, claimFor(principalId, 'retry-1', index % 2 === 0 ? 'demo' : 'orders'))),
+    );
+    expect(results.filter((result) => result.claimed)).toHaveLength(2);
+    const { rows } = await db.pool.query<{ service: string }>('SELECT service FROM idempotency_keys WHERE principal_id = $1 ORDER BY service', [principalId]);
+    expect(rows).toEqual([{ service: 'demo' }, { service: 'orders' }]);
   });
 });

@@ -22,18 +22,19 @@ describe('npm run cli', () => {
 
   it('sweep runs one sweep now and prints what it did', async () => {
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
          response_ref, completed_at, created_at, expires_at)
-       SELECT gen_random_uuid(), 'POST /api/v1/payments', 'old-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
+       SELECT gen_random_uuid(), 'demo', 'POST /api/v1/payments', 'old-' || i, 'completed', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
               201, 'application/json', 'pay_x', now(), now() - interval '3 days', now() - interval '1 day'
        FROM generate_series(1, 25) AS i`,
     );
     const result = cli(['sweep'], { DATABASE_URL: db.url });
     expect(result.code).toBe(0);
-    const printed = JSON.parse(result.stdout) as { status: string; rowsDeleted: number; runId: number; scopes: { scope: string; minMarginSeconds: number }[] };
+    const printed = JSON.parse(result.stdout) as { status: string; rowsDeleted: number; runId: number; scopes: { service: string; scope: string; minMarginSeconds: number }[] };
     expect(printed).toMatchObject({ status: 'completed', rowsDeleted: 25 });
     expect(printed.runId).toBeGreaterThan(0);
-    expect(printed.scopes[0]).toMatchObject({ scope: 'POST /api/v1/payments' });
+    // The demo's rows, judged against the demo's policy (which the sweep command creates if missing).
+    expect(printed.scopes[0]).toMatchObject({ service: 'demo', scope: 'POST /api/v1/payments' });
     expect(printed.scopes[0]?.minMarginSeconds).toBeGreaterThan(0);
   });
 

@@ -14,7 +14,8 @@ describe('createRetrysafe', () => {
   const db = useTestDatabase();
 
   it('records the claims of a service and flushes them on stop(), then closes its own pool', async () => {
-    const retrysafe = await createRetrysafe({ connectionString: db.url, fingerprintSecret: randomBytes(32), responseKeys, metricsFlushIntervalMs: 3_600_000 });
+    const retrysafe = await createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys, metricsFlushIntervalMs: 3_600_000 });
+    expect(retrysafe.service).toBe('orders');
     const scope = `POST /composition/${randomUUID()}`;
     const principalId = randomUUID();
     for (const key of ['a', 'b', 'a']) {
@@ -24,20 +25,24 @@ describe('createRetrysafe', () => {
     const before = await db.pool.query('SELECT 1 FROM flow_counts_minute WHERE scope = $1', [scope]);
     expect(before.rowCount).toBe(0);
     await retrysafe.stop();
-    const after = await db.pool.query<{ outcome: string; count: string }>('SELECT outcome, sum(count)::text AS count FROM flow_counts_minute WHERE scope = $1 GROUP BY outcome ORDER BY outcome', [scope]);
+    // Counted under the service's name.
+    const after = await db.pool.query<{ service: string; outcome: string; count: string }>(
+      'SELECT service, outcome, sum(count)::text AS count FROM flow_counts_minute WHERE scope = $1 GROUP BY service, outcome ORDER BY outcome',
+      [scope],
+    );
     expect(after.rows).toEqual([
-      { outcome: 'new', count: '2' },
-      { outcome: 'replay', count: '1' },
+      { service: 'orders', outcome: 'new', count: '2' },
+      { service: 'orders', outcome: 'replay', count: '1' },
     ]);
-    const quota = await db.pool.query<{ claims: string }>('SELECT sum(claims)::text AS claims FROM idempotency_key_usage WHERE scope = $1', [scope]);
-    expect(quota.rows[0]?.claims).toBe('2');
+    const quota = await db.pool.query<{ service: string; claims: string }>('SELECT service, sum(claims)::text AS claims FROM idempotency_key_usage WHERE scope = $1 GROUP BY service', [scope]);
+    expect(quota.rows).toEqual([{ service: 'orders', claims: '2' }]);
     expect(retrysafe.pool.ended).toBe(true);
     await retrysafe.stop(); // a second stop is harmless
   });
 
   it('leaves a pool it was given open', async () => {
     const pool = new pg.Pool({ connectionString: db.url, max: 2 });
-    const retrysafe = await createRetrysafe({ pool, fingerprintSecret: randomBytes(32), responseKeys, quota: false });
+    const retrysafe = await createRetrysafe({ pool, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys, quota: false });
     expect(retrysafe.quota).toBeNull();
     await retrysafe.stop();
     expect(pool.ended).toBe(false);
@@ -46,8 +51,8 @@ describe('createRetrysafe', () => {
   });
 
   it('refuses bad secrets and an unmigrated database with a message that says what to do', async () => {
-    await expect(createRetrysafe({ connectionString: db.url, fingerprintSecret: 'short', responseKeys })).rejects.toThrow(/at least 16 bytes/);
-    await expect(createRetrysafe({ connectionString: db.url, fingerprintSecret: randomBytes(32), responseKeys: 'k1:c2hvcnQ=' })).rejects.toThrow(/32 bytes/);
+    await expect(createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: 'short', responseKeys })).rejects.toThrow(/at least 16 bytes/);
+    await expect(createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys: 'k1:c2hvcnQ=' })).rejects.toThrow(/32 bytes/);
     const admin = new pg.Client({ connectionString: db.url });
     await admin.connect();
     const empty = `${inject('runPrefix')}_empty`;
@@ -55,19 +60,23 @@ describe('createRetrysafe', () => {
     await admin.end();
     const url = new URL(db.url);
     url.pathname = `/${empty}`;
-    await expect(createRetrysafe({ connectionString: url.toString(), fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(/no Retrysafe store tables: migrate/);
+    await expect(createRetrysafe({ connectionString: url.toString(), service: 'orders', fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(/no Retrysafe store tables: migrate/);
   });
 
   it('refuses a store schema older or newer than the package understands, saying which and what to do', async () => {
-    const start = () => createRetrysafe({ connectionString: db.url, fingerprintSecret: randomBytes(32), responseKeys });
+    const start = () => createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys });
     const started = await start();
     await started.stop();
-    expect(STORE_SCHEMA_VERSION).toBe(1);
+    // Version 2: the request path names the service (migration 0016).
+    expect(STORE_SCHEMA_VERSION).toBe(2);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 2, newer than this @retrysafe\/store understands \(1\): upgrade @retrysafe\/store/);
+      await expect(start()).rejects.toThrow(/version 3, newer than this @retrysafe\/store understands \(2\): upgrade @retrysafe\/store/);
+      // A database migrated before services (0015's version 1): older, and what to do.
+      await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
+      await expect(start()).rejects.toThrow(/version 1, older than this @retrysafe\/store's 2: migrate the database/);
       await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
-      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 1\): migrate the database/);
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 2\): migrate the database/);
     } finally {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
     }

@@ -11,7 +11,7 @@ import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/st
 import { layouts, useTestDatabase } from '../helpers/database';
 import { AUTH_ROLE } from '../../db/dashboard-access';
 import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/retention/policies';
-import { defaultPolicyFields } from '../../server/demo/policies';
+import { DEMO_SERVICE, defaultPolicyFields } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 import { createOperator } from '../../server/auth/operators';
@@ -39,8 +39,8 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
       work: () => Promise.resolve(jsonResult(201, { secret: 'SENTINEL-body' })),
     });
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-       VALUES ($1, 'POST /a', 'crashed-1', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '1 minute', now() + interval '1 day')`,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       VALUES ($1, 'demo', 'POST /a', 'crashed-1', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '1 minute', now() + interval '1 day')`,
       [owner],
     );
   });
@@ -65,8 +65,8 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     await expect(dashboard.query('DELETE FROM idempotency_keys')).rejects.toMatchObject(denied);
     await expect(
       dashboard.query(
-        `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, expires_at)
-         VALUES (gen_random_uuid(), 'x', 'y', 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() + interval '1 day')`,
+        `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, expires_at)
+         VALUES (gen_random_uuid(), 'demo', 'x', 'y', 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() + interval '1 day')`,
       ),
     ).rejects.toMatchObject(denied);
   });
@@ -79,12 +79,14 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
   });
 
   it('releases a stale claim only through the audited function', async () => {
-    const id = { principalId: owner, scope: 'POST /a', key: 'crashed-1' };
+    const id = { principalId: owner, service: DEMO_SERVICE, scope: 'POST /a', key: 'crashed-1' };
+    // Another service's (principal, scope, key) is another key: nothing of it is stale.
+    await expect(releaseStaleClaim(dashboard, { ...id, service: 'orders' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await releaseStaleClaim(dashboard, id, 'op@example.com', 'processor confirmed failure');
     const { rows } = await db.pool.query<{ state: string }>('SELECT state FROM idempotency_keys WHERE key = $1', ['crashed-1']);
     expect(rows[0]?.state).toBe('failed');
-    const audit = await db.pool.query<{ actor: string; reason: string }>("SELECT actor, reason FROM audit_log WHERE action = 'stale_claim.release'");
-    expect(audit.rows).toEqual([{ actor: 'op@example.com', reason: 'processor confirmed failure' }]);
+    const audit = await db.pool.query<{ actor: string; reason: string; target: unknown }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
+    expect(audit.rows).toEqual([{ actor: 'op@example.com', reason: 'processor confirmed failure', target: { principalId: owner, service: DEMO_SERVICE, scope: 'POST /a', key: 'crashed-1' } }]);
     // A completed key is not stale: nothing changes, nothing is audited.
     await expect(releaseStaleClaim(dashboard, { ...id, key: 'done-1' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await expect(releaseStaleClaim(dashboard, { ...id, principalId: randomUUID() }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
@@ -92,11 +94,11 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
   });
 
   it('lets an admin change a policy through the role, creating the partitions a longer retention needs', async () => {
-    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
-    const current = await getPolicy(dashboard, 'POST /api/v1/payments');
+    await ensurePolicies(db.pool, DEMO_SERVICE, defaultPolicyFields, 'test');
+    const current = await getPolicy(dashboard, DEMO_SERVICE, 'POST /api/v1/payments');
     if (!current) throw new Error('no policy');
     const longer = { ...fieldsOf(current), retentionSeconds: 40 * 86_400 };
-    const result = await changePolicy(dashboard, { endpoint: 'POST /api/v1/payments', fields: longer, actor: 'admin@example.com', reason: 'clients retry for longer now', expectedVersion: current.version });
+    const result = await changePolicy(dashboard, { service: DEMO_SERVICE, endpoint: 'POST /api/v1/payments', fields: longer, actor: 'admin@example.com', reason: 'clients retry for longer now', expectedVersion: current.version });
     expect(result.policy.retentionSeconds).toBe(40 * 86_400);
     if (layout === 'partitioned') {
       const partitions = await listPartitions(db.pool);
@@ -104,7 +106,9 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     }
     const audit = await db.pool.query<{ reason: string }>("SELECT reason FROM audit_log WHERE action = 'policy.change'");
     expect(audit.rows).toEqual([{ reason: 'clients retry for longer now' }]);
-    await expect(dashboard.query('SELECT * FROM retrysafe_claim_partitioned(gen_random_uuid(), $1, $2, $3, gen_random_uuid(), 1000, 1000)', ['x', 'y', Buffer.alloc(32)])).rejects.toMatchObject(denied);
+    await expect(
+      dashboard.query('SELECT * FROM retrysafe_claim_partitioned(gen_random_uuid(), $1, $2, $3, $4, gen_random_uuid(), 1000, 1000)', [DEMO_SERVICE, 'x', 'y', Buffer.alloc(32)]),
+    ).rejects.toMatchObject(denied);
   });
 
   it('cannot change a role, read a password hash or a session token, or forge a session, except through the checked functions', async () => {

@@ -139,8 +139,8 @@ describe('demo payments API', () => {
 
   it('answers 429 with Retry-After over the live-key quota, and still replays existing keys', async () => {
     const { LiveKeyQuota } = await import('@retrysafe/store');
-    const { paymentsPolicy } = await import('../../server/demo/policies');
-    const quota = new LiveKeyQuota(db.pool);
+    const { DEMO_SERVICE, paymentsPolicy } = await import('../../server/demo/policies');
+    const quota = new LiveKeyQuota(db.pool, { service: DEMO_SERVICE });
     const demo = createDemoHarness(db.pool, { quota, policyFor: () => ({ ...paymentsPolicy, liveKeyQuota: 2 }) });
     const tenant = await demo.tenant();
     const body = { amount: 5, currency: 'EUR' };

@@ -1,10 +1,10 @@
-// Key lookup for operators through the dashboard's role: each scope's metadata, never the
-// body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
+// Key lookup for operators through the dashboard's role: each service's and scope's metadata,
+// never the body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEY_LIST_SCAN_ROWS, keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { ensurePolicies } from '../../server/retention/policies';
-import { defaultPolicyFields } from '../../server/demo/policies';
+import { DEMO_SERVICE, defaultPolicyFields, PAYMENTS_ENDPOINT } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
 
@@ -17,10 +17,19 @@ describe('key lookup', () => {
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
-    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
+    await ensurePolicies(db.pool, DEMO_SERVICE, defaultPolicyFields, 'test');
+    // Another service with the same endpoint string, used by the same principal with the same key.
+    const payments = defaultPolicyFields[PAYMENTS_ENDPOINT];
+    if (!payments) throw new Error('no payments policy');
+    await ensurePolicies(db.pool, 'orders', { [PAYMENTS_ENDPOINT]: payments }, 'test');
     const { store } = createTestStore(db.pool);
-    for (const endpoint of ['POST /api/v1/payments', 'POST /api/v1/refunds']) {
-      await store.execute({
+    const orders = createTestStore(db.pool, { service: 'orders' }).store;
+    for (const [target, endpoint] of [
+      [store, 'POST /api/v1/payments'],
+      [store, 'POST /api/v1/refunds'],
+      [orders, 'POST /api/v1/payments'],
+    ] as const) {
+      await target.execute({
         principalId: owner,
         key: 'order-1',
         endpoint,
@@ -38,11 +47,20 @@ describe('key lookup', () => {
 
   it('shows each scope\'s metadata and nothing of the response', async () => {
     const records = await lookUpKey(dashboard, { principalId: owner, key: 'order-1', reason: 'customer reports a double charge' }, 'ops@example.com');
-    expect(records.map((record) => record.scope)).toEqual(['POST /api/v1/payments', 'POST /api/v1/refunds']);
-    expect(records[0]).toMatchObject({ state: 'completed', statusCode: 201, contentType: 'application/json', storedAs: 'body', attempts: 1, takeovers: 0 });
+    expect(records.map((record) => [record.service, record.scope])).toEqual([
+      ['demo', 'POST /api/v1/payments'],
+      ['demo', 'POST /api/v1/refunds'],
+      ['orders', 'POST /api/v1/payments'],
+    ]);
+    expect(records[0]).toMatchObject({ service: 'demo', state: 'completed', statusCode: 201, contentType: 'application/json', storedAs: 'body', attempts: 1, takeovers: 0 });
     expect(records[0]?.fingerprintPrefix).toMatch(/^[0-9a-f]{8}$/);
     expect(records[0]?.secondsLeft).toBeGreaterThan(7_000);
     expect(JSON.stringify(records)).not.toContain(SENTINEL);
+    // One service's records only, when it is named.
+    const ofOrders = await lookUpKey(dashboard, { principalId: owner, service: 'orders', key: 'order-1', reason: 'the orders team asks' }, 'ops@example.com');
+    expect(ofOrders.map((record) => [record.service, record.scope])).toEqual([['orders', 'POST /api/v1/payments']]);
+    expect(ofOrders[0]?.correlationId).not.toBe(records[0]?.correlationId);
+    expect(await lookUpKey(dashboard, { principalId: owner, service: 'billing', key: 'order-1', reason: 'a service with no keys' }, 'ops@example.com')).toEqual([]);
   });
 
   it('answers a foreign key exactly as an absent one, and audits every lookup', async () => {
@@ -51,7 +69,8 @@ describe('key lookup', () => {
     expect(foreign).toEqual([]);
     expect(absent).toEqual(foreign);
     const { rows } = await db.pool.query<{ reason: string; target: { key: string } }>("SELECT reason, target FROM audit_log WHERE action = 'key.lookup' ORDER BY id");
-    expect(rows.map((row) => row.reason)).toEqual(['customer reports a double charge', 'checking another tenant', 'checking a typo']);
+    expect(rows.map((row) => row.reason)).toEqual(['customer reports a double charge', 'the orders team asks', 'a service with no keys', 'checking another tenant', 'checking a typo']);
+    expect(rows[1]?.target).toEqual({ principalId: owner, service: 'orders', key: 'order-1' });
     expect(JSON.stringify(rows)).not.toContain(SENTINEL);
   });
 
@@ -59,17 +78,20 @@ describe('key lookup', () => {
     expect(keyLookupSchema.safeParse({ principalId: owner, key: 'order-1', reason: '' }).success).toBe(false);
     expect(keyLookupSchema.safeParse({ principalId: owner, key: 'has space', reason: 'why not' }).success).toBe(false);
     expect(keyLookupSchema.safeParse({ principalId: 'not-a-uuid', key: 'k', reason: 'why not' }).success).toBe(false);
+    expect(keyLookupSchema.safeParse({ principalId: owner, service: 'Orders Service', key: 'k', reason: 'why not' }).success).toBe(false);
+    expect(keyLookupSchema.safeParse({ principalId: owner, service: 'orders', key: 'k', reason: 'why not' }).success).toBe(true);
   });
 
   it('lists stale claims oldest lease first', async () => {
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-       SELECT $1, 'POST /api/v1/refunds', 'crashed-' || i, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       SELECT $1, 'demo', 'POST /api/v1/refunds', 'crashed-' || i, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
               now() - i * interval '1 minute', now() + interval '1 day' FROM generate_series(1, 3) AS i`,
       [owner],
     );
     const claims = await listStaleClaims(dashboard, 10);
     expect(claims.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
+    expect(claims[0]).toMatchObject({ principalId: owner, service: 'demo', scope: 'POST /api/v1/refunds' });
     expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
   });
 
@@ -78,8 +100,8 @@ describe('key lookup', () => {
     // 45 keys a microsecond apart (a Date would round them together), every fifth sharing its
     // instant with the one before in another scope, and k-07 already expired.
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, response_status, completed_at, response_ref, created_at, expires_at)
-       SELECT $1, CASE WHEN i % 5 = 0 THEN 'POST /api/v1/refunds' ELSE 'POST /api/v1/payments' END, 'k-' || lpad(i::text, 2, '0'),
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'demo', CASE WHEN i % 5 = 0 THEN 'POST /api/v1/refunds' ELSE 'POST /api/v1/payments' END, 'k-' || lpad(i::text, 2, '0'),
               CASE WHEN i % 10 = 0 THEN 'in_progress' ELSE 'completed' END,
               decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
               CASE WHEN i % 10 = 0 THEN now() + interval '1 minute' END, CASE WHEN i % 10 = 0 THEN NULL ELSE 201 END,
@@ -95,7 +117,7 @@ describe('key lookup', () => {
     // k-40 (refunds) and k-39 (payments) share an instant: scope breaks the tie, descending.
     expect(first.keys[6]?.key).toBe('k-39');
     // The cursor keeps the microsecond (k-26 was created 26 µs after 10:00).
-    expect(first.next).toEqual({ createdAtMicros: String(Date.UTC(2026, 11, 1, 10) * 1000 + 26), scope: 'POST /api/v1/payments', key: 'k-26' });
+    expect(first.next).toEqual({ createdAtMicros: String(Date.UTC(2026, 11, 1, 10) * 1000 + 26), service: 'demo', scope: 'POST /api/v1/payments', key: 'k-26' });
     expect(first.searchedBackTo).toBeNull();
     const second = await list({ after: first.next });
     // A full page, though the expired k-07 was among the keys it read.
@@ -121,15 +143,18 @@ describe('key lookup', () => {
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.list' AND reason IS NOT NULL");
     expect(rows[0]?.n).toBe(6);
     expect(keyListSchema.safeParse({ principalId: tenant, reason: '' }).success).toBe(false);
-    expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '1.5', scope: 's', key: 'k' } }).success).toBe(false);
+    expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '1.5', service: 'demo', scope: 's', key: 'k' } }).success).toBe(false);
+    expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '15', service: 'demo', scope: 's', key: 'k' } }).success).toBe(true);
+    // A cursor from before services (no service) is refused, not read as another position.
+    expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '15', scope: 's', key: 'k' } }).success).toBe(false);
   });
 
   it('bounds the keys a filtered page examines and resumes where it stopped', async () => {
     const tenant = principal();
     const rare = [10, 1_200, 2_400];
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
-       SELECT $1, 'POST /api/v1/payments', 'bulk-' || i, CASE WHEN i = ANY ($2::int[]) THEN 'failed' ELSE 'completed' END,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'demo', 'POST /api/v1/payments', 'bulk-' || i, CASE WHEN i = ANY ($2::int[]) THEN 'failed' ELSE 'completed' END,
               decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'pay_' || i,
               now() - interval '1 hour' + i * interval '1 millisecond', now() + interval '1 day'
        FROM generate_series(1, ${KEY_LIST_SCAN_ROWS} + 500) AS i`,

@@ -9,7 +9,7 @@ import { rotateResponseKeys, rotationStatementTexts, type RotationSummary } from
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
 import type { IdempotencyStore, IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, newResponseKey, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /api/v1/payments';
 
@@ -93,13 +93,13 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
     };
     const traffic = [...Array.from({ length: 6 }, replayLoop), claimLoop(), claimLoop()];
     // Small chunks, so the run spans many transactions for the traffic to interleave with.
-    const summary = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), { chunkSize: 20 }).finally(() => (rotating = false));
+    const summary = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), TEST_SERVICE, { chunkSize: 20 }).finally(() => (rotating = false));
     await Promise.all(traffic);
 
     expect(failures).toEqual([]);
     expect(replays).toBeGreaterThan(20);
     expect(claims).toBeGreaterThan(0);
-    expect(summary).toMatchObject({ keyId: 'k2', rowsRotated: 300, remainingOnOldKeys: [], unreadable: [], oldKeysDroppable: true });
+    expect(summary).toMatchObject({ service: TEST_SERVICE, keyId: 'k2', rowsRotated: 300, remainingOnOldKeys: [], unreadable: [], oldKeysDroppable: true, otherServices: [] });
     expect(summary.chunks).toBeGreaterThanOrEqual(15);
     expect(await rowsOnKey('k1')).toBe(0);
 
@@ -111,9 +111,9 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
     const [lost] = await storeResponses(storeWith([newResponseKey('gone')]), 1);
     await storeResponses(storeWith([k1]), 5);
 
-    const summary = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]));
+    const summary = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), TEST_SERVICE);
 
-    expect(summary).toMatchObject({ rowsRotated: 5, remainingOnOldKeys: [], unreadable: [{ keyId: 'gone', rows: 1 }], oldKeysDroppable: true });
+    expect(summary).toMatchObject({ rowsRotated: 5, remainingOnOldKeys: [], unreadable: [{ keyId: 'gone', rows: 1 }], oldKeysDroppable: true, otherServices: [] });
     const { rows } = await db.pool.query<{ response_key_id: string }>('SELECT response_key_id FROM idempotency_keys WHERE principal_id = $1', [
       lost?.principalId,
     ]);
@@ -130,7 +130,7 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1 AND key = $2 FOR UPDATE', [held.principalId, held.key]);
       const started = performance.now();
-      first = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), { chunkSize: 10 });
+      first = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), TEST_SERVICE, { chunkSize: 10 });
       expect(performance.now() - started).toBeLessThan(2_000);
     } finally {
       await holder.query('ROLLBACK');
@@ -138,16 +138,16 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
     }
     expect(first).toMatchObject({ rowsRotated: 29, remainingOnOldKeys: [{ keyId: 'k1', rows: 1 }], unreadable: [], oldKeysDroppable: false });
 
-    const second = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]));
+    const second = await rotateResponseKeys(db.pool, new ResponseKeyRing([k2, k1]), TEST_SERVICE);
     expect(second).toMatchObject({ rowsRotated: 1, remainingOnOldKeys: [], oldKeysDroppable: true });
     await replay(storeWith([k2]), held);
   });
 
   it('walks the table by a range scan of the primary key', async () => {
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status,
          response_content_type, response_body, response_key_id, completed_at, expires_at, created_at)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, $1, 'key-' || i, 'completed',
+       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, CASE WHEN i % 4 = 0 THEN 'orders' ELSE 'demo' END, $1, 'key-' || i, 'completed',
               decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(), 201, 'application/json', '\\x00'::bytea, 'k1',
               now(), now() + interval '1 hour' + (i % 86400) * interval '1 second', now() - interval '1 minute'
        FROM generate_series(1, 50000) AS i`,
@@ -155,12 +155,13 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
     );
     await db.pool.query('ANALYZE idempotency_keys');
     const text = layout === 'partitioned' ? rotationStatementTexts.partitionedLockChunk : rotationStatementTexts.lockChunk;
-    const at = (principalId: string, scope: string, key: string) => [principalId, scope, key, ...(layout === 'partitioned' ? ['-infinity'] : [])];
+    // The cursor (principal, service, scope, key), the service rotated, and in the partitioned layout the cursor's expires_at.
+    const at = (principalId: string, service: string, scope: string, key: string) => [principalId, service, scope, key, 'demo', ...(layout === 'partitioned' ? ['-infinity'] : [])];
     const client = await db.pool.connect();
     try {
       // The first chunk (from before every row) and one from the middle. The chunk statement is
       // unnamed, so it always runs with a plan made for its values.
-      for (const cursor of [at('00000000-0000-0000-0000-000000000000', '', ''), at('00000000-0000-0000-0000-000000000500', ENDPOINT, 'key-500')]) {
+      for (const cursor of [at('00000000-0000-0000-0000-000000000000', '', '', ''), at('00000000-0000-0000-0000-000000000500', 'demo', ENDPOINT, 'key-500')]) {
         const nodes = await explainPrepared(client, text, ['k2', 500, ...cursor], 'force_custom_plan');
         expect(summarisePlan(nodes)).toMatch(/^Index Scan idempotency_keys(_p\d{8})?_pkey/);
         expect(nodes.map((node) => node['Node Type'])).not.toContain('Sort');
@@ -181,7 +182,8 @@ describe.each(layouts)('response key rotation (%s layout)', (layout) => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout.trim().split('\n')).toHaveLength(1);
-    expect(JSON.parse(result.stdout)).toMatchObject({ keyId: 'k2', rowsRotated: 12, remainingOnOldKeys: [], unreadable: [], oldKeysDroppable: true });
+    // Without --service: the demo's rows (this server's own service).
+    expect(JSON.parse(result.stdout)).toMatchObject({ service: 'demo', keyId: 'k2', rowsRotated: 12, remainingOnOldKeys: [], unreadable: [], oldKeysDroppable: true, otherServices: [] });
     expect(await rowsOnKey('k1')).toBe(0);
   });
 });

@@ -11,32 +11,45 @@ import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/s
 describe('overview', () => {
   const db = useTestDatabase();
 
-  it('aggregates a range into steps with rates, shares and latency percentiles', async () => {
+  it('aggregates a range into steps with rates, shares and latency percentiles, per service', async () => {
+    // Two services; the orders service has a scope of the same name as one of the demo's.
     await db.pool.query(
-      `INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-       SELECT date_trunc('minute', now()) - interval '5 minutes', s, o, c FROM (VALUES
-         ('POST /a', 'new', 60), ('POST /a', 'replay', 30), ('POST /a', 'mismatch', 10), ('POST /b', 'new', 120)) AS v(s, o, c);
-       INSERT INTO claim_latency_minute (minute, scope, bucket, count) VALUES
-         (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $1, 95),
-         (date_trunc('minute', now()) - interval '5 minutes', 'POST /a', $2, 5);
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - interval '5 minutes', v, s, o, c FROM (VALUES
+         ('demo', 'POST /a', 'new', 60), ('demo', 'POST /a', 'replay', 30), ('demo', 'POST /a', 'mismatch', 10), ('orders', 'POST /b', 'new', 120),
+         ('orders', 'POST /a', 'new', 5)) AS t(v, s, o, c);
+       INSERT INTO claim_latency_minute (minute, service, scope, bucket, count) VALUES
+         (date_trunc('minute', now()) - interval '5 minutes', 'demo', 'POST /a', $1, 95),
+         (date_trunc('minute', now()) - interval '5 minutes', 'demo', 'POST /a', $2, 5),
+         (date_trunc('minute', now()) - interval '5 minutes', 'orders', 'POST /a', $2, 5);
        INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
        VALUES (date_trunc('minute', now()) - interval '2 minutes', 1500, 1000, 8192, 16384, 0, 12, 0),
               (date_trunc('minute', now()) - interval '3 minutes', 1400, 1000, 8192, 16384, 0, 12, 0);
-       INSERT INTO store_stats_scopes (sampled_at, scope, estimated_rows, response_bytes, sampled_fraction) VALUES
-         (date_trunc('minute', now()) - interval '3 minutes', 'POST /a', 100, 1, 1),
-         (date_trunc('minute', now()) - interval '2 minutes', 'POST /a', 900, 90000, 1),
-         (date_trunc('minute', now()) - interval '2 minutes', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
+       INSERT INTO store_stats_scopes (sampled_at, service, scope, estimated_rows, response_bytes, sampled_fraction) VALUES
+         (date_trunc('minute', now()) - interval '3 minutes', 'demo', 'POST /a', 100, 1, 1),
+         (date_trunc('minute', now()) - interval '2 minutes', 'demo', 'POST /a', 900, 90000, 1),
+         (date_trunc('minute', now()) - interval '2 minutes', 'orders', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
     );
     const all = await readOverview(db.pool, overviewQuery.parse({ range: '1h' }));
     expect(all.stepSeconds).toBe(60);
     expect(all.flow).toHaveLength(60);
+    expect(all.service).toBeNull();
+    expect(all.services).toEqual(['demo', 'orders']);
     expect(all.scopes).toEqual(['POST /a', 'POST /b']);
     const busy = all.flow.filter((point) => point.claims > 0);
     expect(busy).toHaveLength(1);
-    expect(busy[0]).toMatchObject({ claims: 220, counts: { new: 180, replay: 30, mismatch: 10 } });
-    expect(busy[0]?.perSecond.new).toBeCloseTo(3, 5);
-    const a = await readOverview(db.pool, overviewQuery.parse({ range: '1h', scope: 'POST /a' }));
+    expect(busy[0]).toMatchObject({ claims: 225, counts: { new: 185, replay: 30, mismatch: 10 } });
+    expect(busy[0]?.perSecond.new).toBeCloseTo(185 / 60, 5);
+    // One service: only its claims and scopes; the services list still names every service.
+    const demo = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'demo' }));
+    expect(demo).toMatchObject({ service: 'demo', services: ['demo', 'orders'], scopes: ['POST /a'] });
+    expect(demo.flow.find((candidate) => candidate.claims > 0)).toMatchObject({ claims: 100, counts: { new: 60, replay: 30, mismatch: 10 } });
+    // One scope name: every service's claims under it, unless a service is chosen too.
+    const anyA = await readOverview(db.pool, overviewQuery.parse({ range: '1h', scope: 'POST /a' }));
+    expect(anyA.flow.find((candidate) => candidate.claims > 0)).toMatchObject({ claims: 105, counts: { new: 65 } });
+    const a = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'demo', scope: 'POST /a' }));
     const point = a.flow.find((candidate) => candidate.claims > 0);
+    expect(point?.claims).toBe(100);
     expect(point?.share.mismatch).toBeCloseTo(0.1, 5);
     expect(point?.p50Ms).toBeLessThan(2);
     expect(point?.p99Ms).toBeGreaterThan(30);
@@ -45,15 +58,19 @@ describe('overview', () => {
       expect.objectContaining({ rows: 1500, baseline: 1000, ratio: 1.5, indexBytes: 16384 }),
     ]);
     expect(all.storeByScope?.scopes).toEqual([
-      { scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 },
-      { scope: 'POST /b', estimatedRows: 600, responseBytes: 6000 },
+      { service: 'demo', scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 },
+      { service: 'orders', scope: 'POST /b', estimatedRows: 600, responseBytes: 6000 },
     ]);
-    expect(a.storeByScope?.scopes).toEqual([{ scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 }]);
+    expect(a.storeByScope?.scopes).toEqual([{ service: 'demo', scope: 'POST /a', estimatedRows: 900, responseBytes: 90000 }]);
+    const orders = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'orders' }));
+    expect(orders.scopes).toEqual(['POST /a', 'POST /b']);
+    expect(orders.storeByScope?.scopes).toEqual([{ service: 'orders', scope: 'POST /b', estimatedRows: 600, responseBytes: 6000 }]);
+    expect(orders.flow.find((candidate) => candidate.claims > 0)).toMatchObject({ claims: 125 });
   });
 
   it('reads hour buckets for week and month ranges', async () => {
     await db.pool.query(
-      `INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'POST /hourly', 'new', 7200)`,
+      `INSERT INTO flow_counts_hour (hour, service, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'demo', 'POST /hourly', 'new', 7200)`,
     );
     const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d', scope: 'POST /hourly' }));
     expect(week.stepSeconds).toBe(3_600);
@@ -70,8 +87,8 @@ describe('overview', () => {
   it('includes everything recorded up to now in every range, before and after the roll-up', async () => {
     const scope = 'POST /recent';
     const recorder = new FlowRecorder(db.pool, { flushIntervalMs: 3_600_000 });
-    for (let i = 0; i < 30; i += 1) recorder.record({ scope, outcome: 'new', claimLatencyMs: 2 });
-    for (let i = 0; i < 7; i += 1) recorder.record({ scope, outcome: 'conflict', claimLatencyMs: 1 });
+    for (let i = 0; i < 30; i += 1) recorder.record({ service: 'demo', scope, outcome: 'new', claimLatencyMs: 2 });
+    for (let i = 0; i < 7; i += 1) recorder.record({ service: 'demo', scope, outcome: 'conflict', claimLatencyMs: 1 });
     await recorder.flush();
     const totals = async (range: '1h' | '24h' | '7d' | '30d') => {
       const overview = await readOverview(db.pool, overviewQuery.parse({ range, scope }));
@@ -92,6 +109,7 @@ describe('overview', () => {
   it('refuses unknown parameters and ranges', () => {
     expect(overviewQuery.safeParse({ range: '2h' }).success).toBe(false);
     expect(overviewQuery.safeParse({ range: '1h', body: 'x' }).success).toBe(false);
+    expect(overviewQuery.safeParse({ range: '1h', service: 'Not A Service' }).success).toBe(false);
   });
 
   it('never carries a stored response or a fingerprint', async () => {

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { partitionedStatements, partitionedStatementTexts } from '@retrysafe/store/postgres';
 import { changePolicy, ensurePolicies } from '../../server/retention/policies';
+import { DEMO_SERVICE } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
@@ -57,6 +58,7 @@ describe('partitioned layout', () => {
         await client.query('BEGIN');
         const result = await partitionedStatements.claim(client, {
           principalId: p,
+          service: 'demo',
           scope: 'POST /x',
           key: 'k',
           fingerprint,
@@ -115,9 +117,9 @@ describe('partitioned layout', () => {
     await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
     const old = principal();
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
          response_ref, completed_at, created_at, expires_at)
-       SELECT $1, 'POST /payments', 'old-' || i, 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, 'application/json', 'ref',
+       SELECT $1, 'demo', 'POST /payments', 'old-' || i, 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, 'application/json', 'ref',
               $2::timestamptz - interval '2 days', $2::timestamptz - interval '2 days', $2::timestamptz + (i % 3600) * interval '1 second'
        FROM generate_series(1, 500) AS i`,
       [old, yesterday.toISOString()],
@@ -137,6 +139,7 @@ describe('partitioned layout', () => {
     expect(result.status).toBe('completed');
     expect(result.partitionsDropped).toEqual([name]);
     expect(result.rowsDeleted).toBe(500);
+    expect(result.scopes.find((scope) => scope.scope === 'POST /payments')).toMatchObject({ service: 'demo', rowsDeleted: 500 });
     expect(result.scopes.find((scope) => scope.scope === 'POST /payments')?.minAgeSeconds).toBeGreaterThan(2 * 86_400);
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [old])).rowCount).toBe(0);
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [live])).rowCount).toBe(1);
@@ -146,8 +149,8 @@ describe('partitioned layout', () => {
   it('creates partitions beyond a longer retention as soon as the policy changes', async () => {
     const endpoint = 'POST /api/partitioned-policy';
     const fields = { scopeMode: 'endpoint' as const, retryWindowSeconds: 86_400, retentionSeconds: 93_600, leaseMs: 30_000, lockTimeoutMs: 5_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 };
-    await ensurePolicies(db.pool, { [endpoint]: fields }, 'system');
-    await changePolicy(db.pool, { endpoint, fields: { ...fields, retentionSeconds: 12 * 86_400 }, actor: 'admin', reason: 'longer margin', expectedVersion: 1 });
+    await ensurePolicies(db.pool, DEMO_SERVICE, { [endpoint]: fields }, 'system');
+    await changePolicy(db.pool, { service: DEMO_SERVICE, endpoint, fields: { ...fields, retentionSeconds: 12 * 86_400 }, actor: 'admin', reason: 'longer margin', expectedVersion: 1 });
     const { rows } = await db.pool.query<{ covered: boolean }>(
       "SELECT max(upper) > now() + interval '12 days' AS covered FROM (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']+)''\\)'))[1]::timestamptz AS upper FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'idempotency_keys'::regclass AND c.relname LIKE 'idempotency_keys_p%') p",
     );
@@ -157,7 +160,7 @@ describe('partitioned layout', () => {
   it('probes only the partitions that can hold a live row, through their primary keys', async () => {
     const client = await db.pool.connect();
     try {
-      const nodes = await explainPrepared(client, partitionedStatementTexts.readKey, [randomUUID(), 'POST /x', 'k']);
+      const nodes = await explainPrepared(client, partitionedStatementTexts.readKey, [randomUUID(), 'POST /x', 'k', 'demo']);
       expect(nodes.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
       const scanned = nodes.filter((node) => node['Relation Name']?.startsWith('idempotency_keys_'));
       expect(scanned.length).toBeGreaterThan(0);
@@ -171,8 +174,8 @@ describe('partitioned layout', () => {
     const tenant = principal();
     // Retentions of 1 to 3 days put the keys in different partitions; creation order interleaves them.
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
-       SELECT $1, 'POST /x', 'p-' || lpad(i::text, 2, '0'), 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'ref',
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, 'demo', 'POST /x', 'p-' || lpad(i::text, 2, '0'), 'completed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'ref',
               now() - interval '1 hour' + i * interval '1 second', now() + (1 + i % 3) * interval '1 day'
        FROM generate_series(1, 30) AS i`,
       [tenant],

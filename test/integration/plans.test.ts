@@ -15,7 +15,7 @@ import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
 import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../../server/idempotency/key-metadata';
 import { ensurePolicies } from '../../server/retention/policies';
-import { defaultPolicyFields } from '../../server/demo/policies';
+import { DEMO_SERVICE, defaultPolicyFields } from '../../server/demo/policies';
 
 const ROWS = 200_000;
 const BIG_PRINCIPAL = '00000000-0000-0000-0000-0000000b1600';
@@ -38,9 +38,9 @@ describe('hot-path plans', () => {
 
   beforeAll(async () => {
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status,
          response_content_type, response_body, response_key_id, completed_at, expires_at, created_at)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, $1, 'key-' || i, 'completed',
+       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, CASE WHEN i % 4 = 0 THEN 'orders' ELSE 'demo' END, $1, 'key-' || i, 'completed',
               decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(), 201, 'application/json', '\\x00'::bytea, 'k1',
               now(), now() + (i % 86400) * interval '1 second', now() - interval '1 hour' + i * interval '10 milliseconds'
        FROM generate_series(1, $2::int) AS i`,
@@ -48,24 +48,24 @@ describe('hot-path plans', () => {
     );
     // One large tenant among the many small ones: its keys are what a page must not read whole.
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status,
          response_content_type, response_ref, completed_at, expires_at, created_at)
-       SELECT $1, $2, 'big-' || i, CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'completed' END, decode(md5(i::text) || md5(i::text), 'hex'),
+       SELECT $1, 'demo', $2, 'big-' || i, CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'completed' END, decode(md5(i::text) || md5(i::text), 'hex'),
               gen_random_uuid(), 201, 'application/json', 'ref', now(), now() + interval '1 day', now() - interval '1 hour' + i * interval '1 millisecond'
        FROM generate_series(1, 50000) AS i`,
       [BIG_PRINCIPAL, scope],
     );
     // A realistic sprinkle of running and crashed claim-first attempts.
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-       SELECT gen_random_uuid(), $1, 'running-' || i, 'in_progress', decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(),
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       SELECT gen_random_uuid(), 'demo', $1, 'running-' || i, 'in_progress', decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(),
               now() + (i % 60 - 30) * interval '1 second', now() + interval '1 day'
        FROM generate_series(1, 2000) AS i`,
       [scope],
     );
     await db.pool.query(
-      `INSERT INTO idempotency_key_usage (principal_id, scope, bucket_start, instance_id, claims)
-       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, $1,
+      `INSERT INTO idempotency_key_usage (principal_id, service, scope, bucket_start, instance_id, claims)
+       SELECT ('00000000-0000-0000-0000-' || lpad((i % 1000)::text, 12, '0'))::uuid, CASE WHEN i % 4 = 0 THEN 'orders' ELSE 'demo' END, $1,
               date_trunc('hour', now()) - (i / 1000) * interval '1 hour', gen_random_uuid(), 10
        FROM generate_series(1, 50000) AS i`,
       [scope],
@@ -79,10 +79,13 @@ describe('hot-path plans', () => {
   it('reads quota totals through the usage primary key', async () => {
     const client = await db.pool.connect();
     try {
-      const text = `SELECT u.principal_id, u.scope, sum(u.claims) FROM idempotency_key_usage u
-        JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.scope = t.scope
-        WHERE u.bucket_start > now() - $3::bigint * interval '1 millisecond' GROUP BY 1, 2`;
-      const plan = await explain(client, text, [[principalId], [scope], 93_600_000], 'force_generic_plan');
+      // The quota's refresh (packages/store/src/quota.ts), one service's totals.
+      const text = `SELECT u.principal_id, u.scope, (extract(epoch FROM u.bucket_start) * 1000)::bigint AS bucket_ms, sum(u.claims) AS claims
+        FROM idempotency_key_usage u
+        JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.service = $4 AND u.scope = t.scope
+        WHERE u.bucket_start > now() - $3::bigint * interval '1 millisecond'
+        GROUP BY 1, 2, 3`;
+      const plan = await explain(client, text, [[principalId], [scope], 93_600_000, 'demo'], 'force_generic_plan');
       expect(plan.some((node) => node['Index Name'] === 'idempotency_key_usage_pkey')).toBe(true);
       expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
     } finally {
@@ -161,28 +164,34 @@ describe('hot-path plans', () => {
   });
 
   it('serves the dashboard key lookup by primary-key probes and the stale list by the partial index', async () => {
-    await ensurePolicies(db.pool, defaultPolicyFields, 'test');
+    await ensurePolicies(db.pool, DEMO_SERVICE, defaultPolicyFields, 'test');
+    await ensurePolicies(db.pool, 'orders', defaultPolicyFields, 'test');
     const recorded = recordingQueryable(db.pool);
+    // Every service's records, and one service's.
     await readKeyRecords(recorded.db, '00000000-0000-0000-0000-000000000001', 'key-1');
+    await readKeyRecords(recorded.db, '00000000-0000-0000-0000-000000000004', 'key-4', 'orders');
     await listStaleClaims(recorded.db, 100);
-    const [lookup, stale] = recorded.statements;
-    if (!lookup || !stale) throw new Error('statements not recorded');
+    const [lookup, lookupOne, stale] = recorded.statements;
+    if (!lookup || !lookupOne || !stale) throw new Error('statements not recorded');
     expect(lookup.text).not.toMatch(/response_body/);
     const client = await db.pool.connect();
     try {
       for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
-        const lookupPlan = await explain(client, lookup.text, lookup.values, mode);
-        const keyScan = lookupPlan.find((node) => node['Relation Name'] === 'idempotency_keys');
-        expect(keyScan?.['Index Name']).toBe('idempotency_keys_pkey');
-        expect(lookupPlan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'idempotency_keys')).toEqual([]);
+        for (const statement of [lookup, lookupOne]) {
+          const lookupPlan = await explain(client, statement.text, statement.values, mode);
+          const keyScans = lookupPlan.filter((node) => node['Relation Name'] === 'idempotency_keys');
+          expect(keyScans.length).toBeGreaterThan(0);
+          for (const keyScan of keyScans) expect(keyScan['Index Name']).toBe('idempotency_keys_pkey');
+        }
         const stalePlan = await explain(client, stale.text, stale.values, mode);
         expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_stale_lease_idx')).toBe(true);
-        const cursor = { createdAtMicros: String((Date.now() - 600_000) * 1000), scope, key: 'big-1' };
+        const cursor = { createdAtMicros: String((Date.now() - 600_000) * 1000), service: 'demo', scope, key: 'big-1' };
         for (const list of [
           { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50 },
           { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50, state: 'failed' as const, scope, after: cursor },
           { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50 },
           { principalId: '00000000-0000-0000-0000-000000000001', reason: 'x', limit: 50, state: 'completed' as const, scope, after: cursor },
+          { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50, service: 'demo', after: cursor },
         ]) {
           const statement = principalKeysStatement(list);
           // Unnamed, so Postgres plans it with this principal's own statistics on every call.

@@ -1,5 +1,6 @@
-// Endpoint policies: the promise in the database, every change versioned with who, when,
-// old -> new and why, in the same transaction; breaking changes need an acknowledgement.
+// Endpoint policies: the promise in the database, per service and endpoint, every change
+// versioned with who, when, old -> new and why, in the same transaction; breaking changes need
+// an acknowledgement.
 import { describe, expect, it } from 'vitest';
 import {
   BreakingChangeNotAcknowledgedError,
@@ -7,11 +8,16 @@ import {
   ensurePolicies,
   getPolicy,
   InvalidPolicyError,
+  knownScopes,
+  listPolicies,
   policyHistory,
   PolicyVersionConflictError,
   type PolicyFields,
 } from '../../server/retention/policies';
 import { useTestDatabase } from '../helpers/database';
+import { DEMO_SERVICE } from '../../server/demo/policies';
+
+const S = DEMO_SERVICE;
 
 const base: PolicyFields = {
   scopeMode: 'endpoint',
@@ -30,27 +36,27 @@ describe('endpoint policies', () => {
 
   it('creates missing defaults once, with a first history entry and an audit row', async () => {
     const e = endpoint();
-    expect(await ensurePolicies(db.pool, { [e]: base }, 'system')).toEqual([e]);
-    expect(await ensurePolicies(db.pool, { [e]: { ...base, retryWindowSeconds: 1 } }, 'system')).toEqual([]);
-    expect(await getPolicy(db.pool, e)).toMatchObject({ ...base, version: 1, updatedBy: 'system' });
-    const history = await policyHistory(db.pool, e);
+    expect(await ensurePolicies(db.pool, S, { [e]: base }, 'system')).toEqual([e]);
+    expect(await ensurePolicies(db.pool, S, { [e]: { ...base, retryWindowSeconds: 1 } }, 'system')).toEqual([]);
+    expect(await getPolicy(db.pool, S, e)).toMatchObject({ ...base, version: 1, updatedBy: 'system' });
+    const history = await policyHistory(db.pool, { service: S, endpoint: e });
     expect(history).toHaveLength(1);
     expect(history[0]).toMatchObject({ version: 1, previous: null, current: base, breaking: false });
-    const { rowCount } = await db.pool.query("SELECT 1 FROM audit_log WHERE action = 'policy.create' AND target->>'endpoint' = $1", [e]);
+    const { rowCount } = await db.pool.query("SELECT 1 FROM audit_log WHERE action = 'policy.create' AND target = jsonb_build_object('service', $1::text, 'endpoint', $2::text)", [S, e]);
     expect(rowCount).toBe(1);
   });
 
   it('records every change with who, when, old -> new and why, in the same transaction as the change', async () => {
     const e = endpoint();
-    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
     const longer = { ...base, retryWindowSeconds: 172_800, retentionSeconds: 180_000 };
-    const result = await changePolicy(db.pool, { endpoint: e, fields: longer, actor: 'alice@example.com', reason: 'mobile clients retry for 2 days', expectedVersion: 1 });
+    const result = await changePolicy(db.pool, { service: S, endpoint: e, fields: longer, actor: 'alice@example.com', reason: 'mobile clients retry for 2 days', expectedVersion: 1 });
     expect(result).toMatchObject({ breaking: false, policy: { version: 2, retryWindowSeconds: 172_800, updatedBy: 'alice@example.com' } });
-    const [latest] = await policyHistory(db.pool, e);
+    const [latest] = await policyHistory(db.pool, { service: S, endpoint: e });
     expect(latest).toMatchObject({ version: 2, changedBy: 'alice@example.com', reason: 'mobile clients retry for 2 days', previous: base, current: longer });
     const { rows } = await db.pool.query<{ changed_at: Date; updated_at: Date }>(
-      'SELECT h.changed_at, p.updated_at FROM endpoint_policy_history h JOIN endpoint_policies p USING (endpoint) WHERE h.endpoint = $1 AND h.version = 2',
-      [e],
+      'SELECT h.changed_at, p.updated_at FROM endpoint_policy_history h JOIN endpoint_policies p USING (service, endpoint) WHERE h.service = $1 AND h.endpoint = $2 AND h.version = 2',
+      [S, e],
     );
     // Same transaction: the same now().
     expect(rows[0]?.changed_at.getTime()).toBe(rows[0]?.updated_at.getTime());
@@ -58,46 +64,89 @@ describe('endpoint policies', () => {
 
   it('refuses a retention below the documented window, in the application and in the database', async () => {
     const e = endpoint();
-    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
     await expect(
-      changePolicy(db.pool, { endpoint: e, fields: { ...base, retentionSeconds: 3_600 }, actor: 'a', reason: 'disk', expectedVersion: 1 }),
+      changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, retentionSeconds: 3_600 }, actor: 'a', reason: 'disk', expectedVersion: 1 }),
     ).rejects.toBeInstanceOf(InvalidPolicyError);
-    await expect(db.pool.query('UPDATE endpoint_policies SET retention_seconds = 60 WHERE endpoint = $1', [e])).rejects.toMatchObject({
+    await expect(db.pool.query('UPDATE endpoint_policies SET retention_seconds = 60 WHERE service = $1 AND endpoint = $2', [S, e])).rejects.toMatchObject({
       code: '23514',
       constraint: 'endpoint_policies_retention_covers_window',
     });
-    expect((await getPolicy(db.pool, e))?.version).toBe(1);
+    expect((await getPolicy(db.pool, S, e))?.version).toBe(1);
   });
 
   it('treats shortening the window as breaking: refused without acknowledgement, flagged with it', async () => {
     const e = endpoint();
-    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
     const shorter = { ...base, retryWindowSeconds: 3_600, retentionSeconds: 7_200 };
-    await expect(changePolicy(db.pool, { endpoint: e, fields: shorter, actor: 'bob', reason: 'disk pressure', expectedVersion: 1 })).rejects.toBeInstanceOf(
+    await expect(changePolicy(db.pool, { service: S, endpoint: e, fields: shorter, actor: 'bob', reason: 'disk pressure', expectedVersion: 1 })).rejects.toBeInstanceOf(
       BreakingChangeNotAcknowledgedError,
     );
-    expect(await policyHistory(db.pool, e)).toHaveLength(1);
-    const result = await changePolicy(db.pool, { endpoint: e, fields: shorter, actor: 'bob', reason: 'agreed with clients', expectedVersion: 1, acknowledgeBreakingChange: true });
+    expect(await policyHistory(db.pool, { service: S, endpoint: e })).toHaveLength(1);
+    const result = await changePolicy(db.pool, { service: S, endpoint: e, fields: shorter, actor: 'bob', reason: 'agreed with clients', expectedVersion: 1, acknowledgeBreakingChange: true });
     expect(result.breaking).toBe(true);
-    expect((await policyHistory(db.pool, e))[0]).toMatchObject({ breaking: true, acknowledged: true, changedBy: 'bob' });
+    expect((await policyHistory(db.pool, { service: S, endpoint: e }))[0]).toMatchObject({ breaking: true, acknowledged: true, changedBy: 'bob' });
   });
 
   it('treats changing the scope mode as breaking too', async () => {
     const e = endpoint();
-    await ensurePolicies(db.pool, { [e]: base }, 'system');
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
     const intent = { ...base, scopeMode: 'intent' as const };
-    await expect(changePolicy(db.pool, { endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1 })).rejects.toThrow(/scope/);
-    const result = await changePolicy(db.pool, { endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1, acknowledgeBreakingChange: true });
+    await expect(changePolicy(db.pool, { service: S, endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1 })).rejects.toThrow(/scope/);
+    const result = await changePolicy(db.pool, { service: S, endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1, acknowledgeBreakingChange: true });
     expect(result.breaking).toBe(true);
   });
 
   it('refuses a change made against a stale version', async () => {
     const e = endpoint();
-    await ensurePolicies(db.pool, { [e]: base }, 'system');
-    await changePolicy(db.pool, { endpoint: e, fields: { ...base, leaseMs: 60_000 }, actor: 'a', reason: 'slow processor', expectedVersion: 1 });
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
+    await changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, leaseMs: 60_000 }, actor: 'a', reason: 'slow processor', expectedVersion: 1 });
     await expect(
-      changePolicy(db.pool, { endpoint: e, fields: { ...base, leaseMs: 10_000 }, actor: 'b', reason: 'faster', expectedVersion: 1 }),
+      changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, leaseMs: 10_000 }, actor: 'b', reason: 'faster', expectedVersion: 1 }),
     ).rejects.toBeInstanceOf(PolicyVersionConflictError);
+  });
+
+  it('keeps each service’s policy of the same endpoint apart: created, changed and versioned on its own', async () => {
+    const e = endpoint();
+    expect(await ensurePolicies(db.pool, S, { [e]: base }, 'system')).toEqual([e]);
+    // The same endpoint string in another service is another policy, created with its own defaults.
+    expect(await ensurePolicies(db.pool, 'orders', { [e]: { ...base, leaseMs: 10_000 } }, 'service:orders')).toEqual([e]);
+    const longer = { ...base, retryWindowSeconds: 172_800, retentionSeconds: 180_000 };
+    await changePolicy(db.pool, { service: 'orders', endpoint: e, fields: { ...longer, leaseMs: 10_000 }, actor: 'olga', reason: 'orders retry longer', expectedVersion: 1 });
+    expect(await getPolicy(db.pool, S, e)).toMatchObject({ ...base, service: S, version: 1 });
+    expect(await getPolicy(db.pool, 'orders', e)).toMatchObject({ ...longer, leaseMs: 10_000, service: 'orders', version: 2, updatedBy: 'olga' });
+    expect(await getPolicy(db.pool, 'billing', e)).toBeNull();
+    expect((await policyHistory(db.pool, { service: S, endpoint: e })).map((entry) => [entry.service, entry.version])).toEqual([[S, 1]]);
+    expect((await policyHistory(db.pool, { service: 'orders', endpoint: e })).map((entry) => [entry.service, entry.version])).toEqual([
+      ['orders', 2],
+      ['orders', 1],
+    ]);
+    // The version a change expects is its own service's.
+    await expect(changePolicy(db.pool, { service: S, endpoint: e, fields: longer, actor: 'a', reason: 'stale', expectedVersion: 2 })).rejects.toBeInstanceOf(
+      PolicyVersionConflictError,
+    );
+    await expect(changePolicy(db.pool, { service: 'billing', endpoint: e, fields: longer, actor: 'a', reason: 'none', expectedVersion: 1 })).rejects.toThrow(
+      /service billing/,
+    );
+    expect((await listPolicies(db.pool, 'orders')).map((policy) => [policy.service, policy.endpoint])).toEqual([['orders', e]]);
+    expect((await listPolicies(db.pool)).filter((policy) => policy.endpoint === e).map((policy) => policy.service)).toEqual([S, 'orders']);
+    expect(await knownScopes(db.pool, 'orders')).toEqual([{ service: 'orders', scope: e }]);
+  });
+
+  it('knows each service’s scopes: its endpoint-scoped endpoints, and "intent" once when any of its policies uses it', async () => {
+    const [a, b, c] = ['POST /scopes/a', 'POST /scopes/b', 'POST /scopes/c'];
+    await ensurePolicies(db.pool, 'scopes-x', { [a]: base, [b]: { ...base, scopeMode: 'intent' }, [c]: { ...base, scopeMode: 'intent' } }, 'system');
+    await ensurePolicies(db.pool, 'scopes-y', { [a]: base }, 'system');
+    expect(await knownScopes(db.pool, 'scopes-x')).toEqual([
+      { service: 'scopes-x', scope: a },
+      { service: 'scopes-x', scope: 'intent' },
+    ]);
+    const all = await knownScopes(db.pool);
+    expect(all.filter((scope) => scope.service.startsWith('scopes-'))).toEqual([
+      { service: 'scopes-x', scope: a },
+      { service: 'scopes-x', scope: 'intent' },
+      { service: 'scopes-y', scope: a },
+    ]);
   });
 
   it('keeps the audit log append-only', async () => {

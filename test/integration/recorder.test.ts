@@ -25,18 +25,23 @@ describe('flow recorder', () => {
     const expectedLatency = new Map<string, number>();
     for (const [seed, count] of [[11, 3000], [12, 2000]] as const) {
       for (const event of flowEvents(seed, count)) {
-        expected.set(`${event.scope}|${event.outcome}`, (expected.get(`${event.scope}|${event.outcome}`) ?? 0) + 1);
+        const cell = `${event.service}|${event.scope}|${event.outcome}`;
+        expected.set(cell, (expected.get(cell) ?? 0) + 1);
         if (event.claimLatencyMs !== undefined) {
-          const key = `${event.scope}|${bucketOf(event.claimLatencyMs)}`;
+          const key = `${event.service}|${event.scope}|${bucketOf(event.claimLatencyMs)}`;
           expectedLatency.set(key, (expectedLatency.get(key) ?? 0) + 1);
         }
       }
     }
-    const { rows } = await db.pool.query<{ scope: string; outcome: string; count: string; minute: Date }>('SELECT * FROM flow_counts_minute');
-    expect(new Map(rows.map((row) => [`${row.scope}|${row.outcome}`, Number(row.count)]))).toEqual(expected);
+    // The stream has two services: their counts are kept apart, cell by cell.
+    expect(new Set([...expected.keys()].map((cell) => cell.split('|')[0]))).toEqual(new Set(['demo', 'orders']));
+    const { rows } = await db.pool.query<{ service: string; scope: string; outcome: string; count: string; minute: Date }>('SELECT * FROM flow_counts_minute');
+    expect(rows).toHaveLength(expected.size);
+    expect(new Map(rows.map((row) => [`${row.service}|${row.scope}|${row.outcome}`, Number(row.count)]))).toEqual(expected);
     expect(new Set(rows.map((row) => row.minute.getTime()))).toEqual(new Set([FIXED_MINUTE]));
-    const latency = await db.pool.query<{ scope: string; bucket: number; count: string }>('SELECT scope, bucket, count FROM claim_latency_minute');
-    expect(new Map(latency.rows.map((row) => [`${row.scope}|${row.bucket}`, Number(row.count)]))).toEqual(expectedLatency);
+    const latency = await db.pool.query<{ service: string; scope: string; bucket: number; count: string }>('SELECT service, scope, bucket, count FROM claim_latency_minute');
+    expect(latency.rows).toHaveLength(expectedLatency.size);
+    expect(new Map(latency.rows.map((row) => [`${row.service}|${row.scope}|${row.bucket}`, Number(row.count)]))).toEqual(expectedLatency);
   });
 
   it('gives percentiles from merged histograms within one bucket of the raw percentiles', async () => {
@@ -47,7 +52,7 @@ describe('flow recorder', () => {
     for (const event of flowEvents(99, 20_000)) {
       if (event.claimLatencyMs === undefined) continue;
       raw.push(event.claimLatencyMs);
-      recorders[i % 2]?.record({ ...event, scope: 'POST /x' });
+      recorders[i % 2]?.record({ ...event, service: 'demo', scope: 'POST /x' });
       i += 1;
     }
     await Promise.all(recorders.map((recorder) => recorder.stop()));
@@ -66,12 +71,12 @@ describe('flow recorder', () => {
   it('rolls minute buckets up into hours without double counting, then expires hours', async () => {
     await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour');
     await db.pool.query(`
-      INSERT INTO flow_counts_minute (minute, scope, outcome, count)
-      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'POST /x', 'new', 2 FROM generate_series(0, 59) AS m;
-      INSERT INTO claim_latency_minute (minute, scope, bucket, count)
-      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'POST /x', 10, 3 FROM generate_series(0, 59) AS m;
-      INSERT INTO flow_counts_minute (minute, scope, outcome, count) VALUES (date_trunc('minute', now()), 'POST /x', 'new', 5);
-      INSERT INTO flow_counts_hour (hour, scope, outcome, count) VALUES (date_trunc('hour', now() - interval '60 days'), 'POST /x', 'new', 9);`);
+      INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'demo', 'POST /x', 'new', 2 FROM generate_series(0, 59) AS m;
+      INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+      SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'demo', 'POST /x', 10, 3 FROM generate_series(0, 59) AS m;
+      INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES (date_trunc('minute', now()), 'demo', 'POST /x', 'new', 5);
+      INSERT INTO flow_counts_hour (hour, service, scope, outcome, count) VALUES (date_trunc('hour', now() - interval '60 days'), 'demo', 'POST /x', 'new', 9);`);
     const options = { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000 };
     const first = await rollUpFlowMetrics(db.pool, options);
     const second = await rollUpFlowMetrics(db.pool, options);

@@ -13,15 +13,15 @@ import { STORE_SESSION_OPTIONS } from '@retrysafe/store/postgres';
 
 const SCOPE = 'POST /api/v1/payments';
 const BIG_PRINCIPAL = '00000000-0000-0000-0000-0000000b1600';
-const id = { principalId: BIG_PRINCIPAL, scope: SCOPE, key: 'big-7' };
+const id = { principalId: BIG_PRINCIPAL, service: 'demo', scope: SCOPE, key: 'big-7' };
 
-/** `rows` keys: half of them one principal's (what an index on principal_id would read whole), a mix of states. */
+/** `rows` keys: half of them one principal's (what an index on principal_id would read whole), a mix of states and of two services. */
 async function insertKeys(pool: pg.Pool, rows: number, offset: number): Promise<void> {
   await pool.query(
-    `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at,
+    `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at,
        response_status, response_content_type, response_ref, completed_at, expires_at, created_at)
      SELECT CASE WHEN i % 2 = 0 THEN ('00000000-0000-0000-0000-' || lpad((i % 997)::text, 12, '0'))::uuid ELSE $1::uuid END,
-            $2, 'big-' || i,
+            CASE WHEN i % 5 = 0 THEN 'orders' ELSE 'demo' END, $2, 'big-' || i,
             CASE WHEN i % 3 = 1 THEN 'in_progress' WHEN i % 3 = 2 THEN 'failed' ELSE 'completed' END,
             decode(md5(i::text) || md5(i::text), 'hex'), gen_random_uuid(),
             CASE WHEN i % 3 = 1 THEN now() + (i % 60 - 30) * interval '1 second' END,

@@ -10,6 +10,7 @@ describe('idempotency_keys constraints', () => {
 
   const valid = (): Row => ({
     principal_id: randomUUID(),
+    service: 'demo',
     scope: 'POST /api/v1/payments',
     key: 'k-1',
     state: 'in_progress',
@@ -41,16 +42,30 @@ describe('idempotency_keys constraints', () => {
     ['an expiry before creation', { expires_at: new Date(Date.now() - 1_000) }, 'idempotency_keys_expiry_after_creation'],
     ['a body without its key id', { response_body: randomBytes(40) }, 'idempotency_keys_body_has_key_id'],
     ['an impossible status code', { response_status: 42 }, 'idempotency_keys_response_status'],
+    ['a service name with capitals and a space', { service: 'Orders Service' }, 'idempotency_keys_service_name'],
+    ['an empty service name', { service: '' }, 'idempotency_keys_service_name'],
+    ['a 64-character service name', { service: 's'.repeat(64) }, 'idempotency_keys_service_name'],
   ])('refuses %s', async (_name, change, constraint) => {
     await expect(insert({ ...valid(), ...change })).rejects.toMatchObject({ code: '23514', constraint });
   });
 
-  it('refuses a second row for the same principal, scope and key', async () => {
+  it('refuses a second row for the same principal, service, scope and key', async () => {
     const row = valid();
     await insert(row);
     await expect(insert({ ...row, fingerprint: randomBytes(32) })).rejects.toMatchObject({
       code: '23505',
       constraint: 'idempotency_keys_pkey',
     });
+  });
+
+  it('accepts the same principal, scope and key in another service', async () => {
+    const row = valid();
+    await insert(row);
+    await expect(insert({ ...row, service: 'orders', fingerprint: randomBytes(32) })).resolves.toBeDefined();
+  });
+
+  it('refuses a row without a service (no default: nothing is stored without naming its service)', async () => {
+    const { service: _service, ...row } = valid();
+    await expect(insert(row)).rejects.toMatchObject({ code: '23502', column: 'service' });
   });
 });

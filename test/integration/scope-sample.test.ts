@@ -13,12 +13,13 @@ describe.each(layouts)('per-scope store figures (%s layout)', (layout) => {
   const db = useTestDatabase(layout);
 
   it('counts rows and response bytes per scope exactly when the table is small enough to read whole', async () => {
-    // Interleaved scopes, so every page holds both: payments store 100-byte bodies, refunds
-    // 1,000-byte ones, and every tenth refund is a reference (no body).
+    // Interleaved scopes, so every page holds both: the demo's payments store 100-byte bodies, the
+    // orders service's refunds 1,000-byte ones, and every tenth refund is a reference (no body).
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status,
          response_content_type, response_body, response_key_id, response_ref, completed_at, expires_at)
-       SELECT gen_random_uuid(), CASE WHEN i % 2 = 0 THEN 'POST /payments' ELSE 'POST /refunds' END, 'k' || i, 'completed',
+       SELECT gen_random_uuid(), CASE WHEN i % 2 = 0 THEN 'demo' ELSE 'orders' END,
+              CASE WHEN i % 2 = 0 THEN 'POST /payments' ELSE 'POST /refunds' END, 'k' || i, 'completed',
               sha256(i::text::bytea), gen_random_uuid(), 201, 'application/json',
               CASE WHEN i % 2 = 0 THEN decode(repeat('ab', 100), 'hex') WHEN i % 20 = 1 THEN NULL ELSE decode(repeat('cd', 1000), 'hex') END,
               CASE WHEN i % 2 = 0 OR i % 20 <> 1 THEN 'k1' END,
@@ -31,8 +32,8 @@ describe.each(layouts)('per-scope store figures (%s layout)', (layout) => {
     const figures = await readStoreFigures(db.pool);
     const exact = await sampleScopeFigures(db.pool, figures.tableBytes, 1_000_000);
     expect(exact).toEqual([
-      { scope: 'POST /payments', estimatedRows: ROWS / 2, responseBytes: (ROWS / 2) * 100, sampledFraction: 1 },
-      { scope: 'POST /refunds', estimatedRows: ROWS / 2, responseBytes: (ROWS / 2 - ROWS / 20) * 1000, sampledFraction: 1 },
+      { service: 'demo', scope: 'POST /payments', estimatedRows: ROWS / 2, responseBytes: (ROWS / 2) * 100, sampledFraction: 1 },
+      { service: 'orders', scope: 'POST /refunds', estimatedRows: ROWS / 2, responseBytes: (ROWS / 2 - ROWS / 20) * 1000, sampledFraction: 1 },
     ]);
   });
 
@@ -41,7 +42,10 @@ describe.each(layouts)('per-scope store figures (%s layout)', (layout) => {
     const pages = Math.ceil(figures.tableBytes / 8192);
     expect(pages).toBeGreaterThan(400);
     const sampled = await sampleScopeFigures(db.pool, figures.tableBytes, Math.round(pages / 4));
-    expect(sampled.map((figure) => figure.scope)).toEqual(['POST /payments', 'POST /refunds']);
+    expect(sampled.map((figure) => [figure.service, figure.scope])).toEqual([
+      ['demo', 'POST /payments'],
+      ['orders', 'POST /refunds'],
+    ]);
     const [payments, refunds] = sampled;
     expect(payments?.sampledFraction).toBeGreaterThan(0.2);
     expect(payments?.sampledFraction).toBeLessThan(0.3);
@@ -55,17 +59,20 @@ describe.each(layouts)('per-scope store figures (%s layout)', (layout) => {
 
   it('is stored with the minute sample and read back as the latest one', async () => {
     const sample = await sampleStoreStats(db.pool);
-    expect(sample?.scopes.map((scope) => scope.scope)).toEqual(['POST /payments', 'POST /refunds']);
+    expect(sample?.scopes.map((scope) => [scope.service, scope.scope])).toEqual([
+      ['demo', 'POST /payments'],
+      ['orders', 'POST /refunds'],
+    ]);
     await db.pool.query(
-      `INSERT INTO store_stats_scopes (sampled_at, scope, estimated_rows, response_bytes, sampled_fraction)
-       VALUES (date_trunc('minute', now()) - interval '1 hour', 'POST /payments', 1, 1, 1)`,
+      `INSERT INTO store_stats_scopes (sampled_at, service, scope, estimated_rows, response_bytes, sampled_fraction)
+       VALUES (date_trunc('minute', now()) - interval '1 hour', 'demo', 'POST /payments', 1, 1, 1)`,
     );
     const latest = await readLatestScopeFigures(db.pool);
-    expect(latest.map((figure) => [figure.scope, figure.sampledAt.getTime()])).toEqual([
-      ['POST /payments', sample?.sampledAt.getTime()],
-      ['POST /refunds', sample?.sampledAt.getTime()],
+    expect(latest.map((figure) => [figure.service, figure.scope, figure.sampledAt.getTime()])).toEqual([
+      ['demo', 'POST /payments', sample?.sampledAt.getTime()],
+      ['orders', 'POST /refunds', sample?.sampledAt.getTime()],
     ]);
     const earlier = await readLatestScopeFigures(db.pool, new Date(Date.now() - 30 * 60_000));
-    expect(earlier).toEqual([{ sampledAt: expect.any(Date) as Date, scope: 'POST /payments', estimatedRows: 1, responseBytes: 1, sampledFraction: 1 }]);
+    expect(earlier).toEqual([{ sampledAt: expect.any(Date) as Date, service: 'demo', scope: 'POST /payments', estimatedRows: 1, responseBytes: 1, sampledFraction: 1 }]);
   });
 });

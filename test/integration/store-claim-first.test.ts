@@ -8,7 +8,7 @@ import pg from 'pg';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
@@ -75,9 +75,9 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     const { store } = createTestStore(db.pool, { layout });
     const p = principal();
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
-       VALUES ($1, $2, 'k', 'in_progress', $3, gen_random_uuid(), now() - interval '1 second', now() + interval '1 hour')`,
-      [p, ENDPOINT, Buffer.alloc(32)],
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       VALUES ($1, $4, $2, 'k', 'in_progress', $3, gen_random_uuid(), now() - interval '1 second', now() + interval '1 hour')`,
+      [p, ENDPOINT, Buffer.alloc(32), TEST_SERVICE],
     );
     // The crashed attempt's fingerprint must match for a takeover; fetch ours by claiming another key.
     await store.execute(call(p, 'probe', () => Promise.resolve(jsonResult(201, {}))));
@@ -169,6 +169,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     const reported: [string, string][] = [];
     const store = new IdempotencyStore({
       pool,
+      service: TEST_SERVICE,
       fingerprintSecret: randomBytes(32),
       keyRing: new ResponseKeyRing([newResponseKey()]),
       layout,

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { FingerprintMismatchError, InvalidKeyIdentityError, KeyQuotaExceededError, StoredResponseUnreadableError } from '@retrysafe/store';
 import type { IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 describe.each(layouts)('store data (%s layout)', (layout) => {
   const db = useTestDatabase(layout);
@@ -98,8 +98,10 @@ describe.each(layouts)('store data (%s layout)', (layout) => {
     expect(JSON.parse(replay.body.toString())).toEqual({ echoed: sentinel });
   });
 
-  it('binds a sealed response to its row: copied into another principal`s row it does not open', async () => {
-    const { store } = createTestStore(db.pool, { layout });
+  // The demo's (legacy) service seals as before services existed; any other names itself in the
+  // associated data. Both bind the body to its row.
+  it.each(['demo', 'orders'])('binds a sealed response to its row: copied into another principal`s row it does not open (service %s)', async (service) => {
+    const { store } = createTestStore(db.pool, { layout, service });
     const [victim, attacker] = [principal(), principal()];
     await store.execute(call(victim, 'k', { work: () => Promise.resolve(jsonResult(201, { secret: 'victim' })) }));
     await store.execute(call(attacker, 'k', { work: () => Promise.resolve(jsonResult(201, { mine: true })) }));
@@ -109,6 +111,8 @@ describe.each(layouts)('store data (%s layout)', (layout) => {
       [victim, attacker],
     );
     await expect(store.execute(call(attacker, 'k'))).rejects.toBeInstanceOf(StoredResponseUnreadableError);
+    // The victim's own row still opens.
+    expect(JSON.parse((await store.execute(call(victim, 'k'))).body.toString())).toEqual({ secret: 'victim' });
   });
 
   it('replays responses sealed under an older key after rotation, and seals new ones under the first key', async () => {
@@ -153,8 +157,8 @@ describe.each(layouts)('store data (%s layout)', (layout) => {
   });
 
   it('enforces the live-key quota across instances, and still replays keys that exist', async () => {
-    const quotaA = new LiveKeyQuota(db.pool, { flushIntervalMs: 60_000 });
-    const quotaB = new LiveKeyQuota(db.pool, { flushIntervalMs: 60_000 });
+    const quotaA = new LiveKeyQuota(db.pool, { service: TEST_SERVICE, flushIntervalMs: 60_000 });
+    const quotaB = new LiveKeyQuota(db.pool, { service: TEST_SERVICE, flushIntervalMs: 60_000 });
     const a = createTestStore(db.pool, { layout, quota: quotaA, secret: Buffer.alloc(32, 1) });
     const storeB = createTestStore(db.pool, { layout, quota: quotaB, secret: Buffer.alloc(32, 1) }).store;
     const p = principal();

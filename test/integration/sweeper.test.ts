@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ensurePolicies } from '../../server/retention/policies';
 import { ClaimNotStaleError, countStaleClaims, releaseStaleClaim } from '../../server/retention/stale-claims';
 import { sweepOnce } from '../../server/retention/sweeper';
+import { DEMO_SERVICE } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 
@@ -20,6 +21,7 @@ describe('sweeper', () => {
   beforeAll(async () => {
     await ensurePolicies(
       db.pool,
+      DEMO_SERVICE,
       {
         [SCOPE]: {
           scopeMode: 'endpoint',
@@ -33,6 +35,9 @@ describe('sweeper', () => {
       },
       'system',
     );
+    // Another service's policy of the same endpoint string, with a shorter window.
+    const orders = { scopeMode: 'endpoint' as const, retryWindowSeconds: 600, retentionSeconds: 1_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 1_024, liveKeyQuota: 1_000_000 };
+    await ensurePolicies(db.pool, 'orders', { [SCOPE]: orders }, 'system');
     // Any deletion of a row whose expires_at has not passed fails the sweep loudly.
     await db.pool.query(`
       CREATE FUNCTION refuse_live_delete() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -44,18 +49,18 @@ describe('sweeper', () => {
   });
 
   /** Rows of one principal created `ageSeconds` ago that expire `expiresInSeconds` from now. */
-  async function seed(count: number, ageSeconds: number, expiresInSeconds: number, principalId = principal(), state = 'completed') {
+  async function seed(count: number, ageSeconds: number, expiresInSeconds: number, principalId = principal(), state = 'completed', service: string = DEMO_SERVICE) {
     await db.pool.query(
-      `INSERT INTO idempotency_keys (principal_id, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
          response_body, response_key_id, completed_at, lease_expires_at, created_at, expires_at)
-       SELECT $1, $2, 'k-' || i || '-' || $5, $6, decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+       SELECT $1, $8, $2, 'k-' || i || '-' || $5, $6, decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
               CASE WHEN $6 = 'completed' THEN 201 END, 'application/json',
               CASE WHEN $6 = 'completed' THEN '\\x00'::bytea END, CASE WHEN $6 = 'completed' THEN 'k1' END,
               CASE WHEN $6 = 'completed' THEN now() END,
               CASE WHEN $6 = 'in_progress' THEN now() - interval '1 hour' END,
               now() - $3 * interval '1 second', now() + $4 * interval '1 second'
        FROM generate_series(1, $7::int) AS i`,
-      [principalId, SCOPE, ageSeconds, expiresInSeconds, randomUUID().slice(0, 8), state, count],
+      [principalId, SCOPE, ageSeconds, expiresInSeconds, randomUUID().slice(0, 8), state, count, service],
     );
     return principalId;
   }
@@ -68,20 +73,30 @@ describe('sweeper', () => {
   const countOf = async (principalId: string) =>
     Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM idempotency_keys WHERE principal_id = $1', [principalId])).rows[0]?.n);
 
-  it('deletes expired rows only, records the run and the evidence', async () => {
+  it('deletes expired rows only, records the run and the evidence, per service', async () => {
     const expired = await seed(250, 7_300, -100);
     const live = await seed(40, 7_199, 1);
+    // The other service's expired rows of the same endpoint, younger, judged against its own window.
+    const expiredOrders = await seed(60, 1_300, -100, principal(), 'completed', 'orders');
     const result = await sweepOnce(db.pool, 'manual', { chunkSize: 100, minPauseMs: 0 });
-    expect(result).toMatchObject({ status: 'completed', rowsDeleted: 250, chunks: 3, stopReason: 'caught-up' });
-    expect([await countOf(expired), await countOf(live)]).toEqual([0, 40]);
-    const evidence = result.scopes.find((scope) => scope.scope === SCOPE);
+    expect(result).toMatchObject({ status: 'completed', rowsDeleted: 310, chunks: 4, stopReason: 'caught-up' });
+    expect([await countOf(expired), await countOf(live), await countOf(expiredOrders)]).toEqual([0, 40, 0]);
+    const evidence = result.scopes.find((scope) => scope.service === DEMO_SERVICE && scope.scope === SCOPE);
     expect(evidence).toMatchObject({ rowsDeleted: 250, retryWindowSeconds: 3_600 });
     expect(evidence?.minAgeSeconds).toBeGreaterThanOrEqual(7_300);
     expect(evidence?.minMarginSeconds).toBeGreaterThanOrEqual(7_300 - 3_600);
+    const ordersEvidence = result.scopes.find((scope) => scope.service === 'orders' && scope.scope === SCOPE);
+    expect(ordersEvidence).toMatchObject({ rowsDeleted: 60, retryWindowSeconds: 600 });
+    expect(ordersEvidence?.minAgeSeconds).toBeGreaterThanOrEqual(1_300);
+    expect(ordersEvidence?.minAgeSeconds).toBeLessThan(7_300);
+    expect(ordersEvidence?.minMarginSeconds).toBeGreaterThanOrEqual(1_300 - 600);
     const { rows } = await db.pool.query('SELECT status, chunks, rows_deleted, stop_reason, finished_at IS NOT NULL AS finished FROM sweep_runs WHERE id = $1', [result.runId]);
-    expect(rows).toEqual([{ status: 'completed', chunks: 3, rows_deleted: '250', stop_reason: 'caught-up', finished: true }]);
-    const stored = await db.pool.query('SELECT scope, rows_deleted FROM sweep_run_scopes WHERE run_id = $1', [result.runId]);
-    expect(stored.rows).toEqual([{ scope: SCOPE, rows_deleted: '250' }]);
+    expect(rows).toEqual([{ status: 'completed', chunks: 4, rows_deleted: '310', stop_reason: 'caught-up', finished: true }]);
+    const stored = await db.pool.query('SELECT service, scope, rows_deleted, retry_window_seconds FROM sweep_run_scopes WHERE run_id = $1 ORDER BY service', [result.runId]);
+    expect(stored.rows).toEqual([
+      { service: DEMO_SERVICE, scope: SCOPE, rows_deleted: '250', retry_window_seconds: 3_600 },
+      { service: 'orders', scope: SCOPE, rows_deleted: '60', retry_window_seconds: 600 },
+    ]);
   });
 
   it('bounds every run by its chunk size and row budget', async () => {
@@ -158,10 +173,10 @@ describe('sweeper', () => {
     expect(withinGrace.staleReleased).toBe(0);
     const { rows: keys } = await db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys WHERE principal_id = $1 ORDER BY key LIMIT 1', [p]);
     const key = keys[0]?.key ?? '';
-    await releaseStaleClaim(db.pool, { principalId: p, scope: SCOPE, key }, 'operator@example.com', 'processor confirmed the refund failed');
-    await expect(releaseStaleClaim(db.pool, { principalId: p, scope: SCOPE, key }, 'operator@example.com', 'again')).rejects.toBeInstanceOf(ClaimNotStaleError);
+    await releaseStaleClaim(db.pool, { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'processor confirmed the refund failed');
+    await expect(releaseStaleClaim(db.pool, { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'again')).rejects.toBeInstanceOf(ClaimNotStaleError);
     const audit = await db.pool.query("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release' AND target->>'key' = $1", [key]);
-    expect(audit.rows).toEqual([{ actor: 'operator@example.com', reason: 'processor confirmed the refund failed', target: { principalId: p, scope: SCOPE, key } }]);
+    expect(audit.rows).toEqual([{ actor: 'operator@example.com', reason: 'processor confirmed the refund failed', target: { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key } }]);
     const released = await sweepOnce(db.pool, 'manual', { staleGraceMs: 60_000 });
     expect(released.staleReleased).toBeGreaterThanOrEqual(4);
     const { rows } = await db.pool.query<{ state: string }>('SELECT DISTINCT state FROM idempotency_keys WHERE principal_id = $1', [p]);

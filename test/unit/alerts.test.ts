@@ -81,9 +81,30 @@ describe('alerts', () => {
   });
 
   it('always fires retention_below_window as critical', () => {
-    const alerts = evaluateAlerts({ ...quiet, policies: [{ endpoint: 'POST /x', retryWindowSeconds: 86_400, retentionSeconds: 3_600 }] });
+    const alerts = evaluateAlerts({
+      ...quiet,
+      policies: [
+        { service: 'orders', endpoint: 'POST /x', retryWindowSeconds: 86_400, retentionSeconds: 3_600 },
+        // The same endpoint of another service, whose retention covers its window.
+        { service: 'demo', endpoint: 'POST /x', retryWindowSeconds: 3_600, retentionSeconds: 7_200 },
+      ],
+    });
     expect(alerts.map((alert) => [alert.name, alert.severity])).toEqual([['retention_below_window', 'critical']]);
+    expect(alerts[0]?.summary).toBe('POST /x (orders) keeps keys 3600 s, less than its documented 86400 s window');
     expect(alerts[0]?.action).toMatch(/Raise the retention/);
+  });
+
+  it('judges each service’s scope on its own series, naming both', () => {
+    const alerts = evaluateAlerts({
+      ...quiet,
+      flowByScope: [
+        { service: 'orders', scope: 'POST /x', points: flow(10, () => ({ mismatches: 8 })) },
+        // The same scope name in another service, quiet.
+        { service: 'demo', scope: 'POST /x', points: flow(10, () => ({})) },
+      ],
+    });
+    expect(alerts.map((alert) => [alert.name, alert.service, alert.scope, alert.storeWide])).toEqual([['mismatch_rate', 'orders', 'POST /x', false]]);
+    expect(alerts[0]?.summary).toMatch(/^POST \/x \(orders\): /);
   });
 
   it('needs history covering the whole duration', () => {
