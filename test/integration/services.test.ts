@@ -44,9 +44,9 @@ for (const layout of layouts) {
         body: { sku: 'A-1', quantity: 1 },
         policy: testPolicy,
         mode: 'claim-first' as const,
-        work: async () => {
+        work: () => {
           runs.push(service);
-          return jsonResult(201, { by: service });
+          return Promise.resolve(jsonResult(201, { by: service }));
         },
       });
       for (const mode of ['claim-first', 'transactional'] as const) {
@@ -76,16 +76,16 @@ for (const layout of layouts) {
       const b = storeOf('billing', keyRing, secret);
       const principalId = randomUUID();
       const call = { principalId, endpoint: ENDPOINT, method: 'POST', key: 'copied', body: { n: 1 }, policy: testPolicy, mode: 'claim-first' as const };
-      await a.execute({ ...call, work: async () => jsonResult(201, { secret: 'orders only' }) });
-      await b.execute({ ...call, work: async () => jsonResult(201, { secret: 'billing' }) });
+      await a.execute({ ...call, work: () => Promise.resolve(jsonResult(201, { secret: 'orders only' })) });
+      await b.execute({ ...call, work: () => Promise.resolve(jsonResult(201, { secret: 'billing' })) });
       await db.pool.query(
         `UPDATE idempotency_keys b SET response_body = a.response_body, response_key_id = a.response_key_id
          FROM idempotency_keys a
          WHERE a.principal_id = $1 AND a.service = 'orders' AND a.key = 'copied' AND b.principal_id = $1 AND b.service = 'billing' AND b.key = 'copied'`,
         [principalId],
       );
-      await expect(b.execute({ ...call, work: async () => jsonResult(201, {}) })).rejects.toBeInstanceOf(StoredResponseUnreadableError);
-      expect(JSON.parse((await a.execute({ ...call, work: async () => jsonResult(201, {}) })).body.toString())).toEqual({ secret: 'orders only' });
+      await expect(b.execute({ ...call, work: () => Promise.resolve(jsonResult(201, {})) })).rejects.toBeInstanceOf(StoredResponseUnreadableError);
+      expect(JSON.parse((await a.execute({ ...call, work: () => Promise.resolve(jsonResult(201, {})) })).body.toString())).toEqual({ secret: 'orders only' });
     });
 
     it('counts quota, flow and policies per service', async () => {
@@ -97,7 +97,7 @@ for (const layout of layouts) {
       const quotaB = new LiveKeyQuota(db.storePool, { service: 'billing', flushIntervalMs: 60_000 });
       const a = new IdempotencyStore({ pool: db.storePool, service: 'orders', layout, fingerprintSecret: secret, keyRing, quota: quotaA });
       const b = new IdempotencyStore({ pool: db.storePool, service: 'billing', layout, fingerprintSecret: secret, keyRing, quota: quotaB });
-      const call = { principalId, endpoint: ENDPOINT, method: 'POST', body: {}, policy: tight, mode: 'claim-first' as const, work: async () => jsonResult(201, {}) };
+      const call = { principalId, endpoint: ENDPOINT, method: 'POST', body: {}, policy: tight, mode: 'claim-first' as const, work: () => Promise.resolve(jsonResult(201, {})) };
       await a.execute({ ...call, key: 'q1' });
       await quotaA.flush();
       // The other service's one key does not use up this one's quota of one.
@@ -166,7 +166,7 @@ describe('createRetrysafe and its policies', () => {
         maxBodyBytes: 1024,
         authenticate: () => ({ principalId: randomUUID() }),
         input: { safeParse: (value: unknown) => ({ success: true as const, data: value }) },
-        work: async () => jsonResult(201, {}),
+        work: () => Promise.resolve(jsonResult(201, {})),
       };
       expect(() => idempotent(retrysafe.store, route)).toThrow(/No idempotency policy for service "refunds-svc" endpoint "POST \/refunds"/);
       // With its own policy the same route is accepted.

@@ -88,7 +88,7 @@ describe('examples/orders-express from the tarball, on the dashboard', () => {
     const first = await order('order-1', { sku: 'BOOK-1', quantity: 2 });
     expect(first.status).toBe(201);
     const firstBody = await first.text();
-    expect(JSON.parse(firstBody)).toMatchObject({ sku: 'BOOK-1', quantity: 2, id: expect.any(String) });
+    expect(JSON.parse(firstBody)).toMatchObject({ sku: 'BOOK-1', quantity: 2, id: expect.any(String) as string });
     const correlationId = first.headers.get('x-correlation-id');
 
     // A retry (same body, key order and spacing changed) is the original, byte for byte.

@@ -56,6 +56,8 @@ function fieldsOf(fields: Record<string, fc.Arbitrary<unknown>>): fc.Arbitrary<R
 }
 
 const uuid = fc.uuid();
+/** A service name: the demo's, another valid one, or one the key table's check would refuse. */
+const service = fc.constantFrom('demo', 'orders', 'Orders', 'a'.repeat(64), '-x');
 const key = fc.string({ minLength: 1, maxLength: 20, unit: fc.constantFrom('a', 'b', '-', '1') });
 const reason = fc.constant('hostile input run');
 
@@ -88,20 +90,22 @@ const cases: Record<string, fc.Arbitrary<Case>> = {
   'POST /api/v1/payments': bodyCase('POST', '/api/v1/payments', { amount: fc.integer({ min: 1, max: 10_000 }), currency: fc.constantFrom('EUR', 'USD'), description: fc.string({ maxLength: 20 }) }, 'tenant'),
   'POST /api/v1/refunds': bodyCase('POST', '/api/v1/refunds', { payment: uuid, amount: fc.integer({ min: 1, max: 100 }) }, 'tenant'),
   'GET /api/admin/audit': queryCase('/api/admin/audit', { actor: fc.string({ maxLength: 10 }), action: fc.constantFrom('key.lookup', 'sign_in'), from: instant, to: instant, after: fc.string({ maxLength: 30 }), limit: fc.integer({ min: 1, max: 500 }), format: fc.constantFrom('json', 'csv') }),
-  'GET /api/admin/overview': queryCase('/api/admin/overview', { range: fc.constantFrom('1h', '6h', '24h', '7d', '30d'), scope: fc.constantFrom('POST /api/v1/payments', 'intent') }),
+  'GET /api/admin/overview': queryCase('/api/admin/overview', { range: fc.constantFrom('1h', '6h', '24h', '7d', '30d'), service, scope: fc.constantFrom('POST /api/v1/payments', 'intent') }),
   'GET /api/admin/stale-claims': queryCase('/api/admin/stale-claims', { limit: fc.integer({ min: 1, max: 500 }) }),
   'GET /api/admin/retention/export': queryCase('/api/admin/retention/export', { what: fc.constantFrom('policies', 'history', 'evidence') }),
-  'POST /api/admin/keys/lookup': bodyCase('POST', '/api/admin/keys/lookup', { principalId: uuid, key, reason }),
+  'POST /api/admin/keys/lookup': bodyCase('POST', '/api/admin/keys/lookup', { principalId: uuid, service, key, reason }),
   'POST /api/admin/keys/list': bodyCase('POST', '/api/admin/keys/list', {
     principalId: uuid,
     reason,
+    service,
     scope: fc.constantFrom('POST /api/v1/payments', 'intent'),
     state: fc.constantFrom('in_progress', 'completed', 'failed'),
-    after: fc.record({ createdAt: fc.string({ maxLength: 20 }), scope: hostileText, key }),
+    after: fc.record({ createdAtMicros: fc.string({ maxLength: 20 }), service, scope: hostileText, key }),
     limit: fc.integer({ min: 1, max: 200 }),
   }),
-  'POST /api/admin/stale-claims/release': bodyCase('POST', '/api/admin/stale-claims/release', { principalId: uuid, scope: fc.constant('POST /api/v1/refunds'), key, reason }),
+  'POST /api/admin/stale-claims/release': bodyCase('POST', '/api/admin/stale-claims/release', { principalId: uuid, service, scope: fc.constant('POST /api/v1/refunds'), key, reason }),
   'POST /api/admin/policies': bodyCase('POST', '/api/admin/policies', {
+    service,
     endpoint: fc.constantFrom('POST /api/v1/nowhere', 'no such endpoint'),
     expectedVersion: fc.integer({ min: 1, max: 5 }),
     fields: fc.dictionary(fc.constantFrom('retentionSeconds', 'retryWindowSeconds', 'liveKeyQuota', 'scopeMode'), hostileValue, { maxKeys: 3 }),
