@@ -28,7 +28,7 @@ describe('overview', () => {
        INSERT INTO store_stats_scopes (sampled_at, service, scope, estimated_rows, response_bytes, sampled_fraction) VALUES
          (date_trunc('minute', now()) - interval '3 minutes', 'demo', 'POST /a', 100, 1, 1),
          (date_trunc('minute', now()) - interval '2 minutes', 'demo', 'POST /a', 900, 90000, 1),
-         (date_trunc('minute', now()) - interval '2 minutes', 'orders', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replace('$2', String(bucketOf(40))),
+         (date_trunc('minute', now()) - interval '2 minutes', 'orders', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replaceAll('$2', String(bucketOf(40))),
     );
     const all = await readOverview(db.pool, overviewQuery.parse({ range: '1h' }));
     expect(all.stepSeconds).toBe(60);

@@ -37,8 +37,16 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     const { store, events } = createTestStore(db.pool, { layout });
     const p = principal();
     let release: (result: WorkResult) => void = () => undefined;
-    const running = store.execute(call(p, 'k', () => new Promise<WorkResult>((done) => (release = done))));
-    await sleep(50);
+    let started: () => void = () => undefined;
+    const claimed = new Promise<void>((done) => (started = done));
+    const running = store.execute(
+      call(p, 'k', () => {
+        started();
+        return new Promise<WorkResult>((done) => (release = done));
+      }),
+    );
+    // The second request once the first one's work runs (not after a fixed delay: on a loaded machine the first may not have claimed yet).
+    await claimed;
     const busy = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { second: true })))).catch((error: unknown) => error);
     expect(busy).toBeInstanceOf(KeyInUseError);
     expect((busy as KeyInUseError).retryAfterSeconds).toBeGreaterThanOrEqual(9);
@@ -85,16 +93,28 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
       "UPDATE idempotency_keys SET fingerprint = (SELECT fingerprint FROM idempotency_keys WHERE principal_id = $1 AND key = 'probe') WHERE principal_id = $1 AND key = 'k'",
       [p],
     );
+    // The work runs until every other retry has been answered (at most 10 s), so they all arrive
+    // while it runs however slowly a loaded machine serves them (a fixed 200 ms was too short:
+    // late retries rightly replayed). A second run would wait out the 10 s and be counted.
     let runs = 0;
+    let answered = 0;
+    const othersAnswered = async () => {
+      const deadline = Date.now() + 10_000;
+      while (answered < 15 && Date.now() < deadline) await sleep(10);
+    };
     const results = await Promise.allSettled(
       Array.from({ length: 16 }, () =>
-        store.execute(
-          call(p, 'k', async () => {
-            runs += 1;
-            await sleep(200);
-            return jsonResult(201, { run: runs });
+        store
+          .execute(
+            call(p, 'k', async () => {
+              runs += 1;
+              await othersAnswered();
+              return jsonResult(201, { run: runs });
+            }),
+          )
+          .finally(() => {
+            answered += 1;
           }),
-        ),
       ),
     );
     expect(runs).toBe(1);
