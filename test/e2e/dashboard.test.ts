@@ -121,7 +121,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await dialog.getByRole('button', { name: 'Release claim' }).click();
     await page.getByRole('status').filter({ hasText: `Released ${key}` }).waitFor();
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: { key: string } }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
-    expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'demo: the refund handler crashed', target: expect.objectContaining({ key }) as unknown }]);
+    expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'demo: the refund handler crashed', target: expect.objectContaining({ service: 'demo', key }) as unknown }]);
     await closeChecked(page);
   });
 
@@ -138,19 +138,19 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const compliance = await pageAs('compliance');
     for (let attempt = 0; attempt < 20; attempt += 1) {
       await compliance.goto(`${base}/retention`);
-      if ((await compliance.getByText(/POST \/api\/v1\/payments: youngest/).count()) > 0) break;
+      if ((await compliance.getByText(/POST \/api\/v1\/payments \(demo\): youngest/).count()) > 0) break;
       await sleep(1_000);
     }
     const policies = compliance.getByRole('region', { name: 'Policies against their promise' });
     await expect(policies.getByText('Pass').count()).resolves.toBe(2);
-    await expect(compliance.getByText(/POST \/api\/v1\/payments: youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
+    await expect(compliance.getByText(/POST \/api\/v1\/payments \(demo\): youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
     await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
     await compliance.screenshot({ path: join(SCREENSHOTS_DIR, 'retention.png'), fullPage: true });
     const download = compliance.waitForEvent('download');
     await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
     const file = await (await download).path();
     const csv = await readFile(file, 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds');
+    expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,service,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds');
     expect(csv).toContain('POST /api/v1/payments');
     const exports = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'retention.export'");
     expect(exports.rows).toEqual([{ actor: 'compliance@ui.example' }]);

@@ -33,6 +33,7 @@ const loaded = {
 };
 const retrysafe = await createRetrysafe({
   connectionString: process.env.DATABASE_URL,
+  service: 'orders',
   fingerprintSecret: 'a fingerprint secret of the test',
   responseKeys: 'k1:' + Buffer.alloc(32, 7).toString('base64'),
 });
