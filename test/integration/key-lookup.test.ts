@@ -149,6 +149,45 @@ describe('key lookup', () => {
     expect(keyListSchema.safeParse({ principalId: tenant, reason: 'why not', after: { createdAtMicros: '15', scope: 's', key: 'k' } }).success).toBe(false);
   });
 
+  it('lists a principal\'s keys of every service, or of one, with the service on each key and in the cursor', async () => {
+    const tenant = principal();
+    // Six keys a second apart, alternating services, the same endpoint and key strings in both.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, completed_at, response_ref, created_at, expires_at)
+       SELECT $1, CASE WHEN i % 2 = 0 THEN 'orders' ELSE 'demo' END, 'POST /api/v1/payments', 'k-' || (i / 2), 'completed',
+              decode(repeat('ab', 32), 'hex'), gen_random_uuid(), 201, now(), 'ref', now() - interval '1 hour' + i * interval '1 second', now() + interval '1 day'
+       FROM generate_series(0, 5) AS i`,
+      [tenant],
+    );
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'per service', limit: 4, ...fields }), 'ops@example.com');
+    const all = await list({});
+    expect(all.keys.map((key) => [key.service, key.key])).toEqual([
+      ['demo', 'k-2'],
+      ['orders', 'k-2'],
+      ['demo', 'k-1'],
+      ['orders', 'k-1'],
+    ]);
+    expect(all.next).toMatchObject({ service: 'orders', key: 'k-1' });
+    const rest = await list({ after: all.next });
+    expect(rest.keys.map((key) => [key.service, key.key])).toEqual([
+      ['demo', 'k-0'],
+      ['orders', 'k-0'],
+    ]);
+    const orders = await list({ service: 'orders' });
+    expect(orders.keys.map((key) => [key.service, key.key])).toEqual([
+      ['orders', 'k-2'],
+      ['orders', 'k-1'],
+      ['orders', 'k-0'],
+    ]);
+    expect(orders.next).toBeNull();
+    expect((await list({ service: 'billing' })).keys).toEqual([]);
+    const { rows } = await db.pool.query<{ details: { service: string | null } }>(
+      "SELECT details FROM audit_log WHERE action = 'key.list' AND target->>'principalId' = $1 ORDER BY id",
+      [tenant],
+    );
+    expect(rows.map((row) => row.details.service)).toEqual([null, null, 'orders', 'billing']);
+  });
+
   it('bounds the keys a filtered page examines and resumes where it stopped', async () => {
     const tenant = principal();
     const rare = [10, 1_200, 2_400];
