@@ -79,6 +79,27 @@ describe('partitioned layout', () => {
     expect(stored).toHaveLength(1);
   });
 
+  it('grants one claim per service of one principal, scope and key, claimed at once by two services', async () => {
+    const p = principal();
+    const results = await Promise.all(
+      clients.slice(0, 32).map((client, index) =>
+        partitionedStatements.claim(client, {
+          principalId: p,
+          service: index % 2 === 0 ? 'demo' : 'orders',
+          scope: 'POST /x',
+          key: 'k',
+          fingerprint: randomBytes(32),
+          correlationId: randomUUID(),
+          leaseMs: 30_000,
+          retentionMs: DAY_MS,
+        }),
+      ),
+    );
+    expect(results.filter((result) => result.claimed)).toHaveLength(2);
+    const { rows } = await db.pool.query<{ service: string }>('SELECT service FROM idempotency_keys WHERE principal_id = $1 ORDER BY service', [p]);
+    expect(rows).toEqual([{ service: 'demo' }, { service: 'orders' }]);
+  });
+
   it('finds a retry`s original in an earlier partition than a new claim would go to', async () => {
     const { store } = createTestStore(db.pool, { layout: 'partitioned' });
     const p = principal();
