@@ -101,7 +101,11 @@ export function dashboardGrantStatements(databaseName: string): string[] {
   const role = DASHBOARD_ROLE;
   return [
     ...groupRoleStatements(role, databaseName),
-    `GRANT SELECT (${keyMetadataColumns.join(', ')}) ON idempotency_keys TO ${role}`,
+    // Only the columns the database has yet (an older migration folder lacks later ones, e.g. service).
+    `DO $$ BEGIN
+       EXECUTE format('GRANT SELECT (%s) ON idempotency_keys TO ${role}', (SELECT string_agg(quote_ident(attname), ', ') FROM pg_attribute
+         WHERE attrelid = 'idempotency_keys'::regclass AND attnum > 0 AND NOT attisdropped AND attname = ANY (ARRAY['${keyMetadataColumns.join("', '")}'])));
+     END $$`,
     // Tenants by id and name only: never the API key hash.
     `GRANT SELECT (id, name, created_at, revoked_at) ON tenants TO ${role}`,
     `GRANT SELECT ON ${readOnly.join(', ')} TO ${role}`,

@@ -23,3 +23,4 @@ export {
   type StoreStatements,
 } from './statements.js';
 export { detectLayout } from './retrysafe.js';
+export { PostgresBackend } from './backend.js';

@@ -20,14 +20,8 @@ import type { LiveKeyQuota } from './quota.js';
 import type { ServicePolicies } from './service-policies.js';
 import { PolicyNotFoundError } from './errors.js';
 import type { ResponseKeyRing } from './response-codec.js';
-import {
-  statementsFor,
-  type ClaimValues,
-  type StoreStatements,
-  type ExistingKey,
-  type KeyIdentity,
-  type Queryable,
-} from './statements.js';
+import { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
+import type { ClaimValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
 
 export interface StoredResponse {
   status: number;
@@ -84,7 +78,10 @@ export interface StoreOutcome extends StoredResponse {
 }
 
 export interface StoreOptions {
-  pool: pg.Pool;
+  /** The Postgres pool, when no other `backend` is given (a PostgresBackend on it). */
+  pool?: pg.Pool;
+  /** Where keys are kept (default: PostgresBackend on `pool`, in `layout`). */
+  backend?: IdempotencyBackend;
   /**
    * The service this store answers for: part of every key's identity, policy, metric and the
    * stored response's associated data (SERVICE_NAME_PATTERN). Two services sharing a database,
@@ -97,7 +94,7 @@ export interface StoreOptions {
   quota?: LiveKeyQuota;
   /** The service's policies by endpoint (createRetrysafe loads them), for routes that do not carry their own. */
   policies?: ServicePolicies;
-  /** The table's layout (detectStoreLayout); both behave the same through this API. */
+  /** With `pool`: the table's layout (detectStoreLayout); both behave the same through this API. */
   layout?: 'plain' | 'partitioned';
   /** Told when an attempt finished after its lease was taken over (the work ran twice). */
   onLeaseLost?: (id: KeyIdentity) => void;
@@ -110,7 +107,6 @@ export interface StoreOptions {
 
 /** How many times a claim is retried when the row changes under it (swept, or a takeover race). */
 const MAX_ROUNDS = 4;
-const LOCK_NOT_AVAILABLE = '55P03';
 
 type Decision = 'replay' | 'mismatch' | 'conflict' | 'takeover';
 
@@ -121,7 +117,7 @@ export const SERVICE_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /** Throws a RangeError naming the rule unless `service` is a valid service name. */
 export function checkServiceName(service: string): string {
-  if (!SERVICE_NAME_PATTERN.test(service)) {
+  if (typeof service !== 'string' || !SERVICE_NAME_PATTERN.test(service)) {
     throw new RangeError(`service must be 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit (got ${JSON.stringify(service.slice(0, 80))})`);
   }
   return service;
@@ -153,12 +149,14 @@ interface Claimed {
 
 export class IdempotencyStore {
   private readonly observer: FlowObserver;
-  private readonly sql: StoreStatements;
+  private readonly backend: IdempotencyBackend;
 
   constructor(private readonly options: StoreOptions) {
     checkServiceName(options.service);
     this.observer = options.observer ?? ignoreFlow;
-    this.sql = statementsFor(options.layout ?? 'plain');
+    if (options.backend) this.backend = options.backend;
+    else if (options.pool) this.backend = new PostgresBackend(options.pool, options.layout);
+    else throw new TypeError('IdempotencyStore needs a backend or a pool');
   }
 
   /** The service this store answers for. */
@@ -185,7 +183,7 @@ export class IdempotencyStore {
       if (!begun.claimed) return begun.outcome;
       let result: WorkResult;
       try {
-        result = await call.work({ db: this.options.pool, correlationId: claim.correlationId });
+        result = await call.work({ db: this.backend.db, correlationId: claim.correlationId });
       } catch (error) {
         await begun.abandon().catch((abandonError: unknown) => this.options.onAbandonFailed?.(abandonError, claim));
         throw error;
@@ -236,26 +234,26 @@ export class IdempotencyStore {
 
   /** The live-key quota: 'proceed', or the answer for a principal that may not create another key. */
   private async admit(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | 'proceed'> {
-    const { quota, pool } = this.options;
+    const { quota } = this.options;
     if (!quota) return 'proceed';
     const decision = await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
     if (decision.allowed) return 'proceed';
     // Over quota no new key may be created, but an existing one still answers as usual.
-    const existing = await this.sql.read(pool, claim);
+    const existing = await this.backend.read(claim);
     if (existing && !existing.expired) {
       const verdict = decide(existing, claim.fingerprint);
       // A crashed or failed attempt of an existing key is not a new key: let it run.
       if (verdict === 'takeover') return 'proceed';
-      return this.settle(verdict, existing, claim, undefined, call, pool);
+      return this.settle(verdict, existing, claim, undefined, call, this.backend.db);
     }
     this.report(claim, 'rejected');
     throw new KeyQuotaExceededError(decision.retryAfterSeconds);
   }
 
   private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Begun> {
-    const { pool } = this.options;
+    const { backend } = this;
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const step = await this.claimOnce(pool, call, claim, (statement) => statement());
+      const step = await this.claimOnce(backend, call, claim, (statement) => statement());
       if (step.kind === 'again') continue;
       if (step.kind === 'settled') return { claimed: false, outcome: step.outcome };
       const claimed = step.claimed;
@@ -266,7 +264,7 @@ export class IdempotencyStore {
         correlationId: claim.correlationId,
         finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
         abandon: async () => {
-          await this.sql.fail(pool, claim, attempts);
+          await backend.fail(claim, attempts);
         },
       };
     }
@@ -274,14 +272,13 @@ export class IdempotencyStore {
   }
 
   private async finishClaimFirst(call: ClaimCall, claim: ClaimValues, attempts: number, result: WorkResult): Promise<StoreOutcome> {
-    const { pool } = this.options;
     const outcome = { ...result, replayed: false, correlationId: claim.correlationId };
     if (result.status >= 500) {
       // Not final: the key becomes failed and retryable, so a retry runs the work again.
-      await this.sql.fail(pool, claim, attempts);
+      await this.backend.fail(claim, attempts);
       return outcome;
     }
-    const completed = await this.sql.complete(pool, { ...claim, attempts, ...this.encode(result, claim, call.policy) });
+    const completed = await this.backend.complete({ ...claim, attempts, ...this.encode(result, claim, call.policy) });
     if (!completed) this.options.onLeaseLost?.(claim);
     return outcome;
   }
@@ -294,79 +291,64 @@ export class IdempotencyStore {
    * the transaction, which alone decides: the read only answers what a committed row already says.
    */
   private async answerCommitted(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | null> {
-    const { pool } = this.options;
     const started = performance.now();
-    const existing = await this.sql.read(pool, claim);
+    const existing = await this.backend.read(claim);
     if (!existing || existing.expired) return null;
     const decision = decide(existing, claim.fingerprint);
     if (decision !== 'replay' && decision !== 'mismatch') return null;
-    return this.settle(decision, existing, claim, performance.now() - started, call, pool);
+    return this.settle(decision, existing, claim, performance.now() - started, call, this.backend.db);
   }
 
   private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
-    const client = await this.options.pool.connect();
-    // While a transaction is open on the client, the way out is a ROLLBACK, sent without
-    // waiting for it: nothing an answer says depends on it (a replay, a 409 or 422, a 5xx whose
-    // work is undone), and the client goes back to the pool once it is through, or is
-    // discarded if it failed. A duplicate arriving meanwhile waits on the row, as it would have.
-    let open = false;
-    let broken: Error | undefined;
-    try {
-      for (let round = 0; round < MAX_ROUNDS; round += 1) {
-        open = true;
-        const step = await this.beginAndClaim(client, call, claim);
+    for (let round = 0; round < MAX_ROUNDS; round += 1) {
+      const tx = await this.backend.transaction(call.policy.lockTimeoutMs);
+      // While the transaction is open, the way out is abandon(): a rollback nothing an answer
+      // says depends on (a replay, a 409 or 422, a 5xx whose work is undone), so the answer
+      // does not wait for it. A duplicate arriving meanwhile waits on the row, as it would have.
+      let open = true;
+      try {
+        const step = await this.beginAndClaim(tx, call, claim);
         if (step.kind === 'again') {
           open = false;
-          await client.query('ROLLBACK').catch((error: unknown) => {
-            broken = error as Error;
+          try {
+            await tx.rollback();
+          } catch (error) {
+            tx.release(error as Error);
             throw error;
-          });
+          }
+          tx.release();
           continue;
         }
         if (step.kind === 'settled') return step.outcome;
         const claimed = step.claimed;
-        const response = await call.work({ db: client, correlationId: claim.correlationId });
+        const response = await call.work({ db: tx.db, correlationId: claim.correlationId });
         const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
         // A server error is not final: nothing of this attempt survives, a retry runs again.
         if (response.status >= 500) return outcome;
-        await this.sql.complete(client, { ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
-        await client.query('COMMIT');
+        await tx.complete({ ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
+        await tx.commit();
         open = false;
+        tx.release();
         if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
         return outcome;
-      }
-      throw new KeyInUseError(1);
-    } finally {
-      if (open) {
-        void client.query('ROLLBACK').then(
-          () => client.release(),
-          (error: unknown) => client.release(error as Error),
-        );
-      } else {
-        client.release(broken);
+      } finally {
+        if (open) tx.abandon();
       }
     }
+    throw new KeyInUseError(1);
   }
 
   /**
-   * BEGIN (with the policy's lock_timeout) and the claim. On a pipelined client (the store's
-   * pool is one: db/client) both leave in one round trip, so a replay costs what it costs in
-   * claim-first mode. Should the BEGIN fail, a claim that then ran on its own (committed) is
-   * marked failed, so nothing is left claimed outside a transaction.
+   * The transaction's beginning and the claim, awaited together: a backend that pipelines them
+   * (Postgres on the store's pool) sends both in one round trip, so a replay costs what it
+   * costs in claim-first mode. Should the beginning fail, a claim that then ran on its own
+   * (committed) is marked failed, so nothing is left claimed outside a transaction.
    */
-  private async beginAndClaim(client: pg.PoolClient, call: ClaimCall, claim: ClaimValues): ReturnType<IdempotencyStore['claimOnce']> {
-    const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(call.policy.lockTimeoutMs))}`;
-    if (!client.pipeline) {
-      await client.query(begin);
-      return this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy));
-    }
-    const [began, step] = await Promise.allSettled([
-      client.query(begin),
-      this.claimOnce(client, call, claim, (statement) => this.lockBounded(claim, statement, call.policy)),
-    ]);
+  private async beginAndClaim(tx: BackendTransaction, call: ClaimCall, claim: ClaimValues): ReturnType<IdempotencyStore['claimOnce']> {
+    const [began, step] = await Promise.allSettled([tx.begun, this.claimOnce(tx, call, claim, (statement) => this.lockBounded(claim, statement, call.policy))]);
     if (began.status === 'rejected') {
       if (step.status === 'fulfilled' && step.value.kind === 'claimed') {
-        await this.sql.fail(client, claim, step.value.claimed.attempts).catch((error: unknown) => this.options.onAbandonFailed?.(error, claim));
+        await tx.fail(claim, step.value.claimed.attempts).catch((error: unknown) => this.options.onAbandonFailed?.(error, claim));
       }
       throw began.reason;
     }
@@ -381,23 +363,23 @@ export class IdempotencyStore {
    * `bounded` wraps the statements that may wait on another transaction.
    */
   private async claimOnce(
-    db: Queryable,
+    ops: KeyOperations,
     call: ClaimCall,
     claim: ClaimValues,
     bounded: <T>(statement: () => Promise<T>) => Promise<T>,
   ): Promise<{ kind: 'claimed'; claimed: Claimed } | { kind: 'settled'; outcome: StoreOutcome } | { kind: 'again' }> {
     const started = performance.now();
-    const result = await bounded(() => this.sql.claim(db, claim));
+    const result = await bounded(() => ops.claim(claim));
     const latency = performance.now() - started;
     if (result.claimed) {
       this.report(claim, 'new', latency);
       return { kind: 'claimed', claimed: { attempts: result.attempts, fresh: true } };
     }
-    const existing = result.existing ?? (await this.sql.read(db, claim));
+    const existing = result.existing ?? (await ops.read(claim));
     if (!existing) return { kind: 'again' };
     const decision = decide(existing, claim.fingerprint);
-    if (decision !== 'takeover') return { kind: 'settled', outcome: await this.settle(decision, existing, claim, latency, call, db) };
-    const attempts = await bounded(() => this.sql.takeOver(db, claim, existing.attempts));
+    if (decision !== 'takeover') return { kind: 'settled', outcome: await this.settle(decision, existing, claim, latency, call, ops.db) };
+    const attempts = await bounded(() => ops.takeOver(claim, existing.attempts));
     if (attempts === null) return { kind: 'again' };
     this.report(claim, 'takeover', latency);
     return { kind: 'claimed', claimed: { attempts, fresh: existing.expired } };
@@ -408,7 +390,7 @@ export class IdempotencyStore {
     try {
       return await statement();
     } catch (error) {
-      if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
+      if (!this.backend.isLockTimeout(error)) throw error;
       this.report(claim, 'conflict');
       throw new KeyInUseError(Math.max(1, Math.ceil(policy.lockTimeoutMs / 1000)));
     }
