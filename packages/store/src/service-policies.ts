@@ -25,7 +25,6 @@ interface PolicyRow {
 function checkDefault(service: string, endpoint: string, policy: EndpointPolicy): void {
   const where = `policy of service "${service}" endpoint "${endpoint}"`;
   if (endpoint.length < 1 || endpoint.length > 200) throw new RangeError(`${where}: the endpoint must be 1 to 200 characters`);
-  if (policy.scopeMode !== 'endpoint' && policy.scopeMode !== 'intent') throw new RangeError(`${where}: scopeMode must be 'endpoint' or 'intent'`);
   for (const [name, value] of Object.entries({ retryWindowMs: policy.retryWindowMs, retentionMs: policy.retentionMs })) {
     if (!Number.isInteger(value) || value <= 0 || value % 1000 !== 0) throw new RangeError(`${where}: ${name} must be a positive whole number of seconds, in milliseconds`);
   }
