@@ -106,7 +106,7 @@ describe.each(layouts)('store, transactional mode (%s layout)', (layout) => {
     expect(retry.replayed).toBe(false);
     expect(await thingsOf(p)).toBe(1);
     // Every connection of the store's pool went back clean (no transaction left open on it).
-    const open = await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'");
+    const open = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'");
     expect(open.rows[0]?.n).toBe(0);
   });
 
