@@ -34,7 +34,7 @@ $$;
 -- dashboard's role may not UPDATE the audit log; it takes only the two sign-in actions, so it
 -- cannot fold any other action into a count. The window is aligned to the epoch.
 CREATE FUNCTION retrysafe_audit_sign_in_attempt(p_action text, p_actor text, p_target jsonb, p_details jsonb, p_address text, p_window_seconds integer)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   window_start timestamptz := date_bin(make_interval(secs => p_window_seconds), now(), timestamptz 'epoch');
   written bigint;

@@ -62,8 +62,8 @@ CREATE TABLE "sign_in_throttle" (
 	"locked_until" timestamp with time zone
 );
 --> statement-breakpoint
-ALTER TABLE "operator_accounts" ADD CONSTRAINT "operator_accounts_user_id_operators_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."operators"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "operator_sessions" ADD CONSTRAINT "operator_sessions_user_id_operators_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."operators"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "operator_accounts" ADD CONSTRAINT "operator_accounts_user_id_operators_id_fk" FOREIGN KEY ("user_id") REFERENCES "operators"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "operator_sessions" ADD CONSTRAINT "operator_sessions_user_id_operators_id_fk" FOREIGN KEY ("user_id") REFERENCES "operators"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "operator_accounts_user_id_idx" ON "operator_accounts" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "operator_sessions_user_id_idx" ON "operator_sessions" USING btree ("user_id");--> statement-breakpoint
 CREATE INDEX "operator_verifications_identifier_idx" ON "operator_verifications" USING btree ("identifier");

@@ -29,7 +29,7 @@ CREATE INDEX IF NOT EXISTS "idempotency_keys_principal_created_idx" ON "idempote
 -- test is written so that it implies nothing of the stale-lease index's predicate (a plain
 -- lease_expires_at < now() would let the planner scan every stale claim instead).
 CREATE OR REPLACE FUNCTION retrysafe_release_stale_claim(p_principal_id uuid, p_scope text, p_key text, p_actor text, p_reason text)
-RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   released integer;
 BEGIN

@@ -4,7 +4,7 @@
 -- runs as the owner, touches only an in-progress row whose lease has passed, and writes the
 -- audit row in the same transaction (the caller's). Primary key lookup (principal, scope, key).
 CREATE FUNCTION retrysafe_release_stale_claim(p_principal_id uuid, p_scope text, p_key text, p_actor text, p_reason text)
-RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   released integer;
 BEGIN

@@ -3,7 +3,7 @@
 -- must still create the day partitions a longer retention needs (partitioned layout). So
 -- partition creation runs as the owner (SECURITY DEFINER, fixed search_path); it only ever
 -- creates missing partitions. The dashboard role is granted EXECUTE with the other grants.
-ALTER FUNCTION retrysafe_ensure_partitions(integer) SECURITY DEFINER SET search_path = public, pg_temp;
+ALTER FUNCTION retrysafe_ensure_partitions(integer) SECURITY DEFINER SET search_path = retrysafe, pg_temp;
 --> statement-breakpoint
 REVOKE ALL ON FUNCTION retrysafe_ensure_partitions(integer) FROM PUBLIC;
 --> statement-breakpoint

@@ -75,7 +75,7 @@ CREATE TABLE "audit_log" (
 	CONSTRAINT "audit_log_action" CHECK (char_length("audit_log"."action") BETWEEN 1 AND 100)
 );
 --> statement-breakpoint
-ALTER TABLE "sweep_run_scopes" ADD CONSTRAINT "sweep_run_scopes_run_id_sweep_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."sweep_runs"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "sweep_run_scopes" ADD CONSTRAINT "sweep_run_scopes_run_id_sweep_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "sweep_runs"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "endpoint_policy_history_endpoint_idx" ON "endpoint_policy_history" USING btree ("endpoint","version");--> statement-breakpoint
 CREATE INDEX "audit_log_at_idx" ON "audit_log" USING btree ("at");--> statement-breakpoint
 CREATE INDEX "audit_log_actor_at_idx" ON "audit_log" USING btree ("actor","at");--> statement-breakpoint

@@ -20,7 +20,7 @@ UPDATE operator_sessions SET token = encode(sha256(convert_to(token, 'UTF8')), '
 -- The operator behind a live session, or no row. Not granted: used by the functions below.
 CREATE FUNCTION retrysafe_session_operator(p_token_hash text)
 RETURNS TABLE (operator_id text, email text, role text, session_id text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
   SELECT o.id, o.email, o.role, s.id
   FROM operator_sessions s JOIN operators o ON o.id = s.user_id
   WHERE s.token = p_token_hash AND s.expires_at > now() AND NOT o.banned
@@ -28,7 +28,7 @@ $$;
 --> statement-breakpoint
 -- The acting admin of an admin action, or an error (insufficient_privilege).
 CREATE FUNCTION retrysafe_acting_admin(p_token_hash text) RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   actor text;
 BEGIN
@@ -43,7 +43,7 @@ $$;
 CREATE FUNCTION retrysafe_session_create(
   p_id text, p_token_hash text, p_user_id text, p_expires_at timestamptz, p_ip_address text, p_user_agent text)
 RETURNS TABLE (id text, expires_at timestamptz, created_at timestamptz, updated_at timestamptz, ip_address text, user_agent text, user_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 BEGIN
   IF p_token_hash !~ '^[0-9a-f]{64}$' THEN
     RAISE EXCEPTION 'a session is stored by the SHA-256 of its token' USING ERRCODE = 'invalid_parameter_value';
@@ -64,7 +64,7 @@ $$;
 -- Sessions by token hash (the unique index on token serves it).
 CREATE FUNCTION retrysafe_session_find(p_token_hashes text[])
 RETURNS TABLE (token_hash text, id text, expires_at timestamptz, created_at timestamptz, updated_at timestamptz, ip_address text, user_agent text, user_id text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
   SELECT s.token, s.id, s.expires_at, s.created_at, s.updated_at, s.ip_address, s.user_agent, s.user_id
   FROM operator_sessions s WHERE s.token = ANY (p_token_hashes)
 $$;
@@ -72,7 +72,7 @@ $$;
 -- Extends a live session (better-auth's rolling expiry), within the same bound as creation.
 CREATE FUNCTION retrysafe_session_touch(p_token_hash text, p_expires_at timestamptz)
 RETURNS TABLE (id text, expires_at timestamptz, created_at timestamptz, updated_at timestamptz, ip_address text, user_agent text, user_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 BEGIN
   IF p_expires_at > now() + interval '7 days' THEN
     RAISE EXCEPTION 'a session lasts at most 7 days' USING ERRCODE = 'invalid_parameter_value';
@@ -85,7 +85,7 @@ END;
 $$;
 --> statement-breakpoint
 CREATE FUNCTION retrysafe_session_end(p_token_hash text) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   ended integer;
 BEGIN
@@ -99,7 +99,7 @@ $$;
 -- Node (sign-in, password change). One operator per call; a disabled one has none to check.
 CREATE FUNCTION retrysafe_operator_credential(p_user_id text)
 RETURNS TABLE (id text, account_id text, provider_id text, user_id text, password text, created_at timestamptz, updated_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
   SELECT a.id, a.account_id, a.provider_id, a.user_id, a.password, a.created_at, a.updated_at
   FROM operator_accounts a JOIN operators o ON o.id = a.user_id
   WHERE a.user_id = p_user_id AND a.provider_id = 'credential' AND NOT o.banned
@@ -110,7 +110,7 @@ $$;
 CREATE FUNCTION retrysafe_operator_create(
   p_actor_token_hash text, p_system_actor text, p_id text, p_account_id text, p_name text, p_email text, p_role text, p_password_hash text)
 RETURNS TABLE (created_at timestamptz)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   actor text;
   created timestamptz;
@@ -139,7 +139,7 @@ $$;
 -- other at once cannot leave none (RS409).
 CREATE FUNCTION retrysafe_operator_change(p_actor_token_hash text, p_operator_id text, p_role text, p_disabled boolean, p_reason text)
 RETURNS TABLE (id text, email text, name text, role text, banned boolean, created_at timestamptz, sessions_ended integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   actor text;
   was operators%ROWTYPE;
@@ -181,7 +181,7 @@ $$;
 -- asks for the current one); every session of that operator ends. Audited with the reason.
 CREATE FUNCTION retrysafe_operator_reset_password(p_actor_token_hash text, p_operator_id text, p_password_hash text, p_reason text)
 RETURNS TABLE (email text, sessions_ended integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   actor_id text;
   actor text;
@@ -223,7 +223,7 @@ $$;
 -- password against retrysafe_operator_credential); every other session of theirs ends. Audited.
 CREATE FUNCTION retrysafe_operator_change_password(p_token_hash text, p_password_hash text)
 RETURNS TABLE (operator_id text, email text, sessions_ended integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   me record;
   ended integer;
@@ -275,7 +275,7 @@ REVOKE ALL ON FUNCTION retrysafe_operator_change_password(text, text) FROM PUBLI
 -- caller (the dashboard's role included: it may change policies) can have thousands of tables
 -- created. Same body otherwise (0004).
 CREATE OR REPLACE FUNCTION retrysafe_ensure_partitions(extra_days integer DEFAULT 3) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = retrysafe, pg_temp AS $$
 DECLARE
   day timestamptz;
   horizon timestamptz;
