@@ -2,7 +2,8 @@
 // Every column answers a failure mode named in the design lesson; see the
 // comments on each, and db/migrations for why each index exists.
 import { sql } from 'drizzle-orm';
-import { check, index, integer, pgTable, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { check, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 import { bytea } from './types';
 
 /** Stated by the statements that read idempotency_keys_expiry_idx (true of every row: no key expires at -infinity). */
@@ -15,7 +16,7 @@ export const PRINCIPAL_CREATED_INDEX_PREDICATE = "created_at > '-infinity'::time
 export const claimStates = ['in_progress', 'completed', 'failed'] as const;
 export type ClaimState = (typeof claimStates)[number];
 
-export const idempotencyKeys = pgTable(
+export const idempotencyKeys = retrysafe.table(
   'idempotency_keys',
   {
     // Fixed-width columns first so the row packs without alignment padding.

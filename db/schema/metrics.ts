@@ -2,12 +2,13 @@
 // stored figures are the sum over instances. Minute buckets roll up into hour buckets and
 // then expire (server/metrics/rollup.ts).
 import { sql } from 'drizzle-orm';
-import { bigint, check, doublePrecision, integer, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, check, doublePrecision, integer, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
 const outcomeCheck = (column: unknown) =>
   sql`${column} IN ('new', 'replay', 'conflict', 'mismatch', 'takeover', 'rejected', 'error')`;
 
-export const flowCountsMinute = pgTable(
+export const flowCountsMinute = retrysafe.table(
   'flow_counts_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
@@ -20,7 +21,7 @@ export const flowCountsMinute = pgTable(
   (t) => [primaryKey({ name: 'flow_counts_minute_pkey', columns: [t.minute, t.service, t.scope, t.outcome] }), check('flow_counts_minute_outcome', outcomeCheck(t.outcome))],
 );
 
-export const flowCountsHour = pgTable(
+export const flowCountsHour = retrysafe.table(
   'flow_counts_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
@@ -32,7 +33,7 @@ export const flowCountsHour = pgTable(
   (t) => [primaryKey({ name: 'flow_counts_hour_pkey', columns: [t.hour, t.service, t.scope, t.outcome] }), check('flow_counts_hour_outcome', outcomeCheck(t.outcome))],
 );
 
-export const claimLatencyMinute = pgTable(
+export const claimLatencyMinute = retrysafe.table(
   'claim_latency_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
@@ -45,7 +46,7 @@ export const claimLatencyMinute = pgTable(
   (t) => [primaryKey({ name: 'claim_latency_minute_pkey', columns: [t.minute, t.service, t.scope, t.bucket] })],
 );
 
-export const claimLatencyHour = pgTable(
+export const claimLatencyHour = retrysafe.table(
   'claim_latency_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
@@ -57,7 +58,7 @@ export const claimLatencyHour = pgTable(
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
-export const storeStats = pgTable(
+export const storeStats = retrysafe.table(
   'store_stats',
   {
     // One sample a minute, by the sampling leader.
@@ -77,7 +78,7 @@ export const storeStats = pgTable(
   () => [],
 );
 
-export const storeStatsScopes = pgTable(
+export const storeStatsScopes = retrysafe.table(
   'store_stats_scopes',
   {
     // Taken with the store_stats sample of the same minute, from a bounded page sample of the

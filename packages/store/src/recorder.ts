@@ -91,12 +91,12 @@ export class FlowRecorder implements FlowObserver {
         name: 'metrics_flush',
         text: `
 WITH counted AS (
-  INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+  INSERT INTO retrysafe.flow_counts_minute (minute, service, scope, outcome, count)
   SELECT to_timestamp(m / 1000.0), v, s, o, c FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c)
   ORDER BY 1, 2, 3, 4
   ON CONFLICT (minute, service, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
 )
-INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+INSERT INTO retrysafe.claim_latency_minute (minute, service, scope, bucket, count)
 SELECT to_timestamp(m / 1000.0), v, s, b, c FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c)
 ORDER BY 1, 2, 3, 4
 ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,

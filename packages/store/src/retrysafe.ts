@@ -79,9 +79,9 @@ export interface Retrysafe {
 
 /** Reads the key table's layout. */
 export async function detectLayout(db: Pick<pg.Pool, 'query'>): Promise<'plain' | 'partitioned'> {
-  const { rows } = await db.query<{ relkind: string | null }>("SELECT (SELECT relkind FROM pg_class WHERE oid = to_regclass('idempotency_keys'))::text AS relkind");
+  const { rows } = await db.query<{ relkind: string | null }>("SELECT (SELECT relkind FROM pg_class WHERE oid = to_regclass('retrysafe.idempotency_keys'))::text AS relkind");
   const relkind = rows[0]?.relkind;
-  if (!relkind) throw new Error('The idempotency_keys table does not exist: migrate the database first (npm run cli -- migrate)');
+  if (!relkind) throw new Error("The idempotency_keys table does not exist: migrate the database first (npx retrysafe migrate, or the Retrysafe server's npm run cli -- migrate)");
   return relkind === 'p' ? 'partitioned' : 'plain';
 }
 
