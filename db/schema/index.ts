@@ -6,3 +6,4 @@ export * from './retention';
 export * from './audit';
 export * from './metrics';
 export * from './operators';
+export * from './principals';

@@ -4,7 +4,7 @@
 // never runs statements against tables that are not what they expect.
 import type { Queryable } from './statements.js';
 
-export const STORE_SCHEMA_VERSION = 2;
+export const STORE_SCHEMA_VERSION = 3;
 
 const HOW_TO_MIGRATE = "migrate the database with the Retrysafe server's `npm run cli -- migrate` (or `npm start`)";
 
