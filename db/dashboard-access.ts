@@ -54,6 +54,9 @@ const readOnly = [
   'sweep_runs',
   'sweep_run_scopes',
   'idempotency_key_usage',
+  'principal_flow_minute',
+  'principal_flow_hour',
+  'principal_names',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [

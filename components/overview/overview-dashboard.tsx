@@ -13,6 +13,7 @@ import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
+import { PrincipalsTable } from './principals-table';
 import { Options } from '../options';
 import { Problem } from '../banners';
 
@@ -131,6 +132,8 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               }
             />
           </section>
+
+          <PrincipalsTable data={data.principals} service={search.service ?? null} scope={search.scope ?? null} />
 
           <div className="charts">
             <TimeChart

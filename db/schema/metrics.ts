@@ -2,7 +2,7 @@
 // stored figures are the sum over instances. Minute buckets roll up into hour buckets and
 // then expire (server/metrics/rollup.ts).
 import { sql } from 'drizzle-orm';
-import { bigint, check, doublePrecision, integer, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, check, doublePrecision, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { retrysafe } from './schemas';
 
 const outcomeCheck = (column: unknown) =>
@@ -94,4 +94,50 @@ export const storeStatsScopes = retrysafe.table(
   },
   // Serves "the sample at or before t" (max(sampled_at) then the rows of that minute) and the expiry range delete.
   (t) => [primaryKey({ name: 'store_stats_scopes_pkey', columns: [t.sampledAt, t.service, t.scope] })],
+);
+
+const principalOutcomeCheck = (column: unknown) => sql`${column} IN ('conflict', 'mismatch', 'rejected', 'takeover', 'error', 'claims')`;
+
+/**
+ * The principals behind each outcome, per minute: each instance's flush adds its top-K summary's
+ * counters (packages/store/src/recorder.ts), so a count is a lower bound of the truth, short by
+ * at most N/(k+1) (N the bucket's events of that outcome). Scope '*' holds a service's
+ * summaries merged over its scopes, service '*' the store's; 'claims' counts every outcome.
+ */
+export const principalFlowMinute = retrysafe.table(
+  'principal_flow_minute',
+  {
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    minute: timestamp('minute', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // Serves the flush upsert and the overview's read of one (service, scope) over a time range;
+  // the minute index serves the roll-up's move of old minutes.
+  (t) => [
+    primaryKey({ name: 'principal_flow_minute_pkey', columns: [t.service, t.scope, t.minute, t.outcome, t.principalId] }),
+    index('principal_flow_minute_minute_idx').on(t.minute),
+    check('principal_flow_minute_outcome', principalOutcomeCheck(t.outcome)),
+  ],
+);
+
+/** Hour buckets of principal_flow_minute, each (hour, service, scope, outcome) merged down to top-K by the roll-up. */
+export const principalFlowHour = retrysafe.table(
+  'principal_flow_hour',
+  {
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    hour: timestamp('hour', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // As the minute table's; the hour index serves the expiry delete.
+  (t) => [
+    primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
+    index('principal_flow_hour_hour_idx').on(t.hour),
+    check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
+  ],
 );

@@ -7,3 +7,4 @@ export * from './retention';
 export * from './audit';
 export * from './metrics';
 export * from './operators';
+export * from './principals';

@@ -67,16 +67,16 @@ describe('createRetrysafe', () => {
     const start = () => createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys });
     const started = await start();
     await started.stop();
-    // Version 3: the store's own schema, retrysafe (migration 0017).
-    expect(STORE_SCHEMA_VERSION).toBe(3);
+    // Version 4: the flush also writes the principals behind outcomes (migration 0020).
+    expect(STORE_SCHEMA_VERSION).toBe(4);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 4, newer than this @retrysafe\/store understands \(3\): upgrade @retrysafe\/store/);
-      // A database migrated before the own schema (0016's version 2): older, and what to do.
+      await expect(start()).rejects.toThrow(/version 5, newer than this @retrysafe\/store understands \(4\): upgrade @retrysafe\/store/);
+      // A database migrated before the principals' flow (0017's version 3): older, and what to do.
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
-      await expect(start()).rejects.toThrow(/version 2, older than this @retrysafe\/store's 3: migrate the database with `npx retrysafe migrate`/);
+      await expect(start()).rejects.toThrow(/version 3, older than this @retrysafe\/store's 4: migrate the database with `npx retrysafe migrate`/);
       await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
-      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 3\): migrate the database/);
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 4\): migrate the database/);
     } finally {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
     }

@@ -23,6 +23,7 @@ import { STORE_POOL_SETTINGS } from './statements.js';
 import { checkStoreSchema } from './schema.js';
 import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
 import { ServicePolicies } from './service-policies.js';
+import { namePrincipal } from './principal-names.js';
 import type { EndpointPolicy } from './policy.js';
 
 export interface RetrysafeOptions {
@@ -73,6 +74,11 @@ export interface Retrysafe {
   recorder: FlowRecorder;
   quota: LiveKeyQuota | null;
   pool: pg.Pool;
+  /**
+   * Gives a principal the display name the dashboard shows (its principals table, the key
+   * search by name), e.g. when an account is created or renamed. Shared by every service.
+   */
+  namePrincipal(principalId: string, name: string): Promise<void>;
   /** Flushes the recorder and the quota, stops their timers, closes the pool if it opened it. */
   stop(): Promise<void>;
 }
@@ -145,6 +151,7 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
       recorder,
       quota,
       pool,
+      namePrincipal: (principalId, name) => namePrincipal(pool, principalId, name),
       stop: () =>
         (stopping ??= (async () => {
           const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop()]);

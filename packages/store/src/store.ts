@@ -444,6 +444,6 @@ export class IdempotencyStore {
   }
 
   private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number): void {
-    this.observer.record({ service: claim.service, scope: claim.scope, outcome, claimLatencyMs });
+    this.observer.record({ service: claim.service, scope: claim.scope, principalId: claim.principalId, outcome, claimLatencyMs });
   }
 }
