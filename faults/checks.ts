@@ -4,7 +4,7 @@
 // recovery time, and flow counts lost.
 import type pg from 'pg';
 import { refundReference } from '../server/demo/payments';
-import { attempt, idOf, type KeyRecord, type Tenant } from './load';
+import { attempt, HANG_MS, idOf, type KeyRecord, type Tenant } from './load';
 import type { Instance } from './instances';
 
 export interface FaultResult {
@@ -122,6 +122,8 @@ export async function judge(
     }
   });
 
+  const answered = all.flatMap((record) => record.attempts.filter((a) => a.status > 0).map((a) => a.answeredAt - a.sentAt));
+  result.notes.push(`slowest answer ${Math.max(0, ...answered)} ms`);
   const effects = await effectsOf(db, prefix, all);
   for (const record of all) {
     for (const a of record.attempts) {
@@ -160,7 +162,7 @@ export async function judge(
   if (result.unanswered > 0) result.failures.push(`${result.unanswered} key(s) got no final answer`);
   if (result.status500 > 0) result.failures.push(`${result.status500} answer(s) were 500`);
   if (result.without503RetryAfter > 0) result.failures.push(`${result.without503RetryAfter} 503 answer(s) without Retry-After`);
-  if (result.hangs > 0) result.failures.push(`${result.hangs} attempt(s) got no answer within 12 s (a hang)`);
+  if (result.hangs > 0) result.failures.push(`${result.hangs} attempt(s) got no answer within ${HANG_MS / 1000} s (a hang)`);
   result.failures.splice(12, Infinity, ...(result.failures.length > 12 ? [`... and ${result.failures.length - 12} more`] : []));
 }
 

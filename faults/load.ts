@@ -56,7 +56,12 @@ export interface Load {
   stop(): Promise<void>;
 }
 
-const HANG_MS = 12_000;
+/**
+ * The longest an answer may take before it counts as a hang: a pooled connection waited for
+ * (2 s), a statement and the store's clean-up after it (each bounded by the client query
+ * timeout, statement timeout 5 s + 2 s), with slack for a loaded machine.
+ */
+export const HANG_MS = 20_000;
 
 export function startLoad(options: LoadOptions): Load {
   const records = new Map<string, KeyRecord>();

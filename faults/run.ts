@@ -17,7 +17,8 @@ import { startCluster, type Cluster } from './cluster';
 import { Instance } from './instances';
 import { emptyResult, type FaultResult } from './checks';
 import { printTable } from './table';
-import { faults, type Harness } from './faults';
+import { faults } from './faults';
+import type { Harness } from './harness';
 
 const say = (line: string) => process.stdout.write(`[faults] ${line}\n`);
 
