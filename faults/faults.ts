@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { underLoad, type Fault } from './harness';
 import { networkFaults } from './network';
+import { clockSkew } from './clock';
 
 const restartFault = (mode: 'fast' | 'immediate', label: string): Fault => ({
   number: 1,
@@ -84,4 +85,4 @@ const poolExhaustion: Fault = {
   },
 };
 
-export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion];
+export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, clockSkew];
