@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { underLoad, type Fault } from './harness';
 import { networkFaults } from './network';
 import { clockSkew } from './clock';
+import { diskFull } from './disk';
 
 const restartFault = (mode: 'fast' | 'immediate', label: string): Fault => ({
   number: 1,
@@ -85,4 +86,4 @@ const poolExhaustion: Fault = {
   },
 };
 
-export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, clockSkew];
+export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, diskFull, clockSkew];
