@@ -5,6 +5,7 @@ import { underLoad, type Fault } from './harness';
 import { networkFaults } from './network';
 import { clockSkew } from './clock';
 import { diskFull } from './disk';
+import { sweeperKilled } from './sweeper';
 
 const restartFault = (mode: 'fast' | 'immediate', label: string): Fault => ({
   number: 1,
@@ -86,4 +87,4 @@ const poolExhaustion: Fault = {
   },
 };
 
-export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, diskFull, clockSkew];
+export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, diskFull, clockSkew, sweeperKilled];
