@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { HOST_LINK, NAMESPACE } from './cluster';
 import { underLoad, type Fault, type Harness } from './harness';
+import type { KeyRecord } from './load';
 import { must, run } from './shell';
 
 const DB_LINK = 'rsf-db';
@@ -80,11 +81,14 @@ export const networkFaults: Fault = {
   },
   run: async (harness) => {
     const notes: string[] = [];
+    const partition = { from: 0, to: 0 };
+    let seen = new Map<string, KeyRecord>();
     const result = await underLoad(
       harness,
       '3. bad network',
       'f3',
-      async () => {
+      async (records) => {
+        seen = records;
         notes.push(`delay: ${await setDelay(harness.cluster.caps.netem)}, ${await measure(harness.db, 6_000)}`);
         await clearQdiscs();
         await setDrop(0.1);
@@ -92,13 +96,23 @@ export const networkFaults: Fault = {
         await clearDrops();
         await setDrop(null);
         harness.say('  partitioned for 10 s');
+        partition.from = Date.now();
         await sleep(10_000);
+        partition.to = Date.now();
         await clearDrops();
         return { faultEnd: Date.now() };
       },
       { afterMs: 8_000 },
     );
     result.notes.push(...notes);
+    // The server must give up on an unreachable database by itself, while the partition lasts:
+    // requests sent into it are answered 503 before it ends, not when the network comes back.
+    let answeredWhilePartitioned = 0;
+    for (const record of seen.values()) {
+      for (const a of record.attempts) if (a.status === 503 && a.sentAt >= partition.from && a.answeredAt < partition.to) answeredWhilePartitioned++;
+    }
+    result.notes.push(`${answeredWhilePartitioned} request(s) sent into the partition answered 503 before it ended`);
+    if (answeredWhilePartitioned === 0) result.failures.push('no request sent into the partition was answered before it ended: requests wait on the network');
     if (!harness.cluster.caps.netem) result.notes.push('netem is not in this kernel: delay made with tbf instead');
     return result;
   },
