@@ -8,7 +8,15 @@ export interface PoolOptions {
   /** Shown in pg_stat_activity, so an operator can tell the app's connections apart. */
   applicationName: string;
   max?: number;
+  /** Longest wait for a new connection or a free pooled one (then 'timeout exceeded when trying to connect'). */
   connectionTimeoutMillis?: number;
+  /**
+   * Server-side statement_timeout of every connection (57014 past it). Unset: none.
+   * The client-side query timeout below is what ends a wait on an unreachable server.
+   */
+  statementTimeoutMs?: number;
+  /** Client-side: a query with no answer after this long fails ('Query read timeout') and its connection is discarded. Unset: none. */
+  queryTimeoutMs?: number;
   /** More client settings, e.g. the store's (STORE_POOL_SETTINGS: session options, pipelining). */
   client?: Pick<pg.PoolConfig, 'options' | 'pipeline'>;
 }
@@ -41,6 +49,10 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
     idleTimeoutMillis: 30_000,
+    // A connection cut by a partition is noticed by the query timeout; keepalive finds idle ones.
+    keepAlive: true,
+    ...(options.statementTimeoutMs === undefined ? {} : { statement_timeout: options.statementTimeoutMs }),
+    ...(options.queryTimeoutMs === undefined ? {} : { query_timeout: options.queryTimeoutMs }),
     ...options.client,
     options: sessionOptions,
   });

@@ -2,11 +2,14 @@
 // plain Node server that first settles who the client is (server/client-address.ts). Inside
 // Next a client-written X-Forwarded-For cannot be told from one Next added itself, so the
 // address is resolved here, from the socket and TRUST_PROXY, before Next sees the request.
-// SIGTERM or SIGINT closes the listener and Next, and exits.
+// SIGTERM or SIGINT closes the listener, lets the requests in flight finish, stops the
+// services (the composition root's stop(): a last metrics and quota flush, the pools closed),
+// closes Next and exits.
 import { createServer } from 'node:http';
 import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
 import { readEnvironment } from '../server/config';
+import { stopServices } from '../app/_lib/services';
 
 async function main(): Promise<void> {
   const environment = readEnvironment();
@@ -25,11 +28,21 @@ async function main(): Promise<void> {
   server.listen(environment.PORT, environment.HOST, () => {
     process.stdout.write(`[retrysafe] Listening on ${environment.HOST}:${environment.PORT} (trusted proxies: ${describe(environment.TRUST_PROXY)})\n`);
   });
+  let stopping = false;
   const stop = (code: number) => {
-    server.close();
-    server.closeAllConnections();
-    void app.close().finally(() => process.exit(code));
-    setTimeout(() => process.exit(code), 5_000).unref();
+    if (stopping) return;
+    stopping = true;
+    setTimeout(() => process.exit(code), 10_000).unref();
+    const closed = new Promise<void>((done) => server.close(() => done()));
+    server.closeIdleConnections();
+    // Requests in flight get a few seconds to finish before their connections are cut.
+    const cut = setTimeout(() => server.closeAllConnections(), 3_000);
+    void closed
+      .then(() => clearTimeout(cut))
+      .then(() => stopServices())
+      .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the services failed: ${error instanceof Error ? error.message : 'unknown error'}\n`))
+      .then(() => app.close())
+      .finally(() => process.exit(code));
   };
   // A requested stop is a normal exit (npm start's launcher reads any other code as a crash).
   process.once('SIGTERM', () => stop(0));

@@ -70,6 +70,12 @@ const environmentSchema = z.object({
     })
     .pipe(alertThresholdOverrides)
     .optional(),
+  /**
+   * Longest a statement of the app's pools may run on the server (statement_timeout); the client
+   * gives up 2 s later (query_timeout), which also ends a wait on a database it cannot reach.
+   * Either answers 503 with Retry-After. A pooled connection is waited for at most 2 s.
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
   STALE_CLAIM_RELEASE_AFTER_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
 });

@@ -46,12 +46,22 @@ type Holder = typeof globalThis & { [slot]?: Promise<Services>; [poolSlot]?: pg.
 /** The owner pool, available before (and without) a successful boot, e.g. for health checks. */
 export function ownerPool(): pg.Pool {
   const holder = globalThis as Holder;
-  holder[poolSlot] ??= createPool(requireDatabaseUrl(readEnvironment()), {
+  const environment = readEnvironment();
+  holder[poolSlot] ??= createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-app',
     max: 10,
-    connectionTimeoutMillis: 2_000,
+    ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
   });
   return holder[poolSlot];
+}
+
+/**
+ * The request path never waits unboundedly on the database: 2 s for a connection, the
+ * configured statement timeout on the server, and 2 s more on the client (a server it cannot
+ * reach answers nothing). Each failure answers 503 with Retry-After (the package's problemFor).
+ */
+function requestPathTimeouts(statementTimeoutMs: number): { connectionTimeoutMillis: number; statementTimeoutMs: number; queryTimeoutMs: number } {
+  return { connectionTimeoutMillis: 2_000, statementTimeoutMs, queryTimeoutMs: statementTimeoutMs + 2_000 };
 }
 
 export function logEvent(level: 'info' | 'error', message: string, fields: Record<string, unknown> = {}): void {
@@ -72,7 +82,7 @@ async function bootServices(): Promise<Services> {
   const storePool = createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-store',
     max: 20,
-    connectionTimeoutMillis: 2_000,
+    ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
     client: STORE_POOL_SETTINGS,
   });
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
@@ -185,4 +195,16 @@ export function services(): Promise<Services> {
     throw error;
   });
   return holder[slot];
+}
+
+/**
+ * Stops this process's services if they were booted (flushes the flow recorder and the quota,
+ * stops the periodic tasks, closes the pools); the HTTP front calls it on SIGTERM. Shares the
+ * globalThis slot, so it reaches the instance Next's bundle booted.
+ */
+export async function stopServices(): Promise<void> {
+  const booted = (globalThis as Holder)[slot];
+  if (!booted) return;
+  const running = await booted.catch(() => undefined);
+  await running?.stop();
 }

@@ -3,8 +3,9 @@
 //   POST /api/v1/refunds   claim-first: the claim commits, then a slow, fallible processor runs.
 import type pg from 'pg';
 import type { EndpointPolicy, IdempotencyStore } from '@retrysafe/store';
+import { parseIdempotencyKey } from '@retrysafe/store';
 import { idempotent } from '@retrysafe/store/fetch';
-import { createPayment, createRefund, paymentInput, paymentResponse, refundInput, refundResponse } from './payments';
+import { createPayment, createRefund, paymentInput, paymentResponse, refundInput, refundReference, refundResponse } from './payments';
 import { MAX_REQUEST_BYTES, PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT, paymentsPolicy, refundsPolicy } from './policies';
 import type { FakeProcessor } from './processor';
 import { authenticateApiKey, type TenantPrincipal } from './tenants';
@@ -49,9 +50,17 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
       authorize: may('refunds:write'),
       authenticate,
       input: refundInput,
-      work: (input, principal) => createRefund(options.pool, options.processor, principal.principalId, input),
+      work: (input, principal, _context, request) =>
+        createRefund(options.pool, options.processor, principal.principalId, input, refundReference(principal.principalId, idempotencyKeyOf(request))),
       rederive: (reference, db) => refundResponse(db, reference),
       onError: options.onError,
     }),
   };
+}
+
+/** The request's idempotency key (the layer has validated it before any work runs). */
+function idempotencyKeyOf(request: Request): string {
+  const parsed = parseIdempotencyKey(request.headers.get('idempotency-key'));
+  if (!parsed.ok) throw new Error('work ran without a valid Idempotency-Key');
+  return parsed.key;
 }

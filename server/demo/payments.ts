@@ -1,7 +1,7 @@
 // The demo's payments and refunds: the effects the store protects. Responses are
 // serialised deterministically from the stored rows, so a replay re-derived from a
 // reference (a body over the cap) is the same bytes as the original.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { storableText } from '../storable';
 import type { Queryable } from '@retrysafe/store/postgres';
@@ -113,15 +113,29 @@ function refundBody(row: RefundRow): Buffer {
 }
 
 /**
+ * The processor reference of a refund: derived from the principal and the idempotency key, so
+ * every attempt of one request (a retry after a lost answer, a takeover after a lease ran out)
+ * asks the processor for the same refund, and records it at most once.
+ */
+export function refundReference(principalId: string, idempotencyKey: string): string {
+  return `re_${createHash('sha256').update(principalId).update('\0').update(idempotencyKey).digest('hex').slice(0, 32)}`;
+}
+
+const REFUND_COLUMNS = 'id, payment_id, amount, status, processor_reference, created_at';
+
+/**
  * Claim-first: the claim is already committed. Checks the payment, calls the external
  * processor (no transaction is open meanwhile), then records the refund in a short
- * transaction that locks the payment so concurrent refunds cannot exceed it.
+ * transaction that locks the payment so concurrent refunds cannot exceed it. An earlier
+ * attempt of the same request that already recorded its refund (its answer was lost to a
+ * crash or a database restart before the key completed) is answered from that row.
  */
 export async function createRefund(
   db: { connect(): Promise<Queryable & { release(error?: Error): void }> },
   processor: FakeProcessor,
   principalId: string,
   input: RefundInput,
+  reference: string,
 ): Promise<WorkResult> {
   const client = await db.connect();
   const held: HeldConnection = { client };
@@ -135,12 +149,14 @@ export async function createRefund(
     const found = payment.rows[0];
     // Another principal's payment is indistinguishable from a missing one.
     if (!found) return problem(404, 'payment-not-found', 'No such payment');
+    const recorded = await recordedRefund(client, input.payment, reference);
+    if (recorded) return json(201, refundBody(recorded), recorded.id);
     if (Number(found.refunded) + input.amount > Number(found.amount)) {
       return problem(400, 'refund-exceeds-payment', 'The refund would exceed the amount of the payment');
     }
     let processorReference: string;
     try {
-      processorReference = await processor.refund();
+      processorReference = await processor.refund(reference);
     } catch (error) {
       if (error instanceof ProcessorUnavailableError) return problem(502, 'processor-unavailable', error.message);
       throw error;
@@ -152,6 +168,9 @@ export async function createRefund(
                FROM payments p WHERE p.id = $1 AND p.principal_id = $2 FOR UPDATE OF p`,
         values: [input.payment, principalId],
       });
+      // Under the payment's lock: a concurrent attempt of this request may have recorded it meanwhile.
+      const already = await recordedRefund(tx, input.payment, processorReference);
+      if (already) return json(201, refundBody(already), already.id);
       const current = locked.rows[0];
       if (!current || Number(current.refunded) + input.amount > Number(current.amount)) {
         return problem(400, 'refund-exceeds-payment', 'The refund would exceed the amount of the payment');
@@ -160,7 +179,7 @@ export async function createRefund(
         name: 'demo_create_refund',
         text: `INSERT INTO refunds (id, principal_id, payment_id, amount, status, processor_reference)
                VALUES ($1, $2, $3, $4, 'succeeded', $5)
-               RETURNING id, payment_id, amount, status, processor_reference, created_at`,
+               RETURNING ${REFUND_COLUMNS}`,
         values: [newId('re'), principalId, input.payment, input.amount, processorReference],
       });
       const row = inserted.rows[0];
@@ -170,6 +189,16 @@ export async function createRefund(
   } finally {
     client.release(held.broken);
   }
+}
+
+/** The refund of this payment recorded under a processor reference, if any (refunds_payment_idx serves it). */
+async function recordedRefund(db: Pick<Queryable, 'query'>, paymentId: string, reference: string): Promise<RefundRow | undefined> {
+  const result = await db.query<RefundRow>({
+    name: 'demo_recorded_refund',
+    text: `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND processor_reference = $2 ORDER BY created_at LIMIT 1`,
+    values: [paymentId, reference],
+  });
+  return result.rows[0];
 }
 
 /** Re-derives a refund response from its id. */

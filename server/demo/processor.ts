@@ -1,6 +1,5 @@
 // A stand-in for an external payment processor behind the refunds endpoint: it takes
 // time and sometimes fails, so the claim-first path (lease, failure, takeover) runs for real.
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ProcessorOptions {
@@ -21,13 +20,17 @@ export class ProcessorUnavailableError extends Error {
 export class FakeProcessor {
   constructor(private readonly options: ProcessorOptions) {}
 
-  /** Returns the processor's reference for the refund, or throws ProcessorUnavailableError. */
-  async refund(): Promise<string> {
+  /**
+   * Asks the processor for a refund under the caller's reference (derived from the idempotency
+   * key, as a real processor's own idempotency key): returns that reference, or throws
+   * ProcessorUnavailableError.
+   */
+  async refund(reference: string): Promise<string> {
     const random = this.options.random ?? Math.random;
     // Latency varies between half and one and a half times the configured figure.
     await sleep(this.options.latencyMs * (0.5 + random()));
     const fails = this.options.fails ? this.options.fails() : random() < this.options.failureRate;
     if (fails) throw new ProcessorUnavailableError();
-    return `re_${randomBytes(12).toString('hex')}`;
+    return reference;
   }
 }

@@ -5,6 +5,7 @@
 // any lookup on every request, so a replay is re-authorized.
 import { randomUUID } from 'node:crypto';
 import { isIdempotencyError } from './errors.js';
+import { isDatabaseUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from './unavailable.js';
 import type { EndpointPolicy, ExecutionMode } from './policy.js';
 import type { Queryable } from './statements.js';
 import type { IdempotencyStore, StoreOutcome, WorkContext, WorkResult } from './store.js';
@@ -58,9 +59,20 @@ export function problemResponse(problem: Problem, correlationId: string): Respon
 
 /**
  * The problem for an error the store or this layer raised, told by its `code` (so it works
- * across two copies of this package); null for anything else, which is a bare 500.
+ * across two copies of this package), or for a database that cannot be reached or timed out
+ * (503 with Retry-After: nothing was decided, a retry is safe); null for anything else, which
+ * is a bare 500.
  */
 export function problemFor(error: unknown): Problem | null {
+  if (isDatabaseUnavailable(error)) {
+    return {
+      status: 503,
+      slug: 'database-unavailable',
+      title: 'The database is unavailable',
+      detail: 'Retrying with the same Idempotency-Key is safe after the time in Retry-After',
+      headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
+    };
+  }
   if (!isIdempotencyError(error) && !isRequestError(error)) return null;
   switch (error.code) {
     case 'KEY_IN_USE':

@@ -52,4 +52,5 @@ export { checkStoreSchema, STORE_SCHEMA_VERSION, StoreSchemaMismatchError } from
 export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './periodic.js';
 export { isStorableText, UNSTORABLE_TEXT } from './storable.js';
 export * from './errors.js';
+export { databaseUnavailableReason, isDatabaseUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, type UnavailableReason } from './unavailable.js';
 export type { Queryable, KeyIdentity } from './statements.js';

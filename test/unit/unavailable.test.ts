@@ -1,0 +1,56 @@
+// Which errors answer 503 with Retry-After (the database cannot be reached, is shutting down,
+// is full or timed out) and which stay a 500 (everything else: a bug, a constraint).
+import { describe, expect, it } from 'vitest';
+import { databaseUnavailableReason, problemFor, UNAVAILABLE_RETRY_AFTER_SECONDS } from '@retrysafe/store';
+
+const withCode = (code: string, message = 'failed') => Object.assign(new Error(message), { code });
+
+describe('databaseUnavailableReason', () => {
+  it.each([
+    [withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'), 'connection'],
+    [withCode('ECONNRESET', 'read ECONNRESET'), 'connection'],
+    [withCode('ETIMEDOUT', 'connect ETIMEDOUT'), 'timeout'],
+    [withCode('08006', 'connection failure'), 'connection'],
+    [withCode('57P01', 'terminating connection due to administrator command'), 'shutdown'],
+    [withCode('57P02', 'terminating connection due to crash of another server process'), 'shutdown'],
+    [withCode('57P03', 'the database system is starting up'), 'shutdown'],
+    [withCode('53300', 'sorry, too many clients already'), 'capacity'],
+    [withCode('53100', 'could not extend file: No space left on device'), 'capacity'],
+    [withCode('57014', 'canceling statement due to statement timeout'), 'timeout'],
+    [new Error('timeout exceeded when trying to connect'), 'timeout'],
+    [new Error('Connection terminated due to connection timeout'), 'timeout'],
+    [new Error('Query read timeout'), 'timeout'],
+    [new Error('Connection terminated unexpectedly'), 'connection'],
+    [new Error('Client has encountered a connection error and is not queryable'), 'connection'],
+  ])('%s is %s', (error, reason) => {
+    expect(databaseUnavailableReason(error)).toBe(reason);
+  });
+
+  it('finds a connect that failed on every address (AggregateError)', () => {
+    const error = new AggregateError([withCode('ECONNREFUSED'), withCode('ECONNREFUSED')], 'connect failed');
+    expect(databaseUnavailableReason(error)).toBe('connection');
+  });
+
+  it.each([
+    ['a cancel by an operator (57014, user request)', withCode('57014', 'canceling statement due to user request')],
+    ['a unique violation', withCode('23505', 'duplicate key value violates unique constraint')],
+    ['a lock timeout (the store answers 409 for it)', withCode('55P03', 'canceling statement due to lock timeout')],
+    ['a syntax error', withCode('42601', 'syntax error at or near')],
+    ['a plain error', new Error('Query read timeout happened in my own code, with more words')],
+    ['a non-error', 'ECONNREFUSED'],
+    ['null', null],
+  ])('%s is not unavailability', (_name, error) => {
+    expect(databaseUnavailableReason(error)).toBeNull();
+  });
+});
+
+describe('problemFor an unavailable database', () => {
+  it('is a 503 problem with Retry-After', () => {
+    const problem = problemFor(withCode('57P01', 'terminating connection due to administrator command'));
+    expect(problem).toMatchObject({ status: 503, slug: 'database-unavailable', headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+  });
+
+  it('leaves other errors to the 500', () => {
+    expect(problemFor(withCode('23505'))).toBeNull();
+  });
+});
