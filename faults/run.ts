@@ -7,6 +7,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { migrateDatabase } from '../db/migrate';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields, REFUNDS_ENDPOINT } from '../server/demo/policies';
@@ -52,7 +53,7 @@ async function main(): Promise<number> {
     say(`netem: ${cluster.caps.netem ? 'available' : 'not in this kernel (delay by a tbf rate limit, loss by iptables)'}; iptables: ${cluster.caps.iptables ? 'yes' : 'no'}; libfaketime: ${cluster.caps.faketime ?? 'no'}`);
     const migrated = await migrateDatabase(cluster.url);
     say(`migrated (${migrated.applied.length} migrations)`);
-    db = new pg.Pool({ connectionString: cluster.url, max: 4, connectionTimeoutMillis: 5_000, query_timeout: 30_000 });
+    db = new pg.Pool({ connectionString: cluster.url, options: SERVER_SEARCH_PATH_OPTIONS, max: 4, connectionTimeoutMillis: 5_000, query_timeout: 30_000 });
     db.on('error', () => undefined);
     const tenants = await Promise.all([0, 1, 2, 3].map((n) => createTenant(db as pg.Pool, `faults-${n}`)));
     // The refunds' lease is short in this run, so takeovers happen within a fault.

@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { migrateDatabase } from '../db/migrate';
 import { listPartitions } from '../server/retention/partitions';
 import { sweepOnce } from '../server/retention/sweeper';
@@ -102,15 +103,15 @@ async function plainLayout(harness: Harness): Promise<{ notes: string[]; failure
 async function partitionedLayout(harness: Harness): Promise<{ notes: string[]; failures: string[] }> {
   const notes: string[] = [];
   const failures: string[] = [];
-  const admin = new pg.Client({ connectionString: harness.cluster.url });
+  const admin = new pg.Client({ connectionString: harness.cluster.url, options: SERVER_SEARCH_PATH_OPTIONS });
   await admin.connect();
   await admin.query('DROP DATABASE IF EXISTS faults_partitioned');
   await admin.query('CREATE DATABASE faults_partitioned');
   await admin.end();
   const url = harness.cluster.url.replace(/\/postgres$/, '/faults_partitioned');
   await migrateDatabase(url, { layout: 'partitioned' });
-  const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'faults-partitioned' });
-  const blocker = new pg.Client({ connectionString: url, application_name: 'faults-old-transaction' });
+  const pool = new pg.Pool({ connectionString: url, options: SERVER_SEARCH_PATH_OPTIONS, max: 4, application_name: 'faults-partitioned' });
+  const blocker = new pg.Client({ connectionString: url, options: SERVER_SEARCH_PATH_OPTIONS, application_name: 'faults-old-transaction' });
   try {
     // A day long past: its partition's upper bound has passed, so the sweep detaches and drops it.
     await pool.query(`CREATE TABLE idempotency_keys_p20200101 PARTITION OF idempotency_keys FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')`);
