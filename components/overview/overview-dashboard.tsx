@@ -3,7 +3,8 @@
 // first, then the store against its baseline, cleanup health, latency and client behaviour.
 // Range, scope and refresh live in the URL; refresh pauses in hidden tabs and never overlaps.
 import { useQuery } from '@tanstack/react-query';
-import { usePathname, useRouter } from 'next/navigation';
+import { useRouter } from 'next/navigation';
+import { useEffect, useState } from 'react';
 import type { OverviewJson } from '@/server/metrics/overview';
 import { adminFetch } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
@@ -14,7 +15,8 @@ import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, ti
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart } from './time-chart';
 import { Options } from '../options';
-import { Problem } from '../banners';
+import { Notice, Problem } from '../banners';
+import { CheckBanners } from './checks';
 
 type StorePoint = OverviewJson['store'][number];
 type StoreSlot = Partial<StorePoint> & { t: string };
@@ -24,9 +26,14 @@ const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour'
 const refreshLabels: Record<OverviewSearch['refresh'], string> = { off: 'Off', '10': 'Every 10 s', '30': 'Every 30 s', '60': 'Every minute' };
 
 
-export function OverviewDashboard({ search }: { search: OverviewSearch }) {
+export function OverviewDashboard({ search, notices = [] }: { search: OverviewSearch; notices?: string[] }) {
   const router = useRouter();
-  const pathname = usePathname();
+  // What the server corrected in the URL stays said after the URL itself is corrected.
+  const [corrections] = useState(notices);
+  const correctedHref = notices.length > 0 ? overviewHref(search) : null;
+  useEffect(() => {
+    if (correctedHref) router.replace(correctedHref, { scroll: false });
+  }, [correctedHref, router]);
   const query = useQuery({
     queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
     queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
@@ -34,7 +41,13 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
     refetchIntervalInBackground: false,
     placeholderData: (previous) => previous,
   });
-  const navigate = (change: Partial<OverviewSearch>) => router.replace(`${pathname}${overviewHref({ ...search, ...change }).slice(1)}`, { scroll: false });
+  // Range, service and scope are what was looked at: each change is a history entry, so Back
+  // returns to it. The refresh setting is not, and replaces the entry.
+  const navigate = (change: Partial<OverviewSearch>) => {
+    const href = overviewHref({ ...search, ...change });
+    if (Object.keys(change).every((name) => name === 'refresh')) router.replace(href, { scroll: false });
+    else router.push(href, { scroll: false });
+  };
   const data = query.data;
   const tick = timeTick(rangeSeconds[search.range]);
   const latest = data?.store.at(-1);
@@ -78,6 +91,11 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
         <RefreshControl isFetching={query.isFetching} updatedAt={query.dataUpdatedAt} onRefresh={() => void query.refetch()} />
       </div>
 
+      {corrections.length > 0 ? (
+        <Notice>
+          {corrections.join(' ')} The address has been corrected.
+        </Notice>
+      ) : null}
       {query.error ? (
         <Problem>
           <strong>Could not refresh the overview.</strong> {query.error.message}
@@ -87,36 +105,21 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
 
       {data ? (
         <>
-          <section aria-labelledby="alerts-heading">
-            <h2 id="alerts-heading" className="visually-hidden">
-              Alerts
-            </h2>
-            {data.alerts.length === 0 ? (
-              <div className="banner ok">No alert is firing.</div>
-            ) : (
-              data.alerts.map((alert) => (
-                <div key={`${alert.name}:${alert.service ?? ''}:${alert.scope ?? ''}`} className={`banner ${alert.severity}`} role="status">
-                  <strong>
-                    {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
-                  </strong>
-                  <span className="muted small">{alert.storeWide ? 'Store-wide' : alert.scope === null ? 'All scopes together' : `Scope ${alert.scope} of ${alert.service ?? ''}`}</span>
-                  <span>What to do: {alert.action}</span>
-                  {alert.since ? (
-                    <span className="muted small">
-                      Since <LocalTime iso={alert.since} />
-                    </span>
-                  ) : null}
-                </div>
-              ))
-            )}
-          </section>
+          <CheckBanners checks={data.checks} search={search} />
 
-          <section aria-label="Store now" className="stats">
+          <h2 id="store" className="section-title">
+            Store now <span className="muted small">(store-wide)</span>
+          </h2>
+          <section aria-labelledby="store" className="stats">
             <Stat label="Rows (estimate)" value={latest ? formatCount(latest.rows) : '—'} detail={latest ? `baseline ${formatCount(latest.baseline)}${latest.ratio === null ? '' : `, ${latest.ratio.toFixed(2)}x`}` : 'no sample yet'} />
             <Stat label="Store size" value={latest ? formatBytes(latest.tableBytes + latest.indexBytes + latest.toastBytes) : '—'} detail={latest ? `table ${formatBytes(latest.tableBytes)}, indexes ${formatBytes(latest.indexBytes)}, TOAST ${formatBytes(latest.toastBytes)}` : ''} />
             <Stat label="Oldest row" value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'} detail="age of the row that expires first" />
             <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
-            <Stat label="Stale claims" value={latest ? String(latest.staleClaims) : '—'} detail="in progress past their lease" />
+            <Stat
+              label={search.scope || search.service ? `Stale claims in ${[search.scope, search.service].filter(Boolean).join(' of ')}` : 'Stale claims'}
+              value={String(data.staleClaims.count)}
+              detail={data.staleClaims.oldestPastLeaseSeconds === null ? 'in progress past their lease: none' : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`}
+            />
             <Stat
               label="Last sweep"
               value={data.lastSweep ? data.lastSweep.status : 'none yet'}
@@ -134,7 +137,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
 
           <div className="charts">
             <TimeChart
-              title="Store rows against the baseline"
+              title="Store rows against the baseline (store-wide)"
               description="Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up."
               points={storeGrid}
               series={[
@@ -148,7 +151,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               emptyMessage={noSamples}
             />
             <TimeChart
-              title="Store size"
+              title="Store size (store-wide)"
               description="Bytes of the key table, its indexes and its TOAST data."
               points={storeGrid}
               series={[
@@ -201,7 +204,7 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
               emptyMessage={noClaims}
             />
             <TimeChart
-              title="Cleanup health"
+              title="Cleanup health (store-wide)"
               description="Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right."
               points={storeGrid}
               series={[
