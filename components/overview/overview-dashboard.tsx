@@ -6,20 +6,20 @@ import { useQuery } from '@tanstack/react-query';
 import { useRouter } from 'next/navigation';
 import { useEffect, useState } from 'react';
 import type { OverviewJson } from '@/server/metrics/overview';
-import { adminFetch } from '../admin-fetch';
+import { adminFetch, refreshEvery } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import type { ReactNode } from 'react';
 import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
-import { TimeChart } from './time-chart';
+import { TimeChart, type TimeAxis } from './time-chart';
+import { timeTicks, timeZoneText } from './axis';
+import { useHydrated } from '../local-time';
 import { Options } from '../options';
-import { Notice, Problem } from '../banners';
+import { LoadProblem, Notice } from '../banners';
 import { CheckBanners } from './checks';
 
-type StorePoint = OverviewJson['store'][number];
-type StoreSlot = Partial<StorePoint> & { t: string };
 
 const colors = { a: 'var(--c1)', b: 'var(--c2)', c: 'var(--c3)', d: 'var(--c4)' };
 const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour', '6h': 'Last 6 hours', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
@@ -37,7 +37,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
   const query = useQuery({
     queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
     queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
-    refetchInterval: search.refresh === 'off' ? false : Number(search.refresh) * 1000,
+    refetchInterval: refreshEvery(search.refresh === 'off' ? false : Number(search.refresh) * 1000),
     refetchIntervalInBackground: false,
     placeholderData: (previous) => previous,
   });
@@ -49,12 +49,28 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
     else router.push(href, { scroll: false });
   };
   const data = query.data;
+  const hydrated = useHydrated();
   const tick = timeTick(rangeSeconds[search.range]);
   const latest = data?.store.at(-1);
-  // The store series on the same time grid as the flow (a step with no sample stays empty),
-  // so every chart spans the whole range.
-  const storeByTime = new Map((data?.store ?? []).map((point) => [point.t, point]));
-  const storeGrid: StoreSlot[] = (data?.flow ?? []).map((point) => storeByTime.get(point.t) ?? { t: point.t });
+  // One time axis for every chart: the whole range, round local-clock ticks.
+  const from = data ? Date.parse(data.from) : 0;
+  const to = data ? Date.parse(data.to) : 0;
+  const stepMs = (data?.stepSeconds ?? 60) * 1000;
+  const storeAxis: TimeAxis = {
+    from,
+    to,
+    ticks: data && hydrated ? timeTicks(search.range, from, to) : [],
+    format: (ms) => tick(new Date(ms).toISOString()),
+    partialFrom: null,
+    dataFrom: null,
+  };
+  const lastStep = data?.flow.at(-1);
+  const flowAxis: TimeAxis = {
+    ...storeAxis,
+    partialFrom: lastStep && lastStep.seconds < (data?.stepSeconds ?? 0) ? Date.parse(lastStep.t) : null,
+    // A step that ended before the first recorded bucket is a gap, not zero traffic.
+    dataFrom: data?.dataSince ? Date.parse(data.dataSince) - stepMs + 1 : to,
+  };
   const claimsInRange = data?.flow.reduce((sum, point) => sum + point.claims, 0) ?? 0;
   const noClaims = 'No claims in this range yet. With demo traffic on, they start a few seconds after npm start.';
   const noSamples = 'No store sample in this range yet: one is taken every minute.';
@@ -97,10 +113,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
         </Notice>
       ) : null}
       {query.error ? (
-        <Problem>
-          <strong>Could not refresh the overview.</strong> {query.error.message}
-          {data ? ' The figures below are from the last successful refresh.' : ''}
-        </Problem>
+        <LoadProblem error={query.error} what="the overview" stale={data !== undefined} />
       ) : null}
 
       {data ? (
@@ -135,32 +148,41 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             />
           </section>
 
+          <p className="muted small chart-caption">
+            Charts share one time axis ({rangeLabels[search.range].toLowerCase()}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running.
+          </p>
           <div className="charts">
             <TimeChart
               title="Store rows against the baseline (store-wide)"
               description="Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows ?? null },
-                { key: 'baseline', label: 'Baseline', color: colors.b, value: (point) => point.baseline ?? null, dashed: true },
-                { key: 'ratio', label: 'Ratio (right)', color: colors.c, value: (point) => point.ratio ?? null, right: true },
+                { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows },
+                { key: 'baseline', label: 'Baseline', color: colors.b, value: (point) => point.baseline, dashed: true },
+                { key: 'ratio', label: 'Ratio (right)', color: colors.c, value: (point) => point.ratio, right: true },
               ]}
               format={formatCount}
               rightFormat={(value) => `${value.toFixed(2)}x`}
-              tick={tick}
+              
+              kind="number"
+              rightKind="number"
+              axis={storeAxis}
+              thresholds={[{ value: data.objectives.rowsOverBaselineRatio, label: `alert over ${data.objectives.rowsOverBaselineRatio}x baseline`, right: true }]}
               emptyMessage={noSamples}
             />
             <TimeChart
               title="Store size (store-wide)"
               description="Bytes of the key table, its indexes and its TOAST data."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'table', label: 'Table', color: colors.a, value: (point) => point.tableBytes ?? null },
-                { key: 'indexes', label: 'Indexes', color: colors.b, value: (point) => point.indexBytes ?? null },
-                { key: 'toast', label: 'TOAST', color: colors.c, value: (point) => point.toastBytes ?? null },
+                { key: 'table', label: 'Table', color: colors.a, value: (point) => point.tableBytes },
+                { key: 'indexes', label: 'Indexes', color: colors.b, value: (point) => point.indexBytes },
+                { key: 'toast', label: 'TOAST', color: colors.c, value: (point) => point.toastBytes },
               ]}
               format={formatBytes}
-              tick={tick}
+              
+              kind="bytes"
+              axis={storeAxis}
               emptyMessage={noSamples}
             />
             <TimeChart
@@ -173,7 +195,10 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                 { key: 'p99', label: 'p99', color: colors.c, value: (point) => point.p99Ms },
               ]}
               format={(value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`}
-              tick={tick}
+              
+              kind="number"
+              axis={flowAxis}
+              thresholds={[{ value: data.objectives.claimP99Ms, label: `p99 objective ${data.objectives.claimP99Ms} ms` }]}
               emptyMessage={noClaims}
             />
             <TimeChart
@@ -187,7 +212,9 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                 { key: 'new', label: 'New keys', color: colors.d, value: (point) => point.perSecond.new, dashed: true },
               ]}
               format={formatRate}
-              tick={tick}
+              
+              kind="number"
+              axis={flowAxis}
               emptyMessage={noClaims}
             />
             <TimeChart
@@ -200,22 +227,30 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                 { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => (point.claims > 0 ? point.share.mismatch : null) },
               ]}
               format={formatPercent}
-              tick={tick}
+              
+              kind="share"
+              axis={flowAxis}
+              thresholds={[
+                { value: data.objectives.conflictShare, label: `conflict alert ${formatPercent(data.objectives.conflictShare)}` },
+                { value: data.objectives.mismatchShare, label: `mismatch alert ${formatPercent(data.objectives.mismatchShare)}` },
+              ]}
               emptyMessage={noClaims}
             />
             <TimeChart
               title="Cleanup health (store-wide)"
               description="Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds ?? null },
-                { key: 'lag', label: 'Cleanup lag', color: colors.b, value: (point) => point.cleanupLagSeconds ?? null },
-                { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims ?? null, right: true },
+                { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds },
+                { key: 'lag', label: 'Cleanup lag', color: colors.b, value: (point) => point.cleanupLagSeconds },
+                { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims, right: true },
               ]}
               format={formatDuration}
               rightFormat={(value) => String(value)}
-              rightIntegers
-              tick={tick}
+              
+              kind="seconds"
+              rightKind="number"
+              axis={storeAxis}
               emptyMessage={noSamples}
             />
           </div>
