@@ -163,7 +163,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await dialog.getByLabel('Retention applied (hours)').fill('12');
     await dialog.getByLabel('Reason').fill('save disk space');
     await dialog.getByRole('button', { name: 'Save policy' }).click();
-    await dialog.getByRole('alert').filter({ hasText: 'retention must be at least the documented retry window' }).waitFor();
+    await dialog.getByRole('alert').filter({ hasText: 'Retention must be at least the 24 h retry window' }).waitFor();
     await admin.screenshot({ path: join(SCREENSHOTS_DIR, 'retention-refused.png') });
     const { rows } = await db.pool.query<{ retention_seconds: number; version: number }>("SELECT retention_seconds, version FROM endpoint_policies WHERE endpoint = 'POST /api/v1/payments'");
     expect(rows).toEqual([{ retention_seconds: 93_600, version: 1 }]);
