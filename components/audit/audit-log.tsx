@@ -230,14 +230,15 @@ const record = (value: unknown): Record<string, unknown> | null => (typeof value
  */
 function PolicyDetails({ entry }: { entry: AuditEntry }) {
   const details = entry.details ?? {};
-  const changes = policyChanges(record(details.previous), record(details.current) ?? {});
-  const proposed = record(details.proposed);
   const refused = entry.action === 'policy.change_refused';
+  const proposed = record(details.proposed);
+  // A refused change: what it would have changed (against the policy as it stood), else every proposed field.
+  const changes = policyChanges(record(details.previous), (refused ? proposed : record(details.current)) ?? {});
   return (
     <div className="policy-details">
       {refused ? <p className="refusal">Refused: {typeof details.refusal === 'string' ? details.refusal : 'no reason recorded'}</p> : null}
       {changes.length > 0 ? (
-        <ul className="changes" aria-label="Changed fields">
+        <ul className="changes" aria-label={refused ? 'Proposed changes' : 'Changed fields'}>
           {changes.map((change) => (
             <li key={change.field}>
               <strong>{change.label}</strong> <span className="old">{change.from}</span> → <span className="new">{change.to}</span>
@@ -245,7 +246,7 @@ function PolicyDetails({ entry }: { entry: AuditEntry }) {
           ))}
         </ul>
       ) : null}
-      {refused && proposed ? (
+      {refused && proposed && !details.previous ? (
         <ul className="changes" aria-label="Proposed fields">
           {Object.entries(proposed)
             .filter(([field]) => isPolicyField(field))

@@ -48,7 +48,6 @@ export function valueTicks(max: number, kind: ValueKind): number[] {
     const magnitude = 10 ** Math.floor(Math.log10(scaled));
     const nice = [1, 2, 2.5, 5, 10].find((factor) => factor * magnitude >= scaled) ?? 10;
     step = nice * magnitude * unit;
-    if (kind === 'number' && step < 1 && max >= 1) step = 1;
   }
   const ticks: number[] = [];
   for (let value = 0; value < top + step * 1e-9; value += step) ticks.push(Number(value.toPrecision(12)));

@@ -87,15 +87,23 @@ function chosenFlow(input: AlertInputs, choice: { service?: string | undefined; 
 
 /** The flow checks' current values: each share and the p99 over the alert's window. */
 function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThresholds): Record<'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate', string> {
-  const within = (minutes: number) => points.filter((point) => point.at.getTime() >= now.getTime() - minutes * 60_000);
+  // The alert's window; when it holds no claim (the rules skip idle minutes), the last busy
+  // minutes the inputs hold, said so.
+  const busy = [...points].filter((point) => point.claims >= Math.max(1, thresholds.minimumClaimsPerMinute)).sort((x, y) => y.at.getTime() - x.at.getTime());
+  const within = (minutes: number) => {
+    const recent = points.filter((point) => point.at.getTime() >= now.getTime() - minutes * 60_000);
+    if (recent.some((point) => point.claims > 0) || busy.length === 0) return { points: recent, note: '' };
+    return { points: busy.slice(0, minutes), note: ' (last busy minutes)' };
+  };
   const rate = within(thresholds.rateMinutes);
-  const claims = rate.reduce((sum, point) => sum + point.claims, 0);
-  const share = (pick: (point: FlowMinutePoint) => number) => (claims === 0 ? 'no claims' : shareText(rate.reduce((sum, point) => sum + pick(point), 0) / claims));
+  const claims = rate.points.reduce((sum, point) => sum + point.claims, 0);
+  const share = (pick: (point: FlowMinutePoint) => number) =>
+    claims === 0 ? 'no claims' : `${shareText(rate.points.reduce((sum, point) => sum + pick(point), 0) / claims)}${rate.note}`;
   const slow = within(thresholds.claimP99Minutes);
-  const merged = slow.reduce<number[]>((sum, point) => point.latency.map((count, bucket) => count + (sum[bucket] ?? 0)), []);
+  const merged = slow.points.reduce<number[]>((sum, point) => point.latency.map((count, bucket) => count + (sum[bucket] ?? 0)), []);
   const p99 = percentileOf(merged, 99);
   return {
-    claim_p99: Number.isFinite(p99) ? msText(p99) : 'no claims',
+    claim_p99: Number.isFinite(p99) ? `${msText(p99)}${slow.note}` : 'no claims',
     mismatch_rate: share((point) => point.mismatches),
     conflict_rate: share((point) => point.conflicts),
     rejection_rate: share((point) => point.rejections),

@@ -227,15 +227,17 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
     return await applyPolicyChange(pool, change);
   } catch (error) {
     if (!isRefusal(error)) throw error;
-    await inTransaction(pool, (db) =>
-      writeAudit(db, {
+    await inTransaction(pool, async (db) => {
+      // The policy as it stands, so the entry reads as "retention 26 h -> 12 h, refused".
+      const standing = await getPolicy(db, change.service, change.endpoint);
+      await writeAudit(db, {
         actor: change.actor,
         action: 'policy.change_refused',
         target: { service: change.service, endpoint: change.endpoint, version: change.expectedVersion },
         reason: change.reason.trim().slice(0, 1000) || null,
-        details: { refusal: error.message, code: error.code, proposed: change.fields, acknowledged: change.acknowledgeBreakingChange === true },
-      }),
-    );
+        details: { refusal: error.message, code: error.code, previous: standing ? fieldsOf(standing) : null, proposed: change.fields, acknowledged: change.acknowledgeBreakingChange === true },
+      });
+    });
     throw error;
   }
 }
