@@ -259,7 +259,9 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             <h3 id="scopes-heading">Stored responses per scope</h3>
             {data.storeByScope && data.storeByScope.scopes.length > 0 ? (
               <>
-                <table>
+                <div className="table-scroll">
+                <table className="stack">
+                  <caption className="visually-hidden">Stored responses per scope</caption>
                   <thead>
                     <tr>
                       <th scope="col">Service</th>
@@ -275,14 +277,19 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                   <tbody>
                     {data.storeByScope.scopes.map((scope) => (
                       <tr key={`${scope.service} ${scope.scope}`}>
-                        <td>{scope.service}</td>
-                        <td>{scope.scope}</td>
-                        <td className="num">{formatCount(scope.estimatedRows)}</td>
-                        <td className="num">{formatBytes(scope.responseBytes)}</td>
+                        <td data-label="Service">{scope.service}</td>
+                        <td data-label="Scope">{scope.scope}</td>
+                        <td className="num" data-label="Rows">
+                          {formatCount(scope.estimatedRows)}
+                        </td>
+                        <td className="num" data-label="Bytes">
+                          {formatBytes(scope.responseBytes)}
+                        </td>
                       </tr>
                     ))}
                   </tbody>
                 </table>
+                </div>
                 <p className="muted small">
                   Estimated from a page sample taken <LocalTime iso={data.storeByScope.sampledAt} />.
                 </p>
