@@ -52,7 +52,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       const chart = page.getByRole('figure', { name: title });
       await chart.locator('svg.recharts-surface').first().waitFor();
     }
-    await expect(page.getByRole('table').getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('table', { name: 'Stored responses per scope' }).getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
     await expectAccessible(page, 'overview.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'overview.png'), fullPage: true });
     await page.getByLabel('Time range').selectOption('6h');
