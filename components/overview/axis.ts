@@ -32,7 +32,8 @@ export function timeTicks(range: OverviewSearch['range'], from: number, to: numb
   return ticks;
 }
 
-export type ValueKind = 'number' | 'bytes' | 'seconds' | 'share';
+/** `count`: whole things (stale claims), so whole-number ticks only. */
+export type ValueKind = 'number' | 'count' | 'bytes' | 'seconds' | 'share';
 
 const durationSteps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200, 86_400, 172_800, 432_000, 864_000];
 
@@ -48,6 +49,7 @@ export function valueTicks(max: number, kind: ValueKind): number[] {
     const magnitude = 10 ** Math.floor(Math.log10(scaled));
     const nice = [1, 2, 2.5, 5, 10].find((factor) => factor * magnitude >= scaled) ?? 10;
     step = nice * magnitude * unit;
+    if (kind === 'count') step = Math.max(1, Math.ceil(step));
   }
   const ticks: number[] = [];
   for (let value = 0; value < top + step * 1e-9; value += step) ticks.push(Number(value.toPrecision(12)));

@@ -249,7 +249,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               rightFormat={(value) => String(value)}
               
               kind="seconds"
-              rightKind="number"
+              rightKind="count"
               axis={storeAxis}
               emptyMessage={noSamples}
             />

@@ -21,6 +21,9 @@ describe('axis ticks', () => {
     expect(valueTicks(47, 'number')).toEqual([0, 20, 40, 60]);
     expect(valueTicks(0.37, 'share')).toEqual([0, 0.1, 0.2, 0.3, 0.4]);
     expect(valueTicks(0, 'number')).toEqual([0, 0.25, 0.5, 0.75, 1]);
+    // Things counted: whole-number ticks only.
+    expect(valueTicks(1, 'count')).toEqual([0, 1]);
+    expect(valueTicks(7, 'count')).toEqual([0, 2, 4, 6, 8]);
     // Bytes in powers of 1024: 40 KiB in steps of 10 KiB.
     expect(valueTicks(38 * 1024, 'bytes')).toEqual([0, 10_240, 20_480, 30_720, 40_960]);
     // Durations in s, min, h: 2.5 h in steps of 1 h.
