@@ -12,6 +12,8 @@ import { benchPartitions } from './partitions';
 import { benchStatsQueries } from './stats-queries';
 import { benchSweeper } from './sweeper';
 import { benchSignIn } from './sign-in-load';
+import { benchRecorder } from './recorder';
+import { benchCorrelation } from './correlation';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -23,7 +25,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries;
+    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -44,6 +46,19 @@ async function main(): Promise<void> {
       log('\n== Sweeper: expiry under live claim traffic ==');
       sweeper = await benchSweeper(database, log);
     }
+    if (wanted('recorder')) {
+      log("\n== Recorder: the flow recorder's CPU per claim, with and without the principals' top-K ==");
+      recorder = await benchRecorder(database, log);
+    }
+    if (wanted('correlation')) {
+      log('\n== Correlation-id lookup: its time on a large store and what its index costs claims ==');
+      const big = await openBenchDatabase({ adminUrl: database.adminUrl });
+      try {
+        correlation = await benchCorrelation(big, log);
+      } finally {
+        await big.close();
+      }
+    }
     if (wanted('stats')) {
       log('\n== Monitoring queries on a 10-million-row store ==');
       const big = await openBenchDatabase({ adminUrl: database.adminUrl });
@@ -63,7 +78,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation }, null, 2));
   } finally {
     await database.close();
   }

@@ -1,8 +1,10 @@
-// Every monitoring and dashboard query against a 10-million-row key store: its time (median
-// of 5) and its plan, beside count(*) for comparison. Target: each under 50 ms. Then the cost
-// on claims of the one index only the dashboard needs (principal_id, created_at): 8 clients
-// claiming new keys into the 10-million-row table, with the index and with it dropped,
-// alternating rounds.
+// Every monitoring and dashboard query against a 10-million-row key store, its metrics for 50
+// scopes and 5,000 active principals (the principals' top-K rows full in every scope, minute
+// and hour): its time (median of 5) and its plan, beside count(*) for comparison. Target: each
+// under 50 ms; the overview in every range (1 h, 24 h, 7 d, 30 d), all scopes and one, with
+// its principals table. Then the cost on claims of the indexes only the dashboard needs
+// ((principal_id, created_at) and correlation_id): 8 clients claiming new keys into the
+// 10-million-row table, with the index and with it dropped, alternating rounds.
 import pg from 'pg';
 import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { readAlertInputs } from '../server/metrics/alerts';
@@ -10,6 +12,8 @@ import { overviewQuery, readOverview } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
+import { readPrincipalsBehind } from '../server/metrics/principals';
+import { readCorrelationRecords } from '../server/idempotency/correlation';
 import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
@@ -18,12 +22,18 @@ import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../server/idempotency/key-metadata';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool } from '../db/client';
-import { EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
+import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
 import { randomBytes, randomUUID } from 'node:crypto';
 
 const ROWS = Number(process.env.BENCH_STATS_ROWS ?? 10_000_000);
 /** The tenant whose keys the dashboard lists: half a million of them, live. */
 const LARGE_TENANT = '00000000-0000-0000-0000-00000000a46e';
+/** Scopes of the metric series (the key table's claims stay in one: its size is what matters there). */
+export const BENCH_SCOPES = 50;
+/** Principals active in the principals' top-K rows. */
+const ACTIVE_PRINCIPALS = 5_000;
+/** The scope a one-scope overview picks. */
+const SCOPE_PICKED = 'POST /api/v1/scope-7';
 
 export interface QueryTiming {
   name: string;
@@ -49,7 +59,38 @@ export interface IndexCost {
   ratio: number;
 }
 
-export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost }> {
+/**
+ * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours, and the
+ * principals' rows at their bound: every (scope, minute) of the last 2 h and every (scope, hour)
+ * before, plus the service's and the store's merged rows ('*'), with 20 principals (of 5,000)
+ * for claims, conflicts, mismatches and takeovers and 5 for rejections and errors.
+ */
+export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
+  const scopes = `(SELECT 'POST /api/v1/scope-' || n AS s FROM generate_series(0, ${BENCH_SCOPES - 1}) AS n)`;
+  const principal = (expression: string) => `('00000000-0000-0000-0000-' || lpad(((${expression}) % ${ACTIVE_PRINCIPALS})::text, 12, '0'))::uuid`;
+  const outcomes = `(VALUES ('claims', 20), ('conflict', 20), ('mismatch', 20), ('takeover', 20), ('rejected', 5), ('error', 5)) AS o(outcome, kept)`;
+  const groups = `(SELECT '${BENCH_SERVICE}' AS v, s FROM ${scopes} sc UNION ALL SELECT '${BENCH_SERVICE}', '*' UNION ALL SELECT '*', '*') AS g`;
+  await pool.query(`
+    INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, o, 10 + m % 7
+    FROM generate_series(0, 2880) AS m, ${scopes} sc, unnest(ARRAY['new', 'replay', 'conflict', 'mismatch', 'takeover']) AS o;
+    INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, b, 3
+    FROM generate_series(0, 2880) AS m, ${scopes} sc, generate_series(5, 25) AS b;
+    INSERT INTO flow_counts_hour (hour, service, scope, outcome, count)
+    SELECT date_trunc('hour', now()) - h * interval '1 hour', '${BENCH_SERVICE}', s, 'new', 600
+    FROM generate_series(49, 840) AS h, ${scopes} sc;
+    INSERT INTO principal_flow_minute (service, scope, minute, outcome, principal_id, count)
+    SELECT v, s, date_trunc('minute', now()) - m * interval '1 minute', outcome, ${principal('m * 131 + p * 257 + length(s) * 7')}, 1 + p
+    FROM generate_series(0, 120) AS m, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
+    INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+    SELECT v, s, date_trunc('hour', now()) - h * interval '1 hour', outcome, ${principal('h * 131 + p * 257 + length(s) * 7')}, 10 + p
+    FROM generate_series(2, 840) AS h, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
+    INSERT INTO principal_names (principal_id, name)
+    SELECT ${principal('i')}, 'Tenant ' || i FROM generate_series(0, ${ACTIVE_PRINCIPALS - 1}) AS i;`);
+}
+
+export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost; correlationIndexCost: IndexCost }> {
   const pool = createPool(database.url, { applicationName: 'retrysafe-bench', max: 4 });
   await ensurePolicies(pool, BENCH_SERVICE, defaultPolicyFields, 'bench');
   log(`loading ${ROWS.toLocaleString('en')} keys and two days of metrics...`);
@@ -67,21 +108,12 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
            gen_random_uuid(), CASE WHEN i % 500 = 0 THEN 500 ELSE 201 END, 'pay_' || i, now(), now() - interval '20 hours' + i * interval '144 ms',
            now() + interval '6 hours' + i * interval '144 ms'
     FROM generate_series(1, 500000) AS i;
-    INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, o, 10 + m % 7
-    FROM generate_series(0, 2880) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s,
-         unnest(ARRAY['new', 'replay', 'conflict', 'mismatch', 'takeover']) AS o;
-    INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
-    SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, b, 3
-    FROM generate_series(0, 2880) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s, generate_series(5, 25) AS b;
-    INSERT INTO flow_counts_hour (hour, service, scope, outcome, count)
-    SELECT date_trunc('hour', now()) - h * interval '1 hour', '${BENCH_SERVICE}', s, 'new', 600
-    FROM generate_series(49, 840) AS h, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;
     INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims)
     SELECT date_trunc('minute', now()) - m * interval '1 minute', 10000000, 9000000, 0, 0, 0, 30, 0 FROM generate_series(0, 43200) AS m;
     INSERT INTO store_stats_scopes (sampled_at, service, scope, estimated_rows, response_bytes, sampled_fraction)
     SELECT date_trunc('minute', now()) - m * interval '1 minute', '${BENCH_SERVICE}', s, 5000000, 2000000000, 0.003
     FROM generate_series(0, 43200) AS m, unnest(ARRAY['POST /api/v1/payments', 'POST /api/v1/refunds']) AS s;`);
+  await loadScopeMetrics(pool);
   await pool.query('VACUUM ANALYZE');
   log(`  loaded in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 
@@ -128,8 +160,18 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   await measureComposite('scope sample (~2,000 pages)', (db) => sampleScopeFigures(db, tableBytes));
   await measureComposite('latest scope figures', (db) => readLatestScopeFigures(db));
   await measureComposite('alert inputs (30 min)', (db) => readAlertInputs(db));
-  for (const range of ['1h', '24h', '30d'] as const) {
+  for (const range of ['1h', '24h', '7d', '30d'] as const) {
     await measureComposite(`overview ${range}`, (db) => readOverview(db, overviewQuery.parse({ range })));
+    await measureComposite(`overview ${range}, one scope`, (db) => readOverview(db, overviewQuery.parse({ range, service: BENCH_SERVICE, scope: SCOPE_PICKED })));
+  }
+  // The principals table alone, as the overview reads it (the totals only set the bound).
+  const totals = { claims: 1e6, conflict: 1e4, mismatch: 1e4, rejected: 1e3, takeover: 1e3, error: 1e3 };
+  for (const [range, hours] of [['1h', 1], ['24h', 24], ['7d', 168], ['30d', 720]] as const) {
+    const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
+    const from = new Date(to.getTime() - hours * 3_600_000);
+    for (const [label, service, scope] of [['all scopes', null, null], ['one scope', BENCH_SERVICE, SCOPE_PICKED]] as const) {
+      await measureComposite(`principals ${range}, ${label}`, (db) => readPrincipalsBehind(db, { from, to, service, scope, services: [BENCH_SERVICE], totals }));
+    }
   }
   const single = async (name: string, text: string, values: readonly unknown[] = []) =>
     measure(name, () => pool.query(text, [...values]), planLine(name, await explain(text, values)));
@@ -149,22 +191,37 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
     await measureComposite(name, (db) => db.query(principalKeysStatement({ principalId: tenant, reason: 'bench', limit: 50, ...filter })));
   }
   await measureComposite('dashboard: stale claims', (db) => listStaleClaims(db, 100));
+  const { rows: quoted } = await pool.query<{ correlation_id: string }>("SELECT correlation_id FROM idempotency_keys WHERE principal_id = $1 AND scope = 'POST /api/v1/payments' AND key = 'large-77'", [LARGE_TENANT]);
+  await measureComposite('dashboard: correlation-id lookup', (db) => readCorrelationRecords(db, quoted[0]?.correlation_id ?? randomUUID()));
   await single('count(*), for comparison', 'SELECT count(*) FROM idempotency_keys');
   const slow = timings.filter((timing) => !timing.name.startsWith('count(*)') && timing.medianMs >= 50);
   log(`  ${slow.length === 0 ? 'every monitoring and dashboard query under 50 ms' : `OVER 50 ms: ${slow.map((timing) => timing.name).join(', ')}`} (count(*) ${timings.at(-1)?.medianMs.toFixed(0)} ms)`);
   const scanned = flagged.filter((name) => !name.startsWith('count(*)'));
   log(`  ${scanned.length === 0 ? 'no monitoring or dashboard statement scans the key table' : `KEY TABLE SEQ SCANS in: ${[...new Set(scanned)].join(', ')}`}`);
-  const recentKeysIndexCost = await benchRecentKeysIndex(pool, database.url, log);
+  const recentKeysIndexCost = await benchIndexCost(pool, database.url, log, RECENT_KEYS_INDEX);
+  const correlationIndexCost = await benchIndexCost(pool, database.url, log, CORRELATION_INDEX);
   await pool.end();
-  return { timings, recentKeysIndexCost };
+  return { timings, recentKeysIndexCost, correlationIndexCost };
 }
 
-const INDEX = 'idempotency_keys_principal_created_idx';
+export interface DashboardIndex {
+  name: string;
+  create: string;
+}
+export const RECENT_KEYS_INDEX: DashboardIndex = {
+  name: 'idempotency_keys_principal_created_idx',
+  create: `CREATE INDEX idempotency_keys_principal_created_idx ON idempotency_keys (principal_id, created_at) WHERE ${PRINCIPAL_CREATED_INDEX_PREDICATE}`,
+};
+export const CORRELATION_INDEX: DashboardIndex = {
+  name: 'idempotency_keys_correlation_idx',
+  create: `CREATE INDEX idempotency_keys_correlation_idx ON idempotency_keys (correlation_id) WHERE ${CORRELATION_INDEX_PREDICATE}`,
+};
 const COST_CLIENTS = 8;
 const COST_MS = Number(process.env.BENCH_SECONDS ?? 3) * 2000;
 
-/** Claims of new keys into the loaded table, 8 clients, with the recent-keys index and without it, two rounds each. */
-async function benchRecentKeysIndex(pool: pg.Pool, url: string, log: (line: string) => void): Promise<IndexCost> {
+/** Claims of new keys into the loaded table, 8 clients, with a dashboard index and without it, two rounds each. */
+export async function benchIndexCost(pool: pg.Pool, url: string, log: (line: string) => void, index: DashboardIndex): Promise<IndexCost> {
+  const INDEX = index.name;
   log('');
   log(`  cost of ${INDEX} on claims (${COST_CLIENTS} clients, new keys, ${(COST_MS / 1000).toFixed(0)} s a round):`);
   const clients = await Promise.all(Array.from({ length: COST_CLIENTS }, async () => {
@@ -180,7 +237,7 @@ async function benchRecentKeysIndex(pool: pg.Pool, url: string, log: (line: stri
       await clients[worker]?.query({
         name: 'bench_cost_claim',
         text: storeStatementTexts.claim,
-        values: [principals[worker], 'POST /api/v1/payments', `cost-${round}-${worker}-${i}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
+        values: [principals[worker], 'POST /api/v1/payments', `cost-${INDEX}-${round}-${worker}-${i}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
       });
     });
   };
@@ -194,7 +251,7 @@ async function benchRecentKeysIndex(pool: pg.Pool, url: string, log: (line: stri
       withoutRuns.push(await run());
       log(`  ${formatRun('  without it', withoutRuns.at(-1) as RunResult)}`);
       log('    (rebuilding the index)');
-      await pool.query(`CREATE INDEX ${INDEX} ON idempotency_keys (principal_id, created_at) WHERE ${PRINCIPAL_CREATED_INDEX_PREDICATE}`);
+      await pool.query(index.create);
     }
   } finally {
     await Promise.all(clients.map((client) => client.end()));

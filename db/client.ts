@@ -26,14 +26,23 @@ function withSessionOptions(connectionString: string, options: string | undefine
   return url.toString();
 }
 
+/**
+ * The server's own queries (dashboard, sweeper, statistics, demo API) name the store's tables
+ * without their schema: its connections look in retrysafe, then the demo's retrysafe_demo.
+ * (@retrysafe/store's statements name retrysafe themselves and need no search_path.)
+ */
+export const SERVER_SEARCH_PATH_OPTIONS = '-c search_path=retrysafe,retrysafe_demo';
+
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
+  const sessionOptions = [SERVER_SEARCH_PATH_OPTIONS, options.client?.options].filter(Boolean).join(' ');
   const pool = new pg.Pool({
-    connectionString: withSessionOptions(connectionString, options.client?.options),
+    connectionString: withSessionOptions(connectionString, sessionOptions),
     application_name: options.applicationName,
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
     idleTimeoutMillis: 30_000,
     ...options.client,
+    options: sessionOptions,
   });
   // A connection lost (a server restart, a killed backend) must not crash the process. An idle
   // client's error reaches the pool, which discards it; a checked-out client's reaches its own

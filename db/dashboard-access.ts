@@ -54,6 +54,9 @@ const readOnly = [
   'sweep_runs',
   'sweep_run_scopes',
   'idempotency_key_usage',
+  'principal_flow_minute',
+  'principal_flow_hour',
+  'principal_names',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [
@@ -76,23 +79,35 @@ const authFunctions = [
  * release migrated (or a test's partial migration) lacks the later functions, and their grants
  * wait for the migration that creates them. The same SQL serves `npm run cli -- db grants`.
  */
-function onFunction(verb: 'GRANT' | 'REVOKE', signature: string, role: string): string {
+function onFunction(verb: 'GRANT' | 'REVOKE', unqualified: string, role: string): string {
+  const signature = `retrysafe.${unqualified}`;
   const statement = verb === 'GRANT' ? `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}` : `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`;
   return `DO $$ BEGIN
        IF to_regprocedure('${signature}') IS NOT NULL THEN ${statement}; END IF;
      END $$`;
 }
 
-/** A NOLOGIN group role that may connect and see the schema, with every table and sequence privilege revoked (the grants that follow are then exactly its own). */
+/**
+ * A NOLOGIN group role that may connect and see the store's schema (retrysafe) and the demo's
+ * (retrysafe_demo, where the demo's migrations made it), with every table and sequence privilege
+ * there revoked (the grants that follow are then exactly its own). Nothing in public is ours.
+ */
 function groupRoleStatements(role: string, databaseName: string): string[] {
   return [
     `DO $$ BEGIN
        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} NOLOGIN; END IF;
      END $$`,
     `GRANT CONNECT ON DATABASE "${databaseName.replaceAll('"', '""')}" TO ${role}`,
-    `GRANT USAGE ON SCHEMA public TO ${role}`,
-    `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${role}`,
-    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${role}`,
+    `GRANT USAGE ON SCHEMA retrysafe TO ${role}`,
+    `REVOKE ALL ON ALL TABLES IN SCHEMA retrysafe FROM ${role}`,
+    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA retrysafe FROM ${role}`,
+    `DO $$ BEGIN
+       IF to_regnamespace('retrysafe_demo') IS NOT NULL THEN
+         GRANT USAGE ON SCHEMA retrysafe_demo TO ${role};
+         REVOKE ALL ON ALL TABLES IN SCHEMA retrysafe_demo FROM ${role};
+         REVOKE ALL ON ALL SEQUENCES IN SCHEMA retrysafe_demo FROM ${role};
+       END IF;
+     END $$`,
   ];
 }
 
@@ -103,23 +118,27 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     ...groupRoleStatements(role, databaseName),
     // Only the columns the database has yet (an older migration folder lacks later ones, e.g. service).
     `DO $$ BEGIN
-       EXECUTE format('GRANT SELECT (%s) ON idempotency_keys TO ${role}', (SELECT string_agg(quote_ident(attname), ', ') FROM pg_attribute
-         WHERE attrelid = 'idempotency_keys'::regclass AND attnum > 0 AND NOT attisdropped AND attname = ANY (ARRAY['${keyMetadataColumns.join("', '")}'])));
+       EXECUTE format('GRANT SELECT (%s) ON retrysafe.idempotency_keys TO ${role}', (SELECT string_agg(quote_ident(attname), ', ') FROM pg_attribute
+         WHERE attrelid = 'retrysafe.idempotency_keys'::regclass AND attnum > 0 AND NOT attisdropped AND attname = ANY (ARRAY['${keyMetadataColumns.join("', '")}'])));
      END $$`,
-    // Tenants by id and name only: never the API key hash.
-    `GRANT SELECT (id, name, created_at, revoked_at) ON tenants TO ${role}`,
-    `GRANT SELECT ON ${readOnly.join(', ')} TO ${role}`,
+    // The demo's tenants (where the demo's migrations made them) by id and name only: never the API key hash.
+    `DO $$ BEGIN
+       IF to_regclass('retrysafe_demo.tenants') IS NOT NULL THEN
+         GRANT SELECT (id, name, created_at, revoked_at) ON retrysafe_demo.tenants TO ${role};
+       END IF;
+     END $$`,
+    `GRANT SELECT ON ${readOnly.map((table) => `retrysafe.${table}`).join(', ')} TO ${role}`,
     // Admins change policies from the dashboard (history and audit in the same transaction).
-    `GRANT SELECT, INSERT, UPDATE ON endpoint_policies TO ${role}`,
-    `GRANT INSERT ON endpoint_policy_history TO ${role}`,
-    `GRANT USAGE ON SEQUENCE endpoint_policy_history_id_seq TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE ON retrysafe.endpoint_policies TO ${role}`,
+    `GRANT INSERT ON retrysafe.endpoint_policy_history TO ${role}`,
+    `GRANT USAGE ON SEQUENCE retrysafe.endpoint_policy_history_id_seq TO ${role}`,
     // Append-only: a trigger refuses UPDATE and DELETE for every role; this one may not even try.
-    `GRANT SELECT, INSERT ON audit_log TO ${role}`,
-    `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${role}`,
+    `GRANT SELECT, INSERT ON retrysafe.audit_log TO ${role}`,
+    `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${role}`,
     // Operators are read (the list, the role check at sign-in); no column of theirs is secret.
     // Credentials (operator_accounts), sessions and verifications: no privilege at all.
-    `GRANT SELECT ON operators TO ${role}`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON sign_in_throttle TO ${role}`,
+    `GRANT SELECT ON retrysafe.operators TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON retrysafe.sign_in_throttle TO ${role}`,
     ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role)),
     onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text, text)', role),
     // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
@@ -130,13 +149,13 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // the credential and session functions, which the dashboard role no longer has.
     ...authFunctions.map((signature) => onFunction('REVOKE', signature, role)),
     ...groupRoleStatements(AUTH_ROLE, databaseName),
-    `GRANT SELECT ON operators TO ${AUTH_ROLE}`,
-    `GRANT SELECT, INSERT ON audit_log TO ${AUTH_ROLE}`,
-    `GRANT USAGE ON SEQUENCE audit_log_id_seq TO ${AUTH_ROLE}`,
+    `GRANT SELECT ON retrysafe.operators TO ${AUTH_ROLE}`,
+    `GRANT SELECT, INSERT ON retrysafe.audit_log TO ${AUTH_ROLE}`,
+    `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${AUTH_ROLE}`,
     ...authFunctions.map((signature) => onFunction('GRANT', signature, AUTH_ROLE)),
     // The owner of the tables (DATABASE_URL's role, which migrated them) reaches it by SET ROLE.
     `DO $$ BEGIN
-       EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'operators'));
+       EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'retrysafe' AND tablename = 'operators'));
      END $$`,
   ];
 }

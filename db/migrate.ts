@@ -1,105 +1,84 @@
-// Applies the committed drizzle-kit migrations. Two processes migrating at once
-// (two instances starting together) serialise on a session advisory lock, so the
-// second finds the work done instead of failing halfway through it.
-import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { drizzle } from 'drizzle-orm/node-postgres';
-import { migrate } from 'drizzle-orm/node-postgres/migrator';
+// The Retrysafe server's migrations: the store's set (schema retrysafe, shipped in
+// @retrysafe/store and applied by its own migrator, the one `npx retrysafe migrate` runs), then
+// the demo API's set (schema retrysafe_demo, db/demo-migrations, the server's alone), then the
+// dashboard role's grants. Processes migrating at once serialise on each set's advisory lock.
+import { resolve } from 'node:path';
 import pg from 'pg';
-import { z } from 'zod';
 import { detectLayout } from '@retrysafe/store';
+import {
+  applyMigrations,
+  migrationStatus as setStatus,
+  readMigrations,
+  STORE_MIGRATIONS,
+  type MigrationSet,
+  type MigrationStatus,
+  type StoreLayout,
+} from '@retrysafe/store/migrate';
 import { applyDashboardGrants, type GrantsResult } from './dashboard-access';
 
-export const MIGRATIONS_FOLDER = resolve(process.cwd(), 'db', 'migrations');
-/** Where drizzle records applied migrations (its defaults, stated so queries can name them). */
-const MIGRATIONS_SCHEMA = 'drizzle';
-const MIGRATIONS_TABLE = '__drizzle_migrations';
-/** pg_advisory_lock key for migrations: the bytes of "rsmigr" as an integer. */
-const MIGRATION_LOCK_KEY = 0x72736d696772n;
+export type { MigrationStatus, StoreLayout };
 
-const journalSchema = z.object({
-  entries: z.array(z.object({ idx: z.number(), when: z.number(), tag: z.string() })),
-});
-export type MigrationEntry = z.infer<typeof journalSchema>['entries'][number];
+/** The store's migrations folder (inside the package). */
+export const MIGRATIONS_FOLDER = STORE_MIGRATIONS.folder;
 
-const journals = new Map<string, Promise<MigrationEntry[]>>();
+/** The demo API's tables (tenants, payments, refunds): a set of the Retrysafe server's own. */
+export const DEMO_MIGRATIONS: MigrationSet = {
+  folder: resolve(process.cwd(), 'db', 'demo-migrations'),
+  schema: 'retrysafe_demo',
+  // The bytes of "rsdemo" as an integer.
+  lockKey: 0x727364656d6fn,
+};
 
-/** The migrations this build ships, oldest first (read once per folder: /api/health asks often). */
-export function readJournal(folder = MIGRATIONS_FOLDER): Promise<MigrationEntry[]> {
-  let journal = journals.get(folder);
-  if (!journal) {
-    journal = readFile(join(folder, 'meta', '_journal.json'), 'utf8').then((text) =>
-      journalSchema.parse(JSON.parse(text)).entries.sort((a, b) => a.idx - b.idx),
-    );
-    journal.catch(() => journals.delete(folder));
-    journals.set(folder, journal);
-  }
-  return journal;
+export interface MigrationEntry {
+  tag: string;
+  when: number;
 }
 
-export interface MigrationStatus {
-  /** Tag of the newest applied migration, or null on an empty database. */
-  current: string | null;
-  /** Tag of the newest migration this build ships. */
-  latest: string | null;
-  pending: string[];
+/** The store's migrations this build ships, oldest first. */
+export async function readJournal(folder = MIGRATIONS_FOLDER): Promise<MigrationEntry[]> {
+  return (await readMigrations(folder)).map(({ tag, when }) => ({ tag, when }));
 }
 
-/** Which shipped migrations the database has applied (drizzle keys them by their journal time). */
+/** Which shipped migrations (the store's, then the demo's) the database has applied. */
 export async function migrationStatus(client: pg.ClientBase | pg.Pool, folder = MIGRATIONS_FOLDER): Promise<MigrationStatus> {
-  const journal = await readJournal(folder);
-  const { rows } = await client.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [
-    `${MIGRATIONS_SCHEMA}.${MIGRATIONS_TABLE}`,
-  ]);
-  const applied = new Set<number>();
-  if (rows[0]?.exists) {
-    const result = await client.query<{ created_at: string }>(
-      `SELECT created_at FROM ${MIGRATIONS_SCHEMA}.${MIGRATIONS_TABLE}`,
-    );
-    for (const row of result.rows) applied.add(Number(row.created_at));
-  }
-  const done = journal.filter((entry) => applied.has(entry.when));
-  return {
-    current: done.at(-1)?.tag ?? null,
-    latest: journal.at(-1)?.tag ?? null,
-    pending: journal.filter((entry) => !applied.has(entry.when)).map((entry) => entry.tag),
-  };
+  const store = await setStatus(client, { ...STORE_MIGRATIONS, folder });
+  const demo = await setStatus(client, DEMO_MIGRATIONS);
+  return { current: store.current, latest: store.latest, pending: [...store.pending, ...demo.pending] };
 }
 
 export interface MigrateResult {
+  /** Tags applied, the store's then the demo's. */
   applied: string[];
+  /** The store's newest applied migration. */
   current: string | null;
   /** The dashboard role's grants (db/dashboard-access.ts), re-applied after every migration. */
   dashboardGrants: GrantsResult;
 }
 
-export type StoreLayout = 'plain' | 'partitioned';
-
 export interface MigrateOptions {
+  /** Another folder of the store's migrations (tests: one that stops early). */
   folder?: string;
   /** The key store's layout, chosen at install time (read by the partitioned-layout migration). */
   layout?: StoreLayout;
 }
 
 export async function migrateDatabase(connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
-  const folder = options.folder ?? MIGRATIONS_FOLDER;
   const client = new pg.Client({ connectionString, application_name: 'retrysafe-migrate' });
   await client.connect();
+  const lockKey = STORE_MIGRATIONS.lockKey.toString();
   try {
-    await client.query(`SELECT set_config('retrysafe.store_layout', $1, false)`, [options.layout ?? 'plain']);
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
+    // The store's lock (which applyMigrations takes again: session locks stack) held over both
+    // sets and the grants, so processes migrating at once do not grant at once either.
+    await client.query('SELECT pg_advisory_lock($1)', [lockKey]);
     try {
-      const before = await migrationStatus(client, folder);
-      await migrate(drizzle(client), {
-        migrationsFolder: folder,
-        migrationsSchema: MIGRATIONS_SCHEMA,
-        migrationsTable: MIGRATIONS_TABLE,
+      const store = await applyMigrations(client, { ...STORE_MIGRATIONS, folder: options.folder ?? MIGRATIONS_FOLDER }, {
+        settings: { 'retrysafe.store_layout': options.layout ?? 'plain' },
       });
-      const after = await migrationStatus(client, folder);
+      const demo = await applyMigrations(client, DEMO_MIGRATIONS);
       const dashboardGrants = await applyDashboardGrants(client);
-      return { applied: before.pending.filter((tag) => !after.pending.includes(tag)), current: after.current, dashboardGrants };
+      return { applied: [...store.applied, ...demo.applied], current: store.current, dashboardGrants };
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY.toString()]);
+      await client.query('SELECT pg_advisory_unlock($1)', [lockKey]);
     }
   } finally {
     await client.end();

@@ -10,14 +10,14 @@ import { DATA_DIR } from '../db/database-url';
 import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
 import { ensureDashboardLogin } from '../db/dashboard-access';
-import { createPool } from '../db/client';
+import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { ensureFirstAdmin } from '../server/auth/bootstrap';
 import { buildIfStale } from './build';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
 
 async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
+  const client = new pg.Client({ connectionString: url, options: SERVER_SEARCH_PATH_OPTIONS });
   await client.connect();
   try {
     return await run(client);

@@ -40,6 +40,8 @@ export const routeAccess = {
   '/api/admin/audit': operator('compliance'),
   '/api/admin/keys/lookup': operator('operator'),
   '/api/admin/keys/list': operator('operator'),
+  '/api/admin/keys/correlation': operator('operator'),
+  '/api/admin/principals': operator('operator'),
   '/api/admin/retention': operator('compliance'),
   '/api/admin/retention/export': operator('compliance'),
   '/api/admin/policies': operator('admin'),

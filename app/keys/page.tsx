@@ -1,8 +1,13 @@
-// /keys (operator): look up one principal's key, metadata only, audited.
+// /keys (operator): look up one principal's key, metadata only, audited; find a principal by
+// name or a request by its correlation id. Links from the overview's principals table prefill
+// the principal and the key list's scope and state.
 import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { knownScopes } from '@/server/retention/policies';
 import { KeyLookup } from '@/components/keys/key-lookup';
 import { serviceNameSchema } from '@/server/service-name';
+import { keyListSchema } from '@/server/idempotency/key-metadata';
+
+const keyStateSchema = keyListSchema.shape.state.unwrap();
 
 export const dynamic = 'force-dynamic';
 
@@ -19,6 +24,8 @@ export default async function KeysPage({ searchParams }: { searchParams: Promise
         initialPrincipalId={text(params.principalId)}
         initialKey={text(params.key)}
         initialService={serviceNameSchema.safeParse(params.service).data ?? ''}
+        initialScope={text(params.scope).slice(0, 200)}
+        initialState={keyStateSchema.safeParse(params.state).data ?? ''}
         scopes={await knownScopes(dashboardPool())}
       />
     </main>

@@ -9,7 +9,9 @@ import type { ServiceScope } from '@/server/retention/policies';
 import { Options } from '../options';
 import { adminFetch } from '../admin-fetch';
 import { formatBytes, formatDateTime, formatDuration } from '../overview/format';
-import { PrincipalKeys } from './principal-keys';
+import { PrincipalKeys, type KeyState } from './principal-keys';
+import { PrincipalSearch } from './principal-search';
+import { CorrelationLookup } from './correlation-lookup';
 import { Problem } from '../banners';
 import { LeasePassed } from './release-claim';
 
@@ -33,11 +35,16 @@ export function KeyLookup({
   initialPrincipalId = '',
   initialKey = '',
   initialService = '',
+  initialScope = '',
+  initialState = '',
   scopes,
 }: {
   initialPrincipalId?: string;
   initialKey?: string;
   initialService?: string;
+  /** Filters of the principal's key list (links from the overview's principals table). */
+  initialScope?: string;
+  initialState?: KeyState | '';
   /** The (service, scope) pairs keys can live in, from the policies. */
   scopes: ServiceScope[];
 }) {
@@ -54,6 +61,7 @@ export function KeyLookup({
   };
   return (
     <>
+      <PrincipalSearch onChoose={setPrincipalId} />
       <form
         className="card form lookup"
         onSubmit={(event) => {
@@ -100,7 +108,18 @@ export function KeyLookup({
           )
         ) : null}
       </section>
+      <CorrelationLookup
+        reason={reason}
+        onOpen={(record) => {
+          setPrincipalId(record.principalId);
+          setKey(record.key);
+          setService(record.service);
+          run({ principalId: record.principalId, key: record.key, reason, service: record.service });
+        }}
+      />
       <PrincipalKeys
+        initialScope={initialScope}
+        initialState={initialState}
         scopes={[...new Set(scopes.filter((scope) => service === '' || scope.service === service).map((scope) => scope.scope))]}
         request={{ principalId: principalId.trim(), reason, service }}
         onLookUp={(chosen) => {

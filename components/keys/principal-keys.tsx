@@ -11,6 +11,7 @@ import { Options } from '../options';
 import { Problem } from '../banners';
 
 type State = KeySummary['state'];
+export type KeyState = State;
 type Page = KeyPage;
 export interface ListRequest {
   principalId: string;
@@ -27,9 +28,21 @@ interface Listing extends Omit<ListRequest, 'service'> {
   state?: State;
 }
 
-export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequest; scopes: string[]; onLookUp: (key: { service: string; key: string }) => void }) {
-  const [state, setState] = useState<State | ''>('');
-  const [scope, setScope] = useState('');
+export function PrincipalKeys({
+  request,
+  scopes,
+  onLookUp,
+  initialScope = '',
+  initialState = '',
+}: {
+  request: ListRequest;
+  scopes: string[];
+  onLookUp: (key: { service: string; key: string }) => void;
+  initialScope?: string;
+  initialState?: State | '';
+}) {
+  const [state, setState] = useState<State | ''>(initialState);
+  const [scope, setScope] = useState(initialScope);
   // What the pages on screen were listed with: later pages reuse it, whatever the form says now.
   const [listing, setListing] = useState<{ of: Listing; pages: Page[] } | null>(null);
   const list = useMutation({
@@ -83,7 +96,7 @@ export function PrincipalKeys({ request, scopes, onLookUp }: { request: ListRequ
             }}
           >
             <option value="">Any scope</option>
-            <Options values={scopes} />
+            <Options values={scope === '' || scopes.includes(scope) ? scopes : [...scopes, scope]} />
           </select>
         </label>
         <label>

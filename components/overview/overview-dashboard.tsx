@@ -16,6 +16,7 @@ import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, ty
 import { TimeChart, type TimeAxis } from './time-chart';
 import { timeTicks, timeZoneText } from './axis';
 import { useHydrated } from '../local-time';
+import { PrincipalsTable } from './principals-table';
 import { Options } from '../options';
 import { LoadProblem, Notice } from '../banners';
 import { CheckBanners } from './checks';
@@ -147,6 +148,8 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               }
             />
           </section>
+
+          <PrincipalsTable data={data.principals} service={search.service ?? null} scope={search.scope ?? null} />
 
           <p className="muted small chart-caption">
             Charts share one time axis ({rangeLabels[search.range].toLowerCase()}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running.

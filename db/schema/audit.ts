@@ -2,9 +2,10 @@
 // UPDATE and DELETE, see the migration; the one exception is an aggregated row's count going
 // up); written in the same transaction as the action.
 import { sql } from 'drizzle-orm';
-import { bigserial, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigserial, check, index, integer, jsonb, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
-export const auditLog = pgTable(
+export const auditLog = retrysafe.table(
   'audit_log',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),

@@ -2,10 +2,11 @@
 // payments and refunds. They live in the same database as the key store, so the
 // payments endpoint can share one transaction between claim and effect.
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { bigint, check, index, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { retrysafeDemo } from './schemas';
 import { bytea } from './types';
 
-export const tenants = pgTable(
+export const tenants = retrysafeDemo.table(
   'tenants',
   {
     id: uuid('id').primaryKey().defaultRandom(),
@@ -20,7 +21,7 @@ export const tenants = pgTable(
   (t) => [check('tenants_name_length', sql`char_length(${t.name}) BETWEEN 1 AND 200`)],
 );
 
-export const payments = pgTable(
+export const payments = retrysafeDemo.table(
   'payments',
   {
     id: text('id').primaryKey(),
@@ -38,7 +39,7 @@ export const payments = pgTable(
   ],
 );
 
-export const refunds = pgTable(
+export const refunds = retrysafeDemo.table(
   'refunds',
   {
     id: text('id').primaryKey(),

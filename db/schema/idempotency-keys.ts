@@ -2,7 +2,8 @@
 // Every column answers a failure mode named in the design lesson; see the
 // comments on each, and db/migrations for why each index exists.
 import { sql } from 'drizzle-orm';
-import { check, index, integer, pgTable, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { check, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 import { bytea } from './types';
 
 /** Stated by the statements that read idempotency_keys_expiry_idx (true of every row: no key expires at -infinity). */
@@ -11,11 +12,13 @@ export const EXPIRY_INDEX_PREDICATE = "expires_at > '-infinity'::timestamptz";
 export const STALE_LEASE_INDEX_PREDICATE = "state = 'in_progress' AND lease_expires_at IS NOT NULL";
 /** Stated by the principal's-keys page (true of every row: created_at is now() at the claim). */
 export const PRINCIPAL_CREATED_INDEX_PREDICATE = "created_at > '-infinity'::timestamptz";
+/** True of every correlation id (the nil UUID is the least); stated only by the correlation lookup. */
+export const CORRELATION_INDEX_PREDICATE = "correlation_id >= '00000000-0000-0000-0000-000000000000'::uuid";
 
 export const claimStates = ['in_progress', 'completed', 'failed'] as const;
 export type ClaimState = (typeof claimStates)[number];
 
-export const idempotencyKeys = pgTable(
+export const idempotencyKeys = retrysafe.table(
   'idempotency_keys',
   {
     // Fixed-width columns first so the row packs without alignment padding.
@@ -76,6 +79,9 @@ export const idempotencyKeys = pgTable(
     // The one index not needed by the claim itself; it costs 3 to 10% of peak claim throughput
     // (bench/README: measured at 10M rows), paid so an operator can see what a tenant just did.
     index('idempotency_keys_principal_created_idx').on(t.principalId, t.createdAt).where(sql.raw(PRINCIPAL_CREATED_INDEX_PREDICATE)),
+    // Serves the dashboard's lookup by the X-Correlation-Id a customer quotes, across the store.
+    // Written on every claim like the one above (its cost: README, "Correlation-id lookup").
+    index('idempotency_keys_correlation_idx').on(t.correlationId).where(sql.raw(CORRELATION_INDEX_PREDICATE)),
     check('idempotency_keys_key_length', sql`octet_length(${t.key}) BETWEEN 1 AND 255`),
     check('idempotency_keys_service_name', sql`${t.service} ~ '^[a-z0-9][a-z0-9._-]{0,62}$'`),
     check('idempotency_keys_scope_length', sql`octet_length(${t.scope}) BETWEEN 1 AND 200`),

@@ -1,8 +1,4 @@
-// Every table Drizzle knows about; drizzle-kit reads this file to generate migrations.
-export * from './idempotency-keys';
-export * from './key-usage';
+// Every table Drizzle knows about: the store's (schema retrysafe) and the demo API's (schema
+// retrysafe_demo, its own migration set: drizzle.demo.config.ts).
+export * from './store';
 export * from './demo';
-export * from './retention';
-export * from './audit';
-export * from './metrics';
-export * from './operators';

@@ -2,9 +2,10 @@
 // instance adds its own counts in one batched upsert every second, so no row is written
 // by two instances and no request waits on a shared counter.
 import { sql } from 'drizzle-orm';
-import { check, integer, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { check, integer, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
-export const idempotencyKeyUsage = pgTable(
+export const idempotencyKeyUsage = retrysafe.table(
   'idempotency_key_usage',
   {
     bucketStart: timestamp('bucket_start', { withTimezone: true }).notNull(),

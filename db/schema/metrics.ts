@@ -2,12 +2,13 @@
 // stored figures are the sum over instances. Minute buckets roll up into hour buckets and
 // then expire (server/metrics/rollup.ts).
 import { sql } from 'drizzle-orm';
-import { bigint, check, doublePrecision, integer, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, check, doublePrecision, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
 const outcomeCheck = (column: unknown) =>
   sql`${column} IN ('new', 'replay', 'conflict', 'mismatch', 'takeover', 'rejected', 'error')`;
 
-export const flowCountsMinute = pgTable(
+export const flowCountsMinute = retrysafe.table(
   'flow_counts_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
@@ -20,7 +21,7 @@ export const flowCountsMinute = pgTable(
   (t) => [primaryKey({ name: 'flow_counts_minute_pkey', columns: [t.minute, t.service, t.scope, t.outcome] }), check('flow_counts_minute_outcome', outcomeCheck(t.outcome))],
 );
 
-export const flowCountsHour = pgTable(
+export const flowCountsHour = retrysafe.table(
   'flow_counts_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
@@ -32,7 +33,7 @@ export const flowCountsHour = pgTable(
   (t) => [primaryKey({ name: 'flow_counts_hour_pkey', columns: [t.hour, t.service, t.scope, t.outcome] }), check('flow_counts_hour_outcome', outcomeCheck(t.outcome))],
 );
 
-export const claimLatencyMinute = pgTable(
+export const claimLatencyMinute = retrysafe.table(
   'claim_latency_minute',
   {
     minute: timestamp('minute', { withTimezone: true }).notNull(),
@@ -45,7 +46,7 @@ export const claimLatencyMinute = pgTable(
   (t) => [primaryKey({ name: 'claim_latency_minute_pkey', columns: [t.minute, t.service, t.scope, t.bucket] })],
 );
 
-export const claimLatencyHour = pgTable(
+export const claimLatencyHour = retrysafe.table(
   'claim_latency_hour',
   {
     hour: timestamp('hour', { withTimezone: true }).notNull(),
@@ -57,7 +58,7 @@ export const claimLatencyHour = pgTable(
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
-export const storeStats = pgTable(
+export const storeStats = retrysafe.table(
   'store_stats',
   {
     // One sample a minute, by the sampling leader.
@@ -77,7 +78,7 @@ export const storeStats = pgTable(
   () => [],
 );
 
-export const storeStatsScopes = pgTable(
+export const storeStatsScopes = retrysafe.table(
   'store_stats_scopes',
   {
     // Taken with the store_stats sample of the same minute, from a bounded page sample of the
@@ -93,4 +94,50 @@ export const storeStatsScopes = pgTable(
   },
   // Serves "the sample at or before t" (max(sampled_at) then the rows of that minute) and the expiry range delete.
   (t) => [primaryKey({ name: 'store_stats_scopes_pkey', columns: [t.sampledAt, t.service, t.scope] })],
+);
+
+const principalOutcomeCheck = (column: unknown) => sql`${column} IN ('conflict', 'mismatch', 'rejected', 'takeover', 'error', 'claims')`;
+
+/**
+ * The principals behind each outcome, per minute: each instance's flush adds its top-K summary's
+ * counters (packages/store/src/recorder.ts), so a count is a lower bound of the truth, short by
+ * at most N/(k+1) (N the bucket's events of that outcome). Scope '*' holds a service's
+ * summaries merged over its scopes, service '*' the store's; 'claims' counts every outcome.
+ */
+export const principalFlowMinute = retrysafe.table(
+  'principal_flow_minute',
+  {
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    minute: timestamp('minute', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // Serves the flush upsert and the overview's read of one (service, scope) over a time range;
+  // the minute index serves the roll-up's move of old minutes.
+  (t) => [
+    primaryKey({ name: 'principal_flow_minute_pkey', columns: [t.service, t.scope, t.minute, t.outcome, t.principalId] }),
+    index('principal_flow_minute_minute_idx').on(t.minute),
+    check('principal_flow_minute_outcome', principalOutcomeCheck(t.outcome)),
+  ],
+);
+
+/** Hour buckets of principal_flow_minute, each (hour, service, scope, outcome) merged down to top-K by the roll-up. */
+export const principalFlowHour = retrysafe.table(
+  'principal_flow_hour',
+  {
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    hour: timestamp('hour', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // As the minute table's; the hour index serves the expiry delete.
+  (t) => [
+    primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
+    index('principal_flow_hour_hour_idx').on(t.hour),
+    check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
+  ],
 );

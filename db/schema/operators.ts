@@ -4,14 +4,15 @@
 // writes the throttle; operators, credentials and sessions it writes (and reads credentials and
 // sessions) only through the SECURITY DEFINER functions of migration 0014.
 import { sql } from 'drizzle-orm';
-import { boolean, check, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, check, index, integer, text, timestamp } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
 export const operatorRoles = ['viewer', 'operator', 'compliance', 'admin'] as const;
 export type OperatorRole = (typeof operatorRoles)[number];
 
 const at = (name: string) => timestamp(name, { withTimezone: true });
 
-export const operators = pgTable(
+export const operators = retrysafe.table(
   'operators',
   {
     id: text('id').primaryKey(),
@@ -31,7 +32,7 @@ export const operators = pgTable(
   (t) => [check('operators_role', sql`${t.role} IN ('viewer', 'operator', 'compliance', 'admin')`)],
 );
 
-export const operatorSessions = pgTable(
+export const operatorSessions = retrysafe.table(
   'operator_sessions',
   {
     id: text('id').primaryKey(),
@@ -52,7 +53,7 @@ export const operatorSessions = pgTable(
   (t) => [index('operator_sessions_user_id_idx').on(t.userId)],
 );
 
-export const operatorAccounts = pgTable(
+export const operatorAccounts = retrysafe.table(
   'operator_accounts',
   {
     id: text('id').primaryKey(),
@@ -76,7 +77,7 @@ export const operatorAccounts = pgTable(
   (t) => [index('operator_accounts_user_id_idx').on(t.userId)],
 );
 
-export const operatorVerifications = pgTable(
+export const operatorVerifications = retrysafe.table(
   'operator_verifications',
   {
     id: text('id').primaryKey(),
@@ -89,7 +90,7 @@ export const operatorVerifications = pgTable(
   (t) => [index('operator_verifications_identifier_idx').on(t.identifier)],
 );
 
-export const signInThrottle = pgTable(
+export const signInThrottle = retrysafe.table(
   'sign_in_throttle',
   {
     // "email:<address>" or "ip:<address>": failures are counted for both.

@@ -1,9 +1,10 @@
 // Retention: the published promise per endpoint, its change history, and the record of
 // every sweep with the evidence compliance signs off (no row deleted inside its window).
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, boolean, check, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, boolean, check, doublePrecision, index, integer, jsonb, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { retrysafe } from './schemas';
 
-export const endpointPolicies = pgTable(
+export const endpointPolicies = retrysafe.table(
   'endpoint_policies',
   {
     // The service whose endpoint this is (createRetrysafe's `service`).
@@ -35,7 +36,7 @@ export const endpointPolicies = pgTable(
   ],
 );
 
-export const endpointPolicyHistory = pgTable(
+export const endpointPolicyHistory = retrysafe.table(
   'endpoint_policy_history',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
@@ -60,7 +61,7 @@ export const endpointPolicyHistory = pgTable(
   ],
 );
 
-export const sweepRuns = pgTable(
+export const sweepRuns = retrysafe.table(
   'sweep_runs',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
@@ -80,7 +81,7 @@ export const sweepRuns = pgTable(
   () => [],
 );
 
-export const sweepRunScopes = pgTable(
+export const sweepRunScopes = retrysafe.table(
   'sweep_run_scopes',
   {
     runId: bigint('run_id', { mode: 'number' })

@@ -1,6 +1,6 @@
 // An orders service that puts its endpoint behind Retrysafe, as an outside team would: only the
 // @retrysafe/store tarball and express are installed. Run with `node server.mjs`.
-//   DATABASE_URL              the Retrysafe database (migrated by the Retrysafe server), required
+//   DATABASE_URL              the Retrysafe database (migrated by `npx retrysafe migrate` or the Retrysafe server), required
 //   PORT                      default 3100
 //   SERVICE                   this service's name on the dashboard, default "orders"
 //   IDEMPOTENCY_SECRET        request-fingerprint key (HMAC), at least 16 bytes, required

@@ -12,6 +12,7 @@ export const auditActions = [
   'auth.sign_out',
   'key.lookup',
   'key.list',
+  'key.correlation_lookup',
   'stale_claim.release',
   'operator.create',
   'operator.role',

@@ -5,7 +5,7 @@ import { migrateDatabase } from '../../db/migrate';
 import { DATA_DIR, openDatabase } from '../../db/database-url';
 import pg from 'pg';
 import { ConfigurationError, readEnvironment } from '../config';
-import { createPool } from '../../db/client';
+import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../../db/client';
 import { DEMO_SERVICE, defaultPolicyFields } from '../demo/policies';
 import { serviceNameSchema } from '../service-name';
 import { createTenant } from '../demo/tenants';
@@ -87,7 +87,7 @@ const commands: Record<string, Command> = {
     if (action !== 'create') throw new UsageError('usage: tenant create <name>');
     const name = rest.join(' ').trim();
     if (name.length < 1 || name.length > 200) throw new UsageError('tenant create needs a name of 1 to 200 characters');
-    const client = new pg.Client({ connectionString: databaseUrl, application_name: 'retrysafe-cli' });
+    const client = new pg.Client({ connectionString: databaseUrl, application_name: 'retrysafe-cli', options: SERVER_SEARCH_PATH_OPTIONS });
     await client.connect();
     try {
       return await createTenant(client, name);

@@ -17,10 +17,13 @@ export interface CreatedTenant {
 
 export async function createTenant(db: Queryable, name: string): Promise<CreatedTenant> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
-  const result = await db.query<{ id: string }>('INSERT INTO tenants (name, api_key_hash) VALUES ($1, $2) RETURNING id', [
-    name,
-    hashApiKey(apiKey),
-  ]);
+  // The tenant is a principal: it gets its display name in the same statement.
+  const result = await db.query<{ id: string }>(
+    `WITH tenant AS (INSERT INTO tenants (name, api_key_hash) VALUES ($1, $2) RETURNING id, name),
+          named AS (INSERT INTO principal_names (principal_id, name) SELECT id, name FROM tenant)
+     SELECT id FROM tenant`,
+    [name, hashApiKey(apiKey)],
+  );
   const row = result.rows[0];
   if (!row) throw new Error('tenant insert returned no row');
   return { principalId: row.id, apiKey };

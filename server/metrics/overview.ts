@@ -13,6 +13,7 @@ import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
 import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';
+import { readPrincipalsBehind, troubleOutcomes, type PrincipalsBehind } from './principals';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -69,6 +70,8 @@ export interface Overview {
   /** The last finished sweep run (readLastFinishedSweep). */
   lastSweep: (Omit<FinishedSweep, 'finishedAt'> & { finishedAt: string }) | null;
   alerts: Alert[];
+  /** The principals behind conflicts, mismatches, rejections and stale claims (readPrincipalsBehind). */
+  principals: PrincipalsBehind;
   /** Every alert rule as a check for this choice: the firing ones first, then the passed ones with their values. */
   checks: Check[];
   /** The thresholds the charts draw as lines. */
@@ -175,6 +178,13 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     const point = flow.get(row.t.getTime());
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
+  const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
+  for (const row of counts.rows) {
+    totals.claims += Number(row.n);
+    if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
+  }
+  const services = [...new Set(scopes.rows.map((row) => row.service))];
+  const principals = await readPrincipalsBehind(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services, totals });
   const scopeSample = (await readLatestScopeFigures(db, window.to)).filter((figure) => figure.sampledAt >= window.from);
   return {
     range: query.range,
@@ -182,7 +192,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     from: window.from.toISOString(),
     to: window.to.toISOString(),
     service: query.service ?? null,
-    services: [...new Set(scopes.rows.map((row) => row.service))],
+    services,
     scope: query.scope ?? null,
     scopes: [...new Set(scopes.rows.filter((row) => query.service === undefined || row.service === query.service).map((row) => row.scope))].sort(),
     flow: [...flow.entries()].map(([t, point]) => {
@@ -244,5 +254,6 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     dataSince: since.rows[0]?.since?.toISOString() ?? null,
     now: window.now.toISOString(),
     staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
+    principals,
   };
 }

@@ -69,6 +69,9 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
     { record: rowsRatio, expr: 'max by (service) (retrysafe_store_rows_estimate)\n/\n(max by (service) (retrysafe_store_baseline_rows) > 0)' },
   ];
 
+  // Names the service where the series carries one (every series /api/metrics exposes does);
+  // nothing where it does not, so the summary never reads "in service ".
+  const inService = '{{ with $labels.service }} in service {{ . }}{{ end }}';
   const alert = (name: AlertName, expr: string, summary: string, duration?: string): AlertingRule => ({
     alert: prometheusAlertName(name),
     expr,
@@ -80,7 +83,7 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
     alert(
       name,
       `${share}{outcome="${outcome}"} > ${limit}\nand ignoring (outcome)\n${busy}`,
-      `Over ${shareText(limit)} of claims on {{ $labels.scope }} for ${thresholds.rateMinutes} min: ${who} ${alertCatalog[name].what}`,
+      `Over ${shareText(limit)} of claims on {{ $labels.scope }}${inService} for ${thresholds.rateMinutes} min: ${who} ${alertCatalog[name].what}`,
       minutes(thresholds.rateMinutes),
     );
 
@@ -88,28 +91,28 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
     alert(
       'retention_below_window',
       'max by (service, scope) (retrysafe_policy_retention_seconds)\n< max by (service, scope) (retrysafe_policy_retry_window_seconds)',
-      '{{ $labels.scope }} keeps keys {{ $value }} s, less than its documented window',
+      `{{ $labels.scope }}${inService} keeps keys {{ $value }} s, less than its documented window`,
     ),
     alert(
       'rows_over_baseline',
       `${rowsRatio} > ${thresholds.rowsOverBaselineRatio}`,
-      `The store holds {{ $value | printf "%.2f" }}x its baseline, over ${thresholds.rowsOverBaselineRatio}x, for ${thresholds.rowsOverBaselineMinutes} min`,
+      `The store holds {{ $value | printf "%.2f" }}x its baseline${inService}, over ${thresholds.rowsOverBaselineRatio}x, for ${thresholds.rowsOverBaselineMinutes} min`,
       minutes(thresholds.rowsOverBaselineMinutes),
     ),
     alert(
       'cleanup_lag',
       `max by (service) (retrysafe_store_cleanup_lag_seconds) > ${thresholds.cleanupLagSeconds}`,
-      'The oldest surviving row expired {{ $value | humanizeDuration }} ago',
+      `The oldest surviving row${inService} expired {{ $value | humanizeDuration }} ago`,
     ),
     alert(
       'stale_claims',
       `max by (service) (retrysafe_stale_claim_oldest_seconds) > ${thresholds.staleClaimMinutes * 60}`,
-      'A claim has been past its lease for {{ $value | humanizeDuration }}',
+      `A claim${inService} has been past its lease for {{ $value | humanizeDuration }}`,
     ),
     alert(
       'claim_p99',
       `${p99} > ${thresholds.claimP99ObjectiveMs / 1000}\nand\n${busy}`,
-      `Claim p99 on {{ $labels.scope }} over its ${thresholds.claimP99ObjectiveMs} ms objective for ${thresholds.claimP99Minutes} min`,
+      `Claim p99 on {{ $labels.scope }}${inService} over its ${thresholds.claimP99ObjectiveMs} ms objective for ${thresholds.claimP99Minutes} min`,
       minutes(thresholds.claimP99Minutes),
     ),
     rateAlert('mismatch_rate', 'mismatch', thresholds.mismatchShare, 'clients'),
@@ -118,7 +121,7 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
     alert(
       'sweeper_stalled',
       `time() - max by (service) (retrysafe_sweep_last_run_timestamp_seconds)\n> ${thresholds.sweepStalledIntervals} * max by (service) (retrysafe_sweep_interval_seconds)`,
-      `No sweep has finished for {{ $value | humanizeDuration }}, over ${thresholds.sweepStalledIntervals} sweep intervals`,
+      `No sweep has finished${inService} for {{ $value | humanizeDuration }}, over ${thresholds.sweepStalledIntervals} sweep intervals`,
     ),
   ];
   // One group: recording rules first, so the alerts read this evaluation's values.

@@ -3,6 +3,7 @@
 // what it adds), and hour buckets older than the hour retention are deleted. One instance
 // at a time (a transaction-scoped advisory lock); each table pair in one transaction.
 import type pg from 'pg';
+import { PRINCIPAL_TOP_K } from '@retrysafe/store';
 import { inTransaction } from '../../db/transaction';
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
@@ -11,7 +12,14 @@ const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;
 export interface RollupOptions {
   minuteRetentionMs: number;
   hourRetentionMs: number;
+  /** How long the principals' minute rows are kept before their whole hours move (default 2 h). */
+  principalMinuteRetentionMs?: number;
+  /** Counters kept per (hour, service, scope, outcome) of the principals (default PRINCIPAL_TOP_K). */
+  principalTopK?: number;
 }
+
+/** The principals' minute rows cover the 1-hour range; longer ones read hours. */
+export const PRINCIPAL_MINUTE_RETENTION_MS = 2 * 3_600_000;
 
 export interface RollupResult {
   ran: boolean;
@@ -45,6 +53,10 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const expired = await client.query(`DELETE FROM ${hourTable} WHERE hour < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += expired.rowCount ?? 0;
     }
+    minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
+    // Hour index range.
+    const principalHours = await client.query('DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval \'1 millisecond\'', [options.hourRetentionMs]);
+    hourRowsExpired += principalHours.rowCount ?? 0;
     // The store statistics series is kept as long as the hour buckets. Primary key range.
     for (const table of ['store_stats', 'store_stats_scopes'] as const) {
       const samples = await client.query(`DELETE FROM ${table} WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
@@ -52,4 +64,35 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     }
     return { ran: true, minuteRowsRolledUp, hourRowsExpired };
   });
+}
+
+/**
+ * Moves the principals' minute rows of whole hours older than the retention into hour rows,
+ * each (hour, service, scope, outcome) merged down to k counters the Misra-Gries way: the
+ * counts summed per principal, the (k+1)-th largest subtracted from the k largest, the rest
+ * dropped. A merge keeps each count within N/(k+1) of the truth (N the hour's events of that
+ * outcome), so the hour tables stay bounded however many principals there are. Served by the
+ * minute index (the move) and the hour table's primary key (the upsert).
+ */
+async function rollUpPrincipals(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<number> {
+  const { rows } = await client.query<{ n: string }>(
+    `WITH moved AS (
+       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond')
+       RETURNING service, scope, minute, outcome, principal_id, count
+     ), summed AS (
+       SELECT service, scope, date_trunc('hour', minute) AS hour, outcome, principal_id, sum(count) AS count FROM moved GROUP BY 1, 2, 3, 4, 5
+     ), ranked AS (
+       SELECT *, row_number() OVER w AS rank,
+              coalesce(nth_value(count, $2::int + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), 0) AS cut
+       FROM summed WINDOW w AS (PARTITION BY service, scope, hour, outcome ORDER BY count DESC, principal_id)
+     ), added AS (
+       INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+       SELECT service, scope, hour, outcome, principal_id, count - cut FROM ranked WHERE rank <= $2 AND count > cut
+       ORDER BY 1, 2, 3, 4, 5
+       ON CONFLICT (service, scope, hour, outcome, principal_id) DO UPDATE SET count = principal_flow_hour.count + EXCLUDED.count
+     )
+     SELECT count(*) AS n FROM moved`,
+    [retentionMs, k],
+  );
+  return Number(rows[0]?.n ?? 0);
 }

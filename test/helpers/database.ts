@@ -23,8 +23,14 @@ export interface TestDatabase {
 export type StoreLayout = 'plain' | 'partitioned';
 export const layouts: StoreLayout[] = ['plain', 'partitioned'];
 
-/** A fresh database: a copy of the migrated template (in the given layout), or with `empty`, one with no schema at all. */
-export async function createTestDatabase(options: { empty?: boolean; layout?: StoreLayout } = {}): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * A fresh database: a copy of the migrated template (in the given layout), or with `empty`, one
+ * with no schema at all. Its connections look in retrysafe and retrysafe_demo first, as the
+ * server's pools do (db/client.ts), so tests name tables as the server's queries do; with
+ * `serverSearchPath: false` they keep Postgres's default (an adopter's database, where only
+ * @retrysafe/store's own schema-qualified statements run).
+ */
+export async function createTestDatabase(options: { empty?: boolean; layout?: StoreLayout; serverSearchPath?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const adminUrl = inject('adminUrl');
   const name = `${inject('runPrefix')}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -40,6 +46,7 @@ export async function createTestDatabase(options: { empty?: boolean; layout?: St
         await new Promise((done) => setTimeout(done, 100));
       }
     }
+    if (options.serverSearchPath !== false) await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, public`);
   } finally {
     await admin.end();
   }

@@ -80,7 +80,9 @@ describe('npm run cli', () => {
     expect(result.code).toBe(0);
     const printed = JSON.parse(result.stdout) as { role: string; sql: string };
     expect(printed.role).toBe('retrysafe_dashboard');
-    expect(printed.sql).toContain('GRANT SELECT (created_at');
+    // The key table's metadata columns the database has (a format() over the listed ones), in the store's schema.
+    expect(printed.sql).toContain("GRANT SELECT (%s) ON retrysafe.idempotency_keys TO retrysafe_dashboard");
+    expect(printed.sql).toContain("ARRAY['created_at'");
     expect(printed.sql).not.toMatch(/response_body/);
   });
 });

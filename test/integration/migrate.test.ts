@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { migrateDatabase, migrationStatus, readJournal } from '../../db/migrate';
+import { DEMO_MIGRATIONS, migrateDatabase, migrationStatus, readJournal } from '../../db/migrate';
 import { createTestDatabase } from '../helpers/database';
 
 describe('migrateDatabase', () => {
@@ -9,13 +9,17 @@ describe('migrateDatabase', () => {
     try {
       const results = await Promise.all([migrateDatabase(db.url), migrateDatabase(db.url), migrateDatabase(db.url)]);
       const journal = await readJournal();
-      // Exactly one of them did the work; the others found it done.
-      expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, journal.length]);
+      const demo = await readJournal(DEMO_MIGRATIONS.folder);
+      // Exactly one of them did the work (the store's set, then the demo's); the others found it done.
+      expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, journal.length + demo.length]);
       const client = new pg.Client({ connectionString: db.url });
       await client.connect();
       const status = await migrationStatus(client);
-      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM drizzle.__drizzle_migrations');
+      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM retrysafe.migrations');
+      const drizzle = await client.query<{ exists: boolean }>("SELECT to_regnamespace('drizzle') IS NOT NULL AS exists");
       await client.end();
+      // The store's own journal; Drizzle's is not even created (it belongs to whoever else uses Drizzle here).
+      expect(drizzle.rows[0]?.exists).toBe(false);
       expect(status).toEqual({ current: journal.at(-1)?.tag, latest: journal.at(-1)?.tag, pending: [] });
       expect(Number(rows[0]?.n)).toBe(journal.length);
     } finally {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useTestDatabase } from '../helpers/database';
+import { createTestDatabase } from '../helpers/database';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -61,11 +61,13 @@ const server = app.listen(0, '127.0.0.1', async () => {
 `;
 
 describe('@retrysafe/store from its tarball', () => {
-  const db = useTestDatabase();
+  // An adopter's database: nothing in it yet, Postgres's default search_path.
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
   let dir = '';
   let tarball = '';
 
   beforeAll(async () => {
+    db = await createTestDatabase({ empty: true, serverSearchPath: false });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
     await run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT });
     const packed = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
@@ -74,7 +76,10 @@ describe('@retrysafe/store from its tarball', () => {
     await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'adopter', private: true, type: 'module' }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', tarball, 'express@5.3.0'], { cwd: dir });
   }, 180_000);
-  afterAll(() => (dir ? rm(dir, { recursive: true, force: true }) : undefined));
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+    await db.drop();
+  });
 
   it('holds built JavaScript and declarations only, and depends on pg and canonicalize alone', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball]);
@@ -83,9 +88,27 @@ describe('@retrysafe/store from its tarball', () => {
     expect(files).toContain('package/dist/index.d.ts');
     expect(files).toContain('package/dist/adapters/express.js');
     expect(files.filter((file) => file.startsWith('package/src/') || file.endsWith('.ts') && !file.endsWith('.d.ts'))).toEqual([]);
+    // Its migrations ship with it (the SQL and drizzle-kit's journal; not the snapshots, which only generate).
+    expect(files).toContain('package/migrations/meta/_journal.json');
+    expect(files).toContain('package/migrations/0000_idempotency_keys.sql');
+    expect(files).toContain('package/migrations/0017_own_schema.sql');
+    expect(files.filter((file) => file.endsWith('_snapshot.json'))).toEqual([]);
     const { stdout: manifest } = await run('tar', ['-xzOf', tarball, 'package/package.json']);
     const pkg = JSON.parse(manifest) as { dependencies: Record<string, string> };
     expect(Object.keys(pkg.dependencies).sort()).toEqual(['canonicalize', 'pg']);
+  });
+
+  it('migrates the database with npx retrysafe migrate, from the package alone', async () => {
+    const env = { ...process.env, DATABASE_URL: db.url };
+    const first = await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env, timeout: 60_000 });
+    const result = JSON.parse(first.stdout) as { applied: string[]; current: string; folder: string };
+    expect(result.applied[0]).toBe('0000_idempotency_keys');
+    expect(result.current).toBe(result.applied.at(-1));
+    expect(result.folder).toBe(join(dir, 'node_modules', '@retrysafe', 'store', 'migrations'));
+    const again = JSON.parse((await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env, timeout: 60_000 })).stdout) as { applied: string[] };
+    expect(again.applied).toEqual([]);
+    // Without a database it says what it needs.
+    await expect(run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env: { ...process.env, DATABASE_URL: '' }, timeout: 60_000 })).rejects.toThrow(/DATABASE_URL is not set/);
   });
 
   it('runs an Express service on plain Node: 201, then the byte-identical replay', async () => {

@@ -3,7 +3,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { BUCKET_COUNT, bucketOf, percentileOf } from '@retrysafe/store';
+import { randomUUID } from 'node:crypto';
+import { ALL, BUCKET_COUNT, bucketOf, percentileOf, type ClaimOutcome } from '@retrysafe/store';
 import { FlowRecorder } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '../../server/metrics/rollup';
 import { useTestDatabase } from '../helpers/database';
@@ -88,5 +89,67 @@ describe('flow recorder', () => {
     expect(latency.rows).toEqual([{ bucket: 10, count: '180' }]);
     const recent = await db.pool.query('SELECT 1 FROM flow_counts_minute');
     expect(recent.rowCount).toBe(1);
+  });
+
+  it("stores the principals behind each outcome within N/(k+1) of the exact counts, summed across two recorders, and rolls them into top-k hours", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+    const k = 5;
+    const minute = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const recorders = [new FlowRecorder(db.pool, { now: () => minute, principalTopK: k }), new FlowRecorder(db.pool, { now: () => minute, principalTopK: k })];
+    const principals = Array.from({ length: 200 }, () => randomUUID());
+    const heavy = principals[0] ?? '';
+    const exact = new Map<string, number>();
+    const totals = new Map<string, number>();
+    const count = (key: string, map = exact) => map.set(key, (map.get(key) ?? 0) + 1);
+    let state = 42;
+    const random = () => ((state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let i = 0; i < 6_000; i += 1) {
+      const scope = i % 3 === 0 ? 'POST /refunds' : 'POST /payments';
+      // Refunds: one principal sends most conflicts; payments: many principals, few conflicts.
+      const principalId = scope === 'POST /refunds' && random() < 0.6 ? heavy : (principals[1 + Math.floor(random() * 199)] ?? heavy);
+      const outcome: ClaimOutcome = (principalId === heavy ? random() < 0.4 : random() < 0.03) ? 'conflict' : 'new';
+      recorders[i % 2]?.record({ service: 'demo', scope, principalId, outcome });
+      for (const [s, o] of [[scope, 'claims'], [ALL, 'claims'], ...(outcome === 'conflict' ? [[scope, 'conflict'], [ALL, 'conflict']] : [])]) {
+        count(`${s}|${o}|${principalId}`);
+        count(`${s}|${o}`, totals);
+      }
+      if (i % 700 === 0) await Promise.all(recorders.map((recorder) => recorder.flush()));
+    }
+    await Promise.all(recorders.map((recorder) => recorder.stop()));
+    const read = async (table: string) =>
+      new Map(
+        (await db.pool.query<{ scope: string; outcome: string; principal_id: string; count: string }>(`SELECT scope, outcome, principal_id, sum(count) AS count FROM ${table} WHERE service = 'demo' GROUP BY 1, 2, 3`)).rows.map((row) => [
+          `${row.scope}|${row.outcome}|${row.principal_id}`,
+          Number(row.count),
+        ]),
+      );
+    const checkBound = (stored: Map<string, number>) => {
+      for (const [key, truth] of exact) {
+        const [scope, outcome] = key.split('|');
+        const bound = (totals.get(`${scope}|${outcome}`) ?? 0) / (k + 1);
+        const estimate = stored.get(key) ?? 0;
+        expect(estimate, key).toBeLessThanOrEqual(truth);
+        expect(truth - estimate, key).toBeLessThanOrEqual(bound);
+      }
+      for (const key of stored.keys()) expect(exact.has(key), key).toBe(true);
+    };
+    const minutes = await read('principal_flow_minute');
+    checkBound(minutes);
+    // The heavy principal leads refunds' conflicts, and the store's ('*').
+    const conflicts = (scope: string) => [...minutes].filter(([key]) => key.startsWith(`${scope}|conflict|`)).sort((a, b) => b[1] - a[1]);
+    expect(conflicts('POST /refunds')[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
+    expect(conflicts(ALL)[0]?.[0]).toBe(`${ALL}|conflict|${heavy}`);
+    const store = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM principal_flow_minute WHERE service = '*' AND scope = '*'");
+    expect(Number(store.rows[0]?.n)).toBeGreaterThan(0);
+
+    // Rolled up (that minute is long past): hours merged down to k counters, still within the bound.
+    const result = await rollUpFlowMetrics(db.pool, { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 3_650 * 86_400_000, principalTopK: k });
+    expect(result.minuteRowsRolledUp).toBeGreaterThanOrEqual(minutes.size);
+    expect((await db.pool.query('SELECT 1 FROM principal_flow_minute')).rowCount).toBe(0);
+    const perGroup = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM principal_flow_hour GROUP BY service, scope, hour, outcome');
+    for (const row of perGroup.rows) expect(Number(row.n)).toBeLessThanOrEqual(k);
+    const hours = await read('principal_flow_hour');
+    checkBound(hours);
+    expect([...hours].filter(([key]) => key.startsWith('POST /refunds|conflict|')).sort((a, b) => b[1] - a[1])[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
   });
 });

@@ -3,8 +3,8 @@
 // pipelined behind it share its round trip). On the store's pool (STORE_POOL_SETTINGS):
 //   claim-first  new key: claim + completion = 2 flights; replay: 1 (the claim reads the row).
 //   transactional new key: a read of the committed row (none), BEGIN/SET LOCAL with the claim
-//                (1 flight), the work, completion, COMMIT = 4 + work; replay: the read = 1,
-//                no transaction at all.
+//                (1 flight), the work, the completion with the COMMIT (1 flight) = 3 + work;
+//                replay: the read = 1, no transaction at all.
 // On a pool without pipelining, a new transactional key takes one flight more.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,10 +89,10 @@ describe.each(layouts)('store round trips (%s layout)', (layout) => {
     },
   });
 
-  it('transactional: BEGIN and the claim in one flight; a replay is one read, with no transaction', async () => {
+  it('transactional: BEGIN and the claim in one flight, the completion and COMMIT in another; a replay is one read, with no transaction', async () => {
     const { store } = createTestStore(storePool, { layout });
     const p = principal();
-    expect(await counted(() => store.execute(withWork(p)))).toEqual({ statements: 6, flights: 5 });
+    expect(await counted(() => store.execute(withWork(p)))).toEqual({ statements: 6, flights: 4 });
     expect(await counted(() => store.execute(withWork(p)))).toEqual({ statements: 1, flights: 1 });
   });
 

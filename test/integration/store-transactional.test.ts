@@ -85,6 +85,31 @@ describe.each(layouts)('store, transactional mode (%s layout)', (layout) => {
     expect(await thingsOf(p)).toBe(1);
   });
 
+  it('a completion that fails keeps nothing of the work (its COMMIT leaves with it and rolls back), and a retry runs again', async () => {
+    const { store } = await setup();
+    const p = principal();
+    // The work swallows an error of its own: the transaction is aborted, so the completion fails (25P02).
+    const aborting = call({
+      principalId: p,
+      key: 'k',
+      work: async ({ db: tx }) => {
+        await tx.query('INSERT INTO things (id, principal_id) VALUES ($1, $2)', [randomUUID(), p]);
+        await tx.query('SELECT 1 / 0').catch(() => undefined);
+        return jsonResult(201, { id: 'never stored' });
+      },
+    });
+    await expect(store.execute(aborting)).rejects.toMatchObject({ code: '25P02' });
+    expect(await thingsOf(p)).toBe(0);
+    const { rowCount } = await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [p]);
+    expect(rowCount).toBe(0);
+    const retry = await store.execute(call({ principalId: p, key: 'k' }));
+    expect(retry.replayed).toBe(false);
+    expect(await thingsOf(p)).toBe(1);
+    // Every connection of the store's pool went back clean (no transaction left open on it).
+    const open = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'");
+    expect(open.rows[0]?.n).toBe(0);
+  });
+
   it('makes a concurrent duplicate wait for the original and then replay it', async () => {
     const { store } = await setup();
     const p = principal();

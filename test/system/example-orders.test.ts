@@ -36,6 +36,10 @@ describe('examples/orders-express from the tarball, on the dashboard', () => {
     await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'orders', private: true, type: 'module' }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', join(dir, tarball), 'express@5.3.0'], { cwd: dir });
     await copyFile(join(ROOT, 'examples/orders-express/server.mjs'), join(dir, 'server.mjs'));
+    // The README's step before the first start: the store's migrations, from the installed package
+    // (the Retrysafe server migrated this database already: nothing to do, and no error).
+    const migrated = await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env: { ...process.env, DATABASE_URL: db.url } });
+    expect((JSON.parse(migrated.stdout) as { applied: string[] }).applied).toEqual([]);
     const port = await freePort();
     const child: ChildProcess = spawn(process.execPath, ['server.mjs'], {
       cwd: dir,

@@ -183,8 +183,8 @@ describe.skipIf(!prometheus)('a real Prometheus scraping a running server', () =
       );
       expect(statuses).toContain(409);
       expect(firing).toHaveLength(1);
-      expect(firing[0]?.labels).toMatchObject({ scope: REFUNDS_ENDPOINT, severity: 'warning', retrysafe_alert: 'conflict_rate', outcome: 'conflict' });
-      expect(firing[0]?.annotations.summary).toBe(`Over 10% of claims on ${REFUNDS_ENDPOINT} for 5 min: clients retry while the original is still running`);
+      expect(firing[0]?.labels).toMatchObject({ service: 'demo', scope: REFUNDS_ENDPOINT, severity: 'warning', retrysafe_alert: 'conflict_rate', outcome: 'conflict' });
+      expect(firing[0]?.annotations.summary).toBe(`Over 10% of claims on ${REFUNDS_ENDPOINT} in service demo for 5 min: clients retry while the original is still running`);
       expect(firedAfterMs).toBeGreaterThanOrEqual(FOR_SECONDS * 1000);
       expect(firedAfterMs).toBeLessThanOrEqual((FOR_SECONDS + 2 * SCRAPE_SECONDS) * 1000);
     } finally {

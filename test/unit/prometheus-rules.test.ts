@@ -47,7 +47,7 @@ describe('the Prometheus rule file', () => {
     expect(conflict?.expr).toContain('service_scope_outcome:retrysafe_claims:share2m{outcome="conflict"} > 0.2\n');
     expect(conflict?.expr).toContain('* 60 >= 50');
     expect(conflict?.for).toBe('7m');
-    expect(conflict?.annotations.summary).toBe('Over 20% of claims on {{ $labels.scope }} for 7 min: clients retry while the original is still running');
+    expect(conflict?.annotations.summary).toBe('Over 20% of claims on {{ $labels.scope }}{{ with $labels.service }} in service {{ . }}{{ end }} for 7 min: clients retry while the original is still running');
     expect(conflict?.annotations.runbook_url).toBe('https://git.internal/ops/retrysafe/blob/main/README.md#retrysafeconflictrate');
     expect(changed.get('claim_p99')?.expr).toContain('> 0.03\n');
     expect(changed.get('sweeper_stalled')?.expr).toContain('> 4 * max by (service) (retrysafe_sweep_interval_seconds)');

@@ -41,7 +41,12 @@ export interface BackendTransaction extends KeyOperations {
    * along with it (Postgres: pipelined, one round trip), so the caller awaits it beside them.
    */
   readonly begun: Promise<void>;
-  commit(): Promise<void>;
+  /**
+   * Records the response of the claimed key and commits. A backend may send both at once
+   * (Postgres: pipelined, one round trip); should the completion fail, nothing of the
+   * transaction may remain, and the completion's error is thrown.
+   */
+  completeAndCommit(values: CompletionValues): Promise<void>;
   /** Undoes the transaction and lets it go; retries on this transaction after it are not allowed. */
   rollback(): Promise<void>;
   /** Undoes the transaction without the caller waiting for it (the answer does not depend on it). */
@@ -138,8 +143,19 @@ export class PostgresBackend implements IdempotencyBackend {
     return {
       ...operationsOn(this.sql, client),
       begun: begun ?? Promise.resolve(),
-      commit: async () => {
-        await client.query('COMMIT');
+      completeAndCommit: async (values) => {
+        if (!client.pipeline) {
+          await this.sql.complete(client, values);
+          await client.query('COMMIT');
+          return;
+        }
+        // The COMMIT leaves behind the completion, in the same round trip (each has its own
+        // Sync). Should the completion fail, the transaction is aborted and Postgres answers
+        // the COMMIT by rolling back: nothing of the work stays, and the completion's error
+        // is the one to report.
+        const [completed, committed] = await Promise.allSettled([this.sql.complete(client, values), client.query('COMMIT')]);
+        if (completed.status === 'rejected') throw completed.reason;
+        if (committed.status === 'rejected') throw committed.reason;
       },
       rollback: async () => {
         await client.query('ROLLBACK');

@@ -43,8 +43,10 @@ export { ServicePolicies, type ServicePoliciesOptions } from './service-policies
 export { LEGACY_SERVICE, ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
 export { parseResponseKeys } from './response-keys.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
-export { claimOutcomes, ignoreFlow, type ClaimOutcome, type FlowEvent, type FlowObserver } from './events.js';
-export { FlowRecorder, observeAll, type RecorderOptions } from './recorder.js';
+export { claimOutcomes, ignoreFlow, principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
+export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, type PrincipalRow, type RecorderOptions } from './recorder.js';
+export { namePrincipal } from './principal-names.js';
+export { mergeHeavyHitters, MisraGries, type HeavyHitter } from './heavy-hitters.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';
 export { checkStoreSchema, STORE_SCHEMA_VERSION, StoreSchemaMismatchError } from './schema.js';
 export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './periodic.js';

@@ -118,7 +118,7 @@ export class LiveKeyQuota {
         await this.pool.query({
           name: 'retrysafe_quota_flush',
           text: `
-INSERT INTO idempotency_key_usage (principal_id, service, scope, bucket_start, instance_id, claims)
+INSERT INTO retrysafe.idempotency_key_usage (principal_id, service, scope, bucket_start, instance_id, claims)
 SELECT principal_id, $6::text, scope, to_timestamp(bucket_ms / 1000.0), $4::uuid, claims
 FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::int[]) AS t(principal_id, scope, bucket_ms, claims)
 ON CONFLICT (principal_id, service, scope, bucket_start, instance_id)
@@ -155,7 +155,7 @@ DO UPDATE SET claims = idempotency_key_usage.claims + EXCLUDED.claims`,
       name: 'retrysafe_quota_totals',
       text: `
 SELECT u.principal_id, u.scope, (extract(epoch FROM u.bucket_start) * 1000)::bigint AS bucket_ms, sum(u.claims) AS claims
-FROM idempotency_key_usage u
+FROM retrysafe.idempotency_key_usage u
 JOIN unnest($1::uuid[], $2::text[]) AS t(principal_id, scope) ON u.principal_id = t.principal_id AND u.service = $4 AND u.scope = t.scope
 WHERE u.bucket_start > now() - $3::bigint * interval '1 millisecond'
 GROUP BY 1, 2, 3`,

@@ -2,22 +2,62 @@
 // round trip on the request path); every few seconds flush() adds what accumulated to the
 // shared minute buckets in one statement, so the stored figures are the sum over all
 // instances. A crash loses at most what accumulated since the last flush.
+//
+// It also keeps who is behind the outcomes an operator chases (conflicts, mismatches,
+// rejections, takeovers, errors) and every principal's claims: per (minute, service, scope,
+// outcome) a Misra-Gries summary of PRINCIPAL_TOP_K counters, so memory and rows stay bounded
+// however many principals there are. A flush adds each summary's counters to the minute rows
+// (summed across instances), plus each service's summary merged over its scopes (scope '*')
+// and the store's merged over services (service '*', scope '*'). Each stored count is short
+// of the truth by at most N/(k+1) per flush, N that flush's events of the outcome in the row's
+// bucket; summed over flushes and instances, by at most N/(k+1) for N the bucket's events.
 import type pg from 'pg';
-import type { ClaimOutcome, FlowEvent, FlowObserver } from './events.js';
+import { principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
+import { MisraGries, mergeHeavyHitters } from './heavy-hitters.js';
 import { BUCKET_COUNT, bucketOf } from './histogram.js';
 import { periodicTask, type PeriodicTask } from './periodic.js';
+
+/** Counters per (minute, service, scope, outcome) summary: the top-K's k. */
+export const PRINCIPAL_TOP_K = 20;
+/** The scope (and service) of the rows merged over every scope (and service). */
+export const ALL = '*';
+
+const tracked = new Set<string>(principalOutcomes);
+
+interface PrincipalSummary {
+  minute: number;
+  service: string;
+  scope: string;
+  outcome: PrincipalOutcome;
+  summary: MisraGries;
+}
+
+/** One row of principal_flow_minute, as a flush adds it. */
+export interface PrincipalRow {
+  minute: number;
+  service: string;
+  scope: string;
+  outcome: PrincipalOutcome;
+  principalId: string;
+  count: number;
+}
 
 interface Pending {
   counts: Map<string, { minute: number; service: string; scope: string; outcome: ClaimOutcome; count: number }>;
   latency: Map<string, { minute: number; service: string; scope: string; buckets: Uint32Array }>;
+  principals: Map<string, PrincipalSummary>;
+  /** Rows of a flush that failed, added again by the next one. */
+  carried: PrincipalRow[];
 }
 
-const empty = (): Pending => ({ counts: new Map(), latency: new Map() });
+const empty = (): Pending => ({ counts: new Map(), latency: new Map(), principals: new Map(), carried: [] });
 
 export interface RecorderOptions {
   flushIntervalMs?: number;
   onError?: (error: unknown) => void;
   now?: () => number;
+  /** Counters per principal summary (default PRINCIPAL_TOP_K). */
+  principalTopK?: number;
 }
 
 export class FlowRecorder implements FlowObserver {
@@ -25,12 +65,14 @@ export class FlowRecorder implements FlowObserver {
   private readonly task: PeriodicTask;
   private flushing: Promise<void> | null = null;
   private readonly now: () => number;
+  private readonly topK: number;
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly options: RecorderOptions = {},
   ) {
     this.now = options.now ?? Date.now;
+    this.topK = options.principalTopK ?? PRINCIPAL_TOP_K;
     this.task = periodicTask({
       name: 'flow metrics flush',
       intervalMs: options.flushIntervalMs ?? 5_000,
@@ -45,6 +87,12 @@ export class FlowRecorder implements FlowObserver {
     const count = this.pending.counts.get(countKey);
     if (count) count.count += 1;
     else this.pending.counts.set(countKey, { minute, service: event.service, scope: event.scope, outcome: event.outcome, count: 1 });
+    const principalId = event.principalId;
+    if (principalId !== undefined) {
+      const scopeKey = `${minute}\0${event.service}\0${event.scope}\0`;
+      this.countPrincipal(scopeKey, minute, event, principalId, 'claims');
+      if (tracked.has(event.outcome)) this.countPrincipal(scopeKey, minute, event, principalId, event.outcome as PrincipalOutcome);
+    }
     if (event.claimLatencyMs === undefined) return;
     const latencyKey = `${minute}\0${event.service}\0${event.scope}`;
     let histogram = this.pending.latency.get(latencyKey);
@@ -54,6 +102,16 @@ export class FlowRecorder implements FlowObserver {
     }
     const bucket = bucketOf(event.claimLatencyMs);
     histogram.buckets[bucket] = (histogram.buckets[bucket] ?? 0) + 1;
+  }
+
+  private countPrincipal(scopeKey: string, minute: number, event: FlowEvent, principalId: string, outcome: PrincipalOutcome): void {
+    const key = scopeKey + outcome;
+    let cell = this.pending.principals.get(key);
+    if (!cell) {
+      cell = { minute, service: event.service, scope: event.scope, outcome, summary: new MisraGries(this.topK) };
+      this.pending.principals.set(key, cell);
+    }
+    cell.summary.add(principalId);
   }
 
   start(): void {
@@ -78,7 +136,8 @@ export class FlowRecorder implements FlowObserver {
   private async flushOnce(): Promise<void> {
     const batch = this.pending;
     this.pending = empty();
-    if (batch.counts.size === 0 && batch.latency.size === 0) return;
+    if (batch.counts.size === 0 && batch.latency.size === 0 && batch.principals.size === 0 && batch.carried.length === 0) return;
+    const principals = [...batch.carried, ...principalRows(batch.principals.values(), this.topK)];
     const counts = [...batch.counts.values()];
     const cells: { minute: number; service: string; scope: string; bucket: number; count: number }[] = [];
     for (const histogram of batch.latency.values()) {
@@ -90,13 +149,18 @@ export class FlowRecorder implements FlowObserver {
       await this.pool.query({
         name: 'metrics_flush',
         text: `
-WITH counted AS (
-  INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+WITH principals AS (
+  INSERT INTO retrysafe.principal_flow_minute (service, scope, minute, outcome, principal_id, count)
+  SELECT v, s, to_timestamp(m / 1000.0), o, p, sum(c) FROM unnest($11::text[], $12::text[], $13::bigint[], $14::text[], $15::uuid[], $16::bigint[]) AS t(v, s, m, o, p, c)
+  GROUP BY v, s, m, o, p ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT (service, scope, minute, outcome, principal_id) DO UPDATE SET count = principal_flow_minute.count + EXCLUDED.count
+), counted AS (
+  INSERT INTO retrysafe.flow_counts_minute (minute, service, scope, outcome, count)
   SELECT to_timestamp(m / 1000.0), v, s, o, c FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c)
   ORDER BY 1, 2, 3, 4
   ON CONFLICT (minute, service, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
 )
-INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+INSERT INTO retrysafe.claim_latency_minute (minute, service, scope, bucket, count)
 SELECT to_timestamp(m / 1000.0), v, s, b, c FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c)
 ORDER BY 1, 2, 3, 4
 ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,
@@ -111,15 +175,22 @@ ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency
           cells.map((cell) => cell.count),
           counts.map((cell) => cell.service),
           cells.map((cell) => cell.service),
+          principals.map((row) => row.service),
+          principals.map((row) => row.scope),
+          principals.map((row) => row.minute),
+          principals.map((row) => row.outcome),
+          principals.map((row) => row.principalId),
+          principals.map((row) => row.count),
         ],
       });
     } catch (error) {
-      this.merge(batch); // nothing was written: keep the counts for the next flush
+      this.merge(batch, principals); // nothing was written: keep the counts for the next flush
       throw error;
     }
   }
 
-  private merge(batch: Pending): void {
+  private merge(batch: Pending, principals: PrincipalRow[]): void {
+    this.pending.carried.push(...principals);
     for (const [key, cell] of batch.counts) {
       const current = this.pending.counts.get(key);
       if (current) current.count += cell.count;
@@ -136,6 +207,37 @@ ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency
       });
     }
   }
+}
+
+/**
+ * A flush's principal rows: each summary's counters as they are, each service's summaries of
+ * one (minute, outcome) merged over its scopes (scope ALL), and those merged over services
+ * (service and scope ALL); each merge keeps k counters, within N/(k+1) of the merged events.
+ */
+export function principalRows(summaries: Iterable<PrincipalSummary>, k: number): PrincipalRow[] {
+  const rows: PrincipalRow[] = [];
+  const byService = new Map<string, { minute: number; service: string; outcome: PrincipalOutcome; parts: { entries: { item: string; count: number }[]; total: number }[] }>();
+  for (const cell of summaries) {
+    const entries = cell.summary.entries();
+    for (const { item, count } of entries) rows.push({ minute: cell.minute, service: cell.service, scope: cell.scope, outcome: cell.outcome, principalId: item, count });
+    const key = `${cell.minute}\0${cell.service}\0${cell.outcome}`;
+    let group = byService.get(key);
+    if (!group) byService.set(key, (group = { minute: cell.minute, service: cell.service, outcome: cell.outcome, parts: [] }));
+    group.parts.push({ entries, total: cell.summary.total });
+  }
+  const byStore = new Map<string, { minute: number; outcome: PrincipalOutcome; parts: { entries: { item: string; count: number }[]; total: number }[] }>();
+  for (const group of byService.values()) {
+    const merged = mergeHeavyHitters(group.parts, k);
+    for (const { item, count } of merged.entries) rows.push({ minute: group.minute, service: group.service, scope: ALL, outcome: group.outcome, principalId: item, count });
+    const key = `${group.minute}\0${group.outcome}`;
+    let store = byStore.get(key);
+    if (!store) byStore.set(key, (store = { minute: group.minute, outcome: group.outcome, parts: [] }));
+    store.parts.push(merged);
+  }
+  for (const store of byStore.values()) {
+    for (const { item, count } of mergeHeavyHitters(store.parts, k).entries) rows.push({ minute: store.minute, service: ALL, scope: ALL, outcome: store.outcome, principalId: item, count });
+  }
+  return rows;
 }
 
 /** Fans one event out to several observers (e.g. the recorder and the Prometheus counters). */

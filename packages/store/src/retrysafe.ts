@@ -23,6 +23,7 @@ import { STORE_POOL_SETTINGS } from './statements.js';
 import { checkStoreSchema } from './schema.js';
 import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
 import { ServicePolicies } from './service-policies.js';
+import { namePrincipal } from './principal-names.js';
 import type { EndpointPolicy } from './policy.js';
 
 export interface RetrysafeOptions {
@@ -73,15 +74,20 @@ export interface Retrysafe {
   recorder: FlowRecorder;
   quota: LiveKeyQuota | null;
   pool: pg.Pool;
+  /**
+   * Gives a principal the display name the dashboard shows (its principals table, the key
+   * search by name), e.g. when an account is created or renamed. Shared by every service.
+   */
+  namePrincipal(principalId: string, name: string): Promise<void>;
   /** Flushes the recorder and the quota, stops their timers, closes the pool if it opened it. */
   stop(): Promise<void>;
 }
 
 /** Reads the key table's layout. */
 export async function detectLayout(db: Pick<pg.Pool, 'query'>): Promise<'plain' | 'partitioned'> {
-  const { rows } = await db.query<{ relkind: string | null }>("SELECT (SELECT relkind FROM pg_class WHERE oid = to_regclass('idempotency_keys'))::text AS relkind");
+  const { rows } = await db.query<{ relkind: string | null }>("SELECT (SELECT relkind FROM pg_class WHERE oid = to_regclass('retrysafe.idempotency_keys'))::text AS relkind");
   const relkind = rows[0]?.relkind;
-  if (!relkind) throw new Error('The idempotency_keys table does not exist: migrate the database first (npm run cli -- migrate)');
+  if (!relkind) throw new Error("The idempotency_keys table does not exist: migrate the database first (npx retrysafe migrate, or the Retrysafe server's npm run cli -- migrate)");
   return relkind === 'p' ? 'partitioned' : 'plain';
 }
 
@@ -145,6 +151,7 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
       recorder,
       quota,
       pool,
+      namePrincipal: (principalId, name) => namePrincipal(pool, principalId, name),
       stop: () =>
         (stopping ??= (async () => {
           const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop()]);

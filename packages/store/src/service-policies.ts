@@ -50,16 +50,16 @@ function toPolicy(row: PolicyRow): EndpointPolicy {
 // and its audit row, only when the insert happened (two instances starting together create it once).
 const CREATE_DEFAULT_SQL = `
 WITH created AS (
-  INSERT INTO endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms,
+  INSERT INTO retrysafe.endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms,
     lock_timeout_ms, max_response_bytes, live_key_quota, updated_by)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
   ON CONFLICT (service, endpoint) DO NOTHING
   RETURNING service, endpoint
 ), history AS (
-  INSERT INTO endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current)
+  INSERT INTO retrysafe.endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current)
   SELECT service, endpoint, 1, $10, 'created with the service''s default policy', NULL, $11::jsonb FROM created
 )
-INSERT INTO audit_log (actor, action, target, reason, details)
+INSERT INTO retrysafe.audit_log (actor, action, target, reason, details)
 SELECT $10, 'policy.create', jsonb_build_object('service', service, 'endpoint', endpoint), 'default policy', jsonb_build_object('current', $11::jsonb)
 FROM created
 RETURNING 1`;
@@ -120,7 +120,7 @@ export class ServicePolicies {
       created ||= (rowCount ?? 0) > 0;
     }
     // The partitioned layout needs partitions beyond the longest retention (a no-op otherwise).
-    if (created) await this.pool.query('SELECT retrysafe_ensure_partitions()');
+    if (created) await this.pool.query('SELECT retrysafe.retrysafe_ensure_partitions()');
     await this.refresh();
     this.task.start();
   }
@@ -134,7 +134,7 @@ export class ServicePolicies {
     const { rows } = await (this.pool as Queryable).query<PolicyRow>({
       name: 'retrysafe_service_policies',
       text: `SELECT endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms, max_response_bytes, live_key_quota
-             FROM endpoint_policies WHERE service = $1`,
+             FROM retrysafe.endpoint_policies WHERE service = $1`,
       values: [this.service],
     });
     this.policies = new Map(rows.map((row) => [row.endpoint, toPolicy(row)]));

@@ -87,7 +87,7 @@ const EXISTING_COLUMNS = `
 
 const CLAIM_SQL = `
 WITH claimed AS (
-  INSERT INTO idempotency_keys
+  INSERT INTO retrysafe.idempotency_keys
     (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
   VALUES ($1, $8, $2, $3, 'in_progress', $4, $5,
           now() + $6::bigint * interval '1 millisecond',
@@ -102,13 +102,13 @@ SELECT true AS claimed, attempts, NULL::text AS state, NULL::bytea AS fingerprin
 FROM claimed
 UNION ALL
 SELECT false AS claimed, ${EXISTING_COLUMNS}
-FROM idempotency_keys k
+FROM retrysafe.idempotency_keys k
 WHERE k.principal_id = $1 AND k.service = $8 AND k.scope = $2 AND k.key = $3 AND NOT EXISTS (SELECT 1 FROM claimed)`;
 
-const READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k WHERE k.principal_id = $1 AND k.service = $4 AND k.scope = $2 AND k.key = $3`;
+const READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM retrysafe.idempotency_keys k WHERE k.principal_id = $1 AND k.service = $4 AND k.scope = $2 AND k.key = $3`;
 
 const TAKE_OVER_SQL = `
-UPDATE idempotency_keys SET
+UPDATE retrysafe.idempotency_keys SET
   state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
   lease_expires_at = now() + $6::bigint * interval '1 millisecond',
   created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
@@ -120,14 +120,14 @@ WHERE principal_id = $1 AND service = $9 AND scope = $2 AND key = $3 AND attempt
 RETURNING attempts`;
 
 const COMPLETE_SQL = `
-UPDATE idempotency_keys SET
+UPDATE retrysafe.idempotency_keys SET
   state = 'completed', completed_at = now(), lease_expires_at = NULL,
   response_status = $5, response_content_type = $6, response_body = $7, response_key_id = $8,
   response_size = $9, response_ref = $10
 WHERE principal_id = $1 AND service = $11 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
 
 const FAIL_SQL = `
-UPDATE idempotency_keys SET state = 'failed', lease_expires_at = NULL
+UPDATE retrysafe.idempotency_keys SET state = 'failed', lease_expires_at = NULL
 WHERE principal_id = $1 AND service = $5 AND scope = $2 AND key = $3 AND attempts = $4 AND state = 'in_progress'`;
 
 /** The statement texts, for the tests that prove their plans. */
@@ -236,14 +236,14 @@ export async function failKey(db: Queryable, id: KeyIdentity, attempts: number):
 // is past its promise and stays behind until its partition is dropped, so a key that is
 // used again after expiry is inserted anew rather than taken over.
 
-const PARTITIONED_CLAIM_SQL = `SELECT * FROM retrysafe_claim_partitioned($1, $8, $2, $3, $4, $5, $6, $7)`;
+const PARTITIONED_CLAIM_SQL = `SELECT * FROM retrysafe.retrysafe_claim_partitioned($1, $8, $2, $3, $4, $5, $6, $7)`;
 
-const PARTITIONED_READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM idempotency_keys k
+const PARTITIONED_READ_KEY_SQL = `SELECT ${EXISTING_COLUMNS} FROM retrysafe.idempotency_keys k
 WHERE k.principal_id = $1 AND k.service = $4 AND k.scope = $2 AND k.key = $3 AND k.expires_at > now()
 ORDER BY k.expires_at DESC LIMIT 1`;
 
 const PARTITIONED_TAKE_OVER_SQL = `
-UPDATE idempotency_keys SET
+UPDATE retrysafe.idempotency_keys SET
   state = 'in_progress', fingerprint = $4, correlation_id = $5, attempts = attempts + 1,
   lease_expires_at = now() + $6::bigint * interval '1 millisecond',
   completed_at = NULL, response_status = NULL, response_content_type = NULL, response_body = NULL,

@@ -325,8 +325,7 @@ export class IdempotencyStore {
         const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
         // A server error is not final: nothing of this attempt survives, a retry runs again.
         if (response.status >= 500) return outcome;
-        await tx.complete({ ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
-        await tx.commit();
+        await tx.completeAndCommit({ ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
         open = false;
         tx.release();
         if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
@@ -445,6 +444,6 @@ export class IdempotencyStore {
   }
 
   private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number): void {
-    this.observer.record({ service: claim.service, scope: claim.scope, outcome, claimLatencyMs });
+    this.observer.record({ service: claim.service, scope: claim.scope, principalId: claim.principalId, outcome, claimLatencyMs });
   }
 }

@@ -1,0 +1,10 @@
+// The store's tables (schema retrysafe); drizzle-kit reads this file to generate the store's
+// migrations into packages/store/migrations (drizzle.config.ts).
+export { retrysafe } from './schemas';
+export * from './idempotency-keys';
+export * from './key-usage';
+export * from './retention';
+export * from './audit';
+export * from './metrics';
+export * from './operators';
+export * from './principals';

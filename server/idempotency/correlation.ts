@@ -1,0 +1,108 @@
+// The lookup of a request by the X-Correlation-Id a customer quotes: which principal, service,
+// scope and key it was, and that key's metadata (never a response body), across the whole
+// store. A replay carries its original's correlation id, so one id names one claim; a takeover
+// keeps it too. Audited with its reason in the same transaction, like a key lookup.
+import { z } from 'zod';
+import { storableText } from '../storable';
+import { inTransaction, type Connectable } from '../../db/transaction';
+import { writeAudit } from '../audit/log';
+import type { Queryable } from '@retrysafe/store/postgres';
+import { CORRELATION_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import type { KeyRecord } from './key-metadata';
+
+export const correlationLookupSchema = z.strictObject({
+  correlationId: z.uuid('must be a correlation id (the X-Correlation-Id header, a UUID)'),
+  reason: storableText().trim().min(3, 'say why you look this request up').max(500),
+});
+export type CorrelationLookup = z.infer<typeof correlationLookupSchema>;
+
+export interface CorrelationRecord extends KeyRecord {
+  principalId: string;
+  /** The principal's display name, null when it has none. */
+  principalName: string | null;
+  key: string;
+}
+
+/** Rows with that correlation id are at most a handful; this caps a pathological store. */
+const MAX_RECORDS = 20;
+
+/**
+ * The keys whose claim had this correlation id: a range of idempotency_keys_correlation_idx
+ * (its predicate stated so the planner may use it), then each row's principal name by the
+ * principal_names primary key.
+ */
+export async function readCorrelationRecords(db: Queryable, correlationId: string): Promise<CorrelationRecord[]> {
+  const { rows } = await db.query<{
+    principal_id: string;
+    principal_name: string | null;
+    service: string;
+    scope: string;
+    key: string;
+    state: KeyRecord['state'];
+    response_status: number | null;
+    response_content_type: string | null;
+    response_size: number | null;
+    stored_as: KeyRecord['storedAs'];
+    correlation_id: string;
+    created_at: Date;
+    completed_at: Date | null;
+    expires_at: Date;
+    seconds_left: number;
+    lease_expires_at: Date | null;
+    lease_passed_seconds: number | null;
+    fingerprint_prefix: string;
+    attempts: number;
+  }>({
+    name: 'dashboard_correlation_records',
+    text: `SELECT k.principal_id, n.name AS principal_name, k.service, k.scope, k.key, k.state, k.response_status,
+                  k.response_content_type, k.response_size,
+                  CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
+                  k.correlation_id, k.created_at, k.completed_at, k.expires_at,
+                  greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
+                  k.lease_expires_at,
+                  CASE WHEN k.state = 'in_progress' AND k.lease_expires_at < now() THEN extract(epoch FROM now() - k.lease_expires_at)::float8 END AS lease_passed_seconds,
+                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
+           FROM idempotency_keys k
+           LEFT JOIN principal_names n ON n.principal_id = k.principal_id
+           WHERE k.correlation_id = $1::uuid AND k.${CORRELATION_INDEX_PREDICATE}
+           ORDER BY k.created_at DESC LIMIT ${MAX_RECORDS}`,
+    values: [correlationId],
+  });
+  return rows.map((row) => ({
+    principalId: row.principal_id,
+    principalName: row.principal_name,
+    service: row.service,
+    scope: row.scope,
+    key: row.key,
+    state: row.state,
+    statusCode: row.response_status,
+    contentType: row.response_content_type,
+    responseSize: row.response_size,
+    storedAs: row.stored_as,
+    correlationId: row.correlation_id,
+    createdAt: row.created_at.toISOString(),
+    completedAt: row.completed_at?.toISOString() ?? null,
+    expiresAt: row.expires_at.toISOString(),
+    secondsLeft: Math.round(row.seconds_left),
+    leaseExpiresAt: row.lease_expires_at?.toISOString() ?? null,
+    leasePassedSeconds: row.lease_passed_seconds,
+    fingerprintPrefix: row.fingerprint_prefix,
+    attempts: row.attempts,
+    takeovers: Math.max(0, row.attempts - 1),
+  }));
+}
+
+/** An operator's lookup by correlation id, audited (who, why, which id, how many found) in the same transaction. */
+export async function lookUpCorrelation(pool: Connectable, lookup: CorrelationLookup, actor: string): Promise<CorrelationRecord[]> {
+  return inTransaction(pool, async (db) => {
+    const records = await readCorrelationRecords(db, lookup.correlationId);
+    await writeAudit(db, {
+      actor,
+      action: 'key.correlation_lookup',
+      target: { correlationId: lookup.correlationId },
+      reason: lookup.reason,
+      details: { records: records.length, ...(records[0] ? { principalId: records[0].principalId, service: records[0].service, scope: records[0].scope } : {}) },
+    });
+    return records;
+  });
+}

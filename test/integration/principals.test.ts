@@ -1,0 +1,199 @@
+// Principals on the dashboard: display names (the demo's tenants, namePrincipal, the search by
+// prefix), the lookup by correlation id (audited, metadata only, index-served) and the
+// overview's principals behind conflicts, mismatches, rejections and stale claims, kept apart
+// per service and scope.
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FlowRecorder, namePrincipal, type ClaimOutcome } from '@retrysafe/store';
+import { createTenant } from '../../server/demo/tenants';
+import { correlationLookupSchema, lookUpCorrelation, readCorrelationRecords } from '../../server/idempotency/correlation';
+import { principalSearchQuery, searchPrincipals } from '../../server/metrics/principals';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { explainPrepared as explain, recordingQueryable } from '../../db/plan';
+import { useTestDatabase } from '../helpers/database';
+import { createTestStore, jsonResult, testPolicy } from '../helpers/store';
+
+const SENTINEL = 'SENTINEL-correlation-77a1';
+
+describe('principals', () => {
+  const db = useTestDatabase();
+  let dashboard: pg.Pool;
+
+  beforeAll(() => {
+    dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+  });
+  afterAll(async () => {
+    await dashboard.end();
+  });
+
+  it("names the demo's tenants and principals a service names; finds them by name prefix through the dashboard's role", async () => {
+    const acme = await createTenant(db.pool, 'Acme Refunds');
+    const other = randomUUID();
+    await namePrincipal(db.pool, other, 'acme_%labs');
+    await namePrincipal(db.pool, randomUUID(), 'Zeta');
+    const unnamed = randomUUID();
+    const search = (name: string) => searchPrincipals(dashboard, principalSearchQuery.parse({ name }));
+    expect(await search('acme')).toEqual([
+      { principalId: acme.principalId, name: 'Acme Refunds' },
+      { principalId: other, name: 'acme_%labs' },
+    ]);
+    expect(await search('ACME R')).toEqual([{ principalId: acme.principalId, name: 'Acme Refunds' }]);
+    // LIKE's wildcards are plain characters in a prefix.
+    expect(await search('acme_%')).toEqual([{ principalId: other, name: 'acme_%labs' }]);
+    expect(await search('acme%')).toEqual([]);
+    // A whole id finds its principal, named or not.
+    expect(await search(unnamed)).toEqual([{ principalId: unnamed, name: null }]);
+    // Renaming replaces the name.
+    await namePrincipal(db.pool, other, 'Beta Labs');
+    expect(await search('acme')).toEqual([{ principalId: acme.principalId, name: 'Acme Refunds' }]);
+    await expect(namePrincipal(db.pool, 'not-a-uuid', 'x')).rejects.toThrow(TypeError);
+    await expect(namePrincipal(db.pool, randomUUID(), '  ')).rejects.toThrow(RangeError);
+    expect(principalSearchQuery.safeParse({ name: '' }).success).toBe(false);
+    expect(principalSearchQuery.safeParse({ name: 'a\u0000' }).success).toBe(false);
+  });
+
+  it('serves the name search from the prefix index, in the generic plan too', async () => {
+    await db.pool.query(`INSERT INTO principal_names (principal_id, name) SELECT gen_random_uuid(), 'tenant ' || i FROM generate_series(1, 30000) AS i`);
+    await db.pool.query('ANALYZE principal_names');
+    const recorded = recordingQueryable(db.pool);
+    await searchPrincipals(recorded.db, principalSearchQuery.parse({ name: 'tenant 12' }));
+    const [statement] = recorded.statements;
+    if (!statement) throw new Error('not recorded');
+    const client = await db.pool.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        const plan = await explain(client, statement.text, statement.values, mode);
+        expect(plan.some((node) => node['Index Name'] === 'principal_names_name_prefix_idx'), mode).toBe(true);
+        expect(plan.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  it('looks a request up by its correlation id across the store: metadata and principal only, audited', async () => {
+    const tenant = await createTenant(db.pool, 'Correlated Co');
+    const { store } = createTestStore(db.pool);
+    const outcome = await store.execute({
+      principalId: tenant.principalId,
+      key: 'refund-42',
+      endpoint: 'POST /api/v1/refunds',
+      method: 'POST',
+      body: { description: SENTINEL },
+      policy: testPolicy,
+      mode: 'claim-first',
+      work: () => Promise.resolve(jsonResult(201, { description: SENTINEL })),
+    });
+    const correlationId = outcome.correlationId;
+    const records = await lookUpCorrelation(dashboard, { correlationId, reason: 'customer quoted this id' }, 'ops@example.com');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({
+      principalId: tenant.principalId,
+      principalName: 'Correlated Co',
+      service: 'demo',
+      scope: 'POST /api/v1/refunds',
+      key: 'refund-42',
+      state: 'completed',
+      statusCode: 201,
+      correlationId,
+    });
+    expect(JSON.stringify(records)).not.toContain(SENTINEL);
+    expect(await lookUpCorrelation(dashboard, { correlationId: randomUUID(), reason: 'a typo' }, 'ops@example.com')).toEqual([]);
+    const { rows } = await db.pool.query<{ actor: string; reason: string; target: unknown; details: unknown }>(
+      "SELECT actor, reason, target, details FROM audit_log WHERE action = 'key.correlation_lookup' ORDER BY id",
+    );
+    expect(rows).toEqual([
+      {
+        actor: 'ops@example.com',
+        reason: 'customer quoted this id',
+        target: { correlationId },
+        details: { records: 1, principalId: tenant.principalId, service: 'demo', scope: 'POST /api/v1/refunds' },
+      },
+      { actor: 'ops@example.com', reason: 'a typo', target: expect.objectContaining({}) as unknown, details: { records: 0 } },
+    ]);
+    expect(correlationLookupSchema.safeParse({ correlationId: 'abc', reason: 'why not' }).success).toBe(false);
+    expect(correlationLookupSchema.safeParse({ correlationId, reason: '' }).success).toBe(false);
+    expect(correlationLookupSchema.safeParse({ correlationId, reason: 'ok ok', extra: 1 }).success).toBe(false);
+  });
+
+  it('serves the correlation lookup from its index on a new, never-analyzed table and a large analyzed one, in the generic plan', async () => {
+    const recorded = recordingQueryable(db.pool);
+    await readCorrelationRecords(recorded.db, randomUUID());
+    const [statement] = recorded.statements;
+    if (!statement) throw new Error('not recorded');
+    expect(statement.text).not.toMatch(/response_body/);
+    const check = async () => {
+      const client = await db.pool.connect();
+      try {
+        for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+          const plan = await explain(client, statement.text, statement.values, mode);
+          const keyScans = plan.filter((node) => node['Relation Name'] === 'idempotency_keys');
+          expect(keyScans.length, mode).toBeGreaterThan(0);
+          for (const scan of keyScans) expect(scan['Index Name'], mode).toBe('idempotency_keys_correlation_idx');
+        }
+      } finally {
+        client.release();
+      }
+    };
+    await check();
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status,
+         response_content_type, response_ref, completed_at, expires_at)
+       SELECT gen_random_uuid(), 'demo', 'POST /api/v1/payments', 'key-' || i, 'completed', decode(md5(i::text) || md5(i::text), 'hex'),
+              gen_random_uuid(), 201, 'application/json', 'ref', now(), now() + interval '1 day'
+       FROM generate_series(1, 100000) AS i`,
+    );
+    await db.pool.query('ANALYZE idempotency_keys');
+    await check();
+  });
+
+  it('lists the principals behind the trouble per service and scope, with stale claims, names and shares', async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, flow_counts_minute');
+    const [a, b, c] = [await createTenant(db.pool, 'Tenant A'), await createTenant(db.pool, 'Tenant B'), await createTenant(db.pool, 'Tenant C')].map((t) => t.principalId);
+    if (!a || !b || !c) throw new Error('no tenants');
+    const recorder = new FlowRecorder(db.pool);
+    const send = (service: string, scope: string, principalId: string, outcome: ClaimOutcome, times: number) => {
+      for (let i = 0; i < times; i += 1) recorder.record({ service, scope, principalId, outcome });
+    };
+    send('demo', 'POST /api/v1/refunds', a, 'new', 60);
+    send('demo', 'POST /api/v1/refunds', a, 'conflict', 40);
+    send('demo', 'POST /api/v1/payments', b, 'new', 250);
+    send('demo', 'POST /api/v1/payments', b, 'mismatch', 2);
+    send('demo', 'POST /api/v1/payments', c, 'new', 250);
+    send('orders', 'POST /orders', c, 'rejected', 7);
+    await recorder.stop();
+    // A crashed claim of B's in payments, past its lease.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       VALUES ($1, 'demo', 'POST /api/v1/payments', 'stuck', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '1 minute', now() + interval '1 day')`,
+      [b],
+    );
+    const read = (query: Record<string, string>) => readOverview(dashboard, overviewQuery.parse({ range: '1h', ...query }));
+    const refunds = await read({ service: 'demo', scope: 'POST /api/v1/refunds' });
+    expect(refunds.principals.principals).toEqual([
+      {
+        principalId: a,
+        name: 'Tenant A',
+        counts: { conflict: 40, mismatch: 0, rejected: 0, takeover: 0, error: 0, claims: 100 },
+        staleClaims: 0,
+        share: { conflict: 0.4, mismatch: 0, rejected: 0, takeover: 0, error: 0 },
+      },
+    ]);
+    expect(refunds.principals.k).toBe(20);
+    expect(refunds.principals.errorBound.conflict).toBeCloseTo(40 / 21, 5);
+    const payments = await read({ service: 'demo', scope: 'POST /api/v1/payments' });
+    expect(payments.principals.principals.map((row) => [row.name, row.counts.mismatch, row.staleClaims, row.counts.claims])).toEqual([['Tenant B', 2, 1, 252]]);
+    // The demo service as a whole (its scopes merged): A first, then B; nothing of orders.
+    const demo = await read({ service: 'demo' });
+    expect(demo.principals.principals.map((row) => row.name)).toEqual(['Tenant A', 'Tenant B']);
+    const orders = await read({ service: 'orders' });
+    expect(orders.principals.principals.map((row) => [row.name, row.counts.rejected])).toEqual([['Tenant C', 7]]);
+    // The whole store: every service's.
+    const all = await read({});
+    expect(all.principals.principals.map((row) => row.name)).toEqual(['Tenant A', 'Tenant C', 'Tenant B']);
+    // One scope name without a service: that scope in every service.
+    const byScope = await read({ scope: 'POST /orders' });
+    expect(byScope.principals.principals.map((row) => row.name)).toEqual(['Tenant C']);
+  });
+});
