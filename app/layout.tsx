@@ -27,7 +27,7 @@ export default async function RootLayout({ children }: { children: ReactNode }) 
               Retrysafe
             </a>
             <Nav links={navigationFor(operator.role)} />
-            <span className="muted">
+            <span className="muted who">
               {operator.email} · {operator.role}
             </span>
             {/* Every operator's own page: their password. */}

@@ -7,13 +7,19 @@ import { OverviewDashboard } from '@/components/overview/overview-dashboard';
 import { parseOverviewSearch } from '@/components/overview/search';
 import { queryKeys } from '@/components/query-keys';
 import { readOverview, type OverviewJson } from '@/server/metrics/overview';
+import { knownOverviewNames } from '@/server/metrics/overview-names';
 import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
 export default async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   await requirePageOperator('/');
-  const search = parseOverviewSearch(await searchParams);
+  const params = await searchParams;
+  const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+  // An unknown range, service or scope is corrected here and said so on the page (which then
+  // corrects its URL), rather than showing everything under a URL that names something else.
+  const names = await knownOverviewNames(dashboardPool(), { service: first(params.service), scope: first(params.scope) });
+  const { search, notices } = parseOverviewSearch(params, names);
   const { alertThresholds, sweepIntervalSeconds } = await runtime();
   const client = new QueryClient();
   // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
@@ -29,7 +35,7 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
       <h1>Overview</h1>
       <p className="muted">Is idempotency working right now? The store against its baseline, cleanup, claim latency and how clients retry.</p>
       <HydrationBoundary state={dehydrate(client)}>
-        <OverviewDashboard search={search} />
+        <OverviewDashboard search={search} notices={notices} />
       </HydrationBoundary>
     </main>
   );

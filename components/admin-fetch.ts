@@ -14,6 +14,16 @@ interface Problem {
   errors?: { path: string; message: string }[];
 }
 
+/** The session ended (signed out, expired or revoked): stop refreshing and offer sign-in. */
+export function sessionEnded(error: unknown): boolean {
+  return error instanceof AdminApiError && error.status === 401;
+}
+
+/** A refetch interval that stops once the session has ended. */
+export function refreshEvery(ms: number | false): (query: { state: { error: Error | null } }) => number | false {
+  return (query) => (sessionEnded(query.state.error) ? false : ms);
+}
+
 export async function adminFetch<T>(url: string, options: { method?: 'GET' | 'POST' | 'PATCH'; body?: unknown; fieldLabels?: Record<string, string> } = {}): Promise<T> {
   const response = await fetch(url, {
     method: options.method ?? 'GET',

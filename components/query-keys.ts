@@ -9,6 +9,6 @@ export const queryKeys = {
   overview: (range: string, service: string | null, scope: string | null) => ['overview', { range, service, scope }] as const,
   staleClaims: () => ['stale-claims'] as const,
   retention: () => ['retention'] as const,
-  auditLog: (search: AuditSearch) => ['audit-log', { actor: search.actor ?? null, action: search.action ?? null, from: search.from ?? null, to: search.to ?? null }] as const,
+  auditLog: (search: AuditSearch) => ['audit-log', { actor: search.actor ?? null, action: search.action ?? null, from: search.from ?? null, to: search.to ?? null, signIns: search.signIns ?? null }] as const,
   operators: () => ['operators'] as const,
 };

@@ -13,9 +13,10 @@ import { RefreshControl } from '../refresh-control';
 import { queryKeys } from '../query-keys';
 import { keyValues } from './key-values';
 import { auditApiUrl, auditCsvUrl, auditHref, hasFilters, isoToLocalInput, knownActions, localInputToIso, type AuditSearch } from './search-params';
-import { Problem } from '../banners';
+import { LoadProblem } from '../banners';
 import { DownloadProblem, useDownload } from '../download';
 import { formText } from '../form-text';
+import { isPolicyField, policyChanges, policyFieldLabels, policyValueWords } from '@/server/retention/policy-words';
 
 const fetchAuditPage = (search: AuditSearch, after: string | null) => adminFetch<AuditPage>(auditApiUrl(search, after));
 
@@ -34,9 +35,7 @@ export function AuditLog({ search }: { search: AuditSearch }) {
     <>
       <AuditFilters search={search} />
       {log.error ? (
-        <Problem>
-          <strong>Could not load the audit log.</strong> {log.error.message}
-        </Problem>
+        <LoadProblem error={log.error} what="the audit log" />
       ) : null}
       <div className="toolbar log-toolbar">
         <RefreshControl isFetching={log.isFetching && !log.isFetchingNextPage} updatedAt={log.dataUpdatedAt} onRefresh={() => void log.refetch()} />
@@ -115,6 +114,7 @@ function AuditFilters({ search }: { search: AuditSearch }) {
           action: formText(form, 'action').trim() || undefined,
           from: localInputToIso(formText(form, 'from').trim()),
           to: localInputToIso(formText(form, 'to').trim()),
+          signIns: form.get('signIns') === 'hide' ? 'hide' : undefined,
         };
         if (next.from && next.to && new Date(next.from) >= new Date(next.to)) {
           setProblem('"From" must be before "To".');
@@ -130,7 +130,7 @@ function AuditFilters({ search }: { search: AuditSearch }) {
       </label>
       <label>
         Action
-        <input name="action" list="audit-actions" defaultValue={search.action} placeholder="any" autoComplete="off" spellCheck={false} maxLength={100} />
+        <input name="action" list="audit-actions" defaultValue={search.action} placeholder="any, or a start such as policy." autoComplete="off" spellCheck={false} maxLength={100} />
       </label>
       <datalist id="audit-actions">
         {knownActions.map((action) => (
@@ -145,6 +145,10 @@ function AuditFilters({ search }: { search: AuditSearch }) {
         To
         <input type="datetime-local" name="to" defaultValue={to} step={to.length > 16 ? 1 : undefined} />
       </label>
+      <label className="check filter-check">
+        <input type="checkbox" name="signIns" value="hide" defaultChecked={search.signIns === 'hide'} />
+        Hide sign-ins and sign-outs
+      </label>
       <div className="filter-actions">
         <button type="submit">Apply filters</button>
         {hasFilters(search) ? (
@@ -153,7 +157,7 @@ function AuditFilters({ search }: { search: AuditSearch }) {
           </Link>
         ) : null}
         <span className="muted small">
-          Actor and action match exactly. Times are in your time zone{hydrated ? ` (${Intl.DateTimeFormat().resolvedOptions().timeZone})` : ''}; “To” is exclusive.
+          Actor matches exactly; action matches a whole action, or the start of one (policy. finds every policy action). Times are in your time zone{hydrated ? ` (${Intl.DateTimeFormat().resolvedOptions().timeZone})` : ''}; “To” is exclusive.
         </span>
         {problem ? (
           <span className="bad" role="alert">
@@ -195,7 +199,7 @@ function AuditRow({ entry }: { entry: AuditEntry }) {
         {entry.reason ?? <span className="muted">—</span>}
       </td>
       <td className={blank(entry.details) ? 'pairs blank' : 'pairs'} data-label="Details">
-        <KeyValues value={entry.details} />
+        {entry.action === 'policy.change' || entry.action === 'policy.change_refused' ? <PolicyDetails entry={entry} /> : <KeyValues value={entry.details} />}
       </td>
     </tr>
   );
@@ -214,6 +218,55 @@ function Actor({ name }: { name: string }) {
       <wbr />
       <span className="nowrap">{name.slice(at + 1)}</span>
     </span>
+  );
+}
+
+const record = (value: unknown): Record<string, unknown> | null => (typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null);
+
+/**
+ * A policy change reads like a change log: the changed fields first, old and new in the
+ * operator's units, with its breaking and acknowledged flags; a refused one says why. The raw
+ * details fold away below.
+ */
+function PolicyDetails({ entry }: { entry: AuditEntry }) {
+  const details = entry.details ?? {};
+  const refused = entry.action === 'policy.change_refused';
+  const proposed = record(details.proposed);
+  // A refused change: what it would have changed (against the policy as it stood), else every proposed field.
+  const changes = policyChanges(record(details.previous), (refused ? proposed : record(details.current)) ?? {});
+  return (
+    <div className="policy-details">
+      {refused ? <p className="refusal">Refused: {typeof details.refusal === 'string' ? details.refusal : 'no reason recorded'}</p> : null}
+      {changes.length > 0 ? (
+        <ul className="changes" aria-label={refused ? 'Proposed changes' : 'Changed fields'}>
+          {changes.map((change) => (
+            <li key={change.field}>
+              <strong>{change.label}</strong> <span className="old">{change.from}</span> → <span className="new">{change.to}</span>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      {refused && proposed && !details.previous ? (
+        <ul className="changes" aria-label="Proposed fields">
+          {Object.entries(proposed)
+            .filter(([field]) => isPolicyField(field))
+            .map(([field, value]) => (
+              <li key={field}>
+                <strong>{isPolicyField(field) ? policyFieldLabels[field] : field}</strong> {isPolicyField(field) ? policyValueWords(field, value) : String(value)}
+              </li>
+            ))}
+        </ul>
+      ) : null}
+      <div className="flags">
+        {details.breaking === true ? <span className="badge fail">Breaking</span> : null}
+        {details.acknowledged === true ? <span className="badge ack">Acknowledged</span> : null}
+        {!refused && details.breaking === false ? <span className="muted small">Not breaking</span> : null}
+      </div>
+      <details className="kv-more">
+        <summary className="small">All details</summary>
+        <KeyValues value={entry.details} />
+      </details>
+    </div>
   );
 }
 

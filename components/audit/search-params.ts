@@ -10,17 +10,23 @@ export interface AuditSearch {
   from?: string | undefined;
   /** Exclusive upper bound, ISO 8601 with an offset. */
   to?: string | undefined;
+  /** "hide": sign-ins and sign-outs left out. */
+  signIns?: 'hide' | undefined;
 }
 
 /** Entries per page in the table (the API allows up to 500). */
 export const AUDIT_PAGE_SIZE = 50;
 
-/** What the product writes (server/audit/actions.ts); the action filter suggests these and accepts any other. */
-export const knownActions = auditActions;
+/**
+ * What the action filter suggests: each family's prefix ("policy.") and every action the
+ * product writes (server/audit/actions.ts). A whole action matches exactly, anything else as
+ * the start of an action.
+ */
+export const knownActions = [...new Set(auditActions.map((action) => action.slice(0, action.indexOf('.') + 1))), ...auditActions];
 
 function filterParams(search: AuditSearch): URLSearchParams {
   const params = new URLSearchParams();
-  for (const name of ['actor', 'action', 'from', 'to'] as const) {
+  for (const name of ['actor', 'action', 'from', 'to', 'signIns'] as const) {
     const value = search[name];
     if (value) params.set(name, value);
   }

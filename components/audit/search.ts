@@ -9,9 +9,10 @@ const auditSearchSchema = z.object({
   action: z.string().trim().min(1).max(100).optional().catch(undefined),
   from: z.iso.datetime({ offset: true }).optional().catch(undefined),
   to: z.iso.datetime({ offset: true }).optional().catch(undefined),
+  signIns: z.enum(['hide']).optional().catch(undefined),
 });
 
 export function parseAuditSearch(params: Record<string, string | string[] | undefined>): AuditSearch {
   const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
-  return auditSearchSchema.parse({ actor: first(params.actor), action: first(params.action), from: first(params.from), to: first(params.to) });
+  return auditSearchSchema.parse({ actor: first(params.actor), action: first(params.action), from: first(params.from), to: first(params.to), signIns: first(params.signIns) });
 }

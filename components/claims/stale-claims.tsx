@@ -6,13 +6,13 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useRef, useState } from 'react';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
-import { adminFetch } from '../admin-fetch';
-import { DialogActions } from '../dialog-actions';
+import { adminFetch, refreshEvery } from '../admin-fetch';
+import { DialogActions, useFocusReason } from '../dialog-actions';
 import { queryKeys, STALE_CLAIMS_SHOWN } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import { LocalTime } from '../local-time';
 import { formatDuration } from '../overview/format';
-import { Notice, Problem } from '../banners';
+import { LoadProblem, Notice } from '../banners';
 import { formText } from '../form-text';
 
 const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>(`/api/admin/stale-claims?limit=${STALE_CLAIMS_SHOWN}`)).claims;
@@ -24,7 +24,7 @@ async function release(input: { claim: StaleClaim; reason: string }): Promise<vo
 
 export function StaleClaims() {
   const client = useQueryClient();
-  const claims = useQuery({ queryKey: queryKeys.staleClaims(), queryFn: fetchClaims, refetchInterval: 30_000 });
+  const claims = useQuery({ queryKey: queryKeys.staleClaims(), queryFn: fetchClaims, refetchInterval: refreshEvery(30_000) });
   const [chosen, setChosen] = useState<StaleClaim | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const dialog = useRef<HTMLDialogElement>(null);
@@ -36,6 +36,7 @@ export function StaleClaims() {
       void client.invalidateQueries({ queryKey: queryKeys.staleClaims() });
     },
   });
+  useFocusReason(dialog, 'release-reason', chosen);
   const open = (claim: StaleClaim) => {
     setChosen(claim);
     setDone(null);
@@ -51,9 +52,7 @@ export function StaleClaims() {
         </Notice>
       ) : null}
       {claims.error ? (
-        <Problem>
-          Could not load stale claims: {claims.error.message}
-        </Problem>
+        <LoadProblem error={claims.error} what="stale claims" />
       ) : null}
       <div className="toolbar">
         <RefreshControl isFetching={claims.isFetching} updatedAt={claims.dataUpdatedAt} onRefresh={() => void claims.refetch()} />
@@ -61,7 +60,7 @@ export function StaleClaims() {
       {claims.data && claims.data.length === 0 ? <p className="empty card">No stale claim: every in-progress attempt is within its lease.</p> : null}
       {claims.data && claims.data.length > 0 ? (
         <div className="card table-scroll">
-          <table>
+          <table className="stack claims">
             <caption className="visually-hidden">Stale claims, oldest lease first</caption>
             <thead>
               <tr>
@@ -82,20 +81,28 @@ export function StaleClaims() {
             <tbody>
               {claims.data.map((claim) => (
                 <tr key={`${claim.principalId} ${claim.service} ${claim.scope} ${claim.key}`}>
-                  <td className="nowrap">
+                  <td className="nowrap principal" data-label="Principal">
                     <code title={claim.principalId}>{claim.principalId}</code>
                   </td>
-                  <td className="nowrap">{claim.service}</td>
-                  <td className="nowrap">{claim.scope}</td>
-                  <td>
+                  <td className="nowrap" data-label="Service">
+                    {claim.service}
+                  </td>
+                  <td className="nowrap" data-label="Scope">
+                    {claim.scope}
+                  </td>
+                  <td data-label="Key">
                     <code>{claim.key}</code>
                   </td>
-                  <td className="nowrap">{formatDuration(claim.pastLeaseSeconds)}</td>
-                  <td className="nowrap">
+                  <td className="nowrap" data-label="Past lease">
+                    {formatDuration(claim.pastLeaseSeconds)}
+                  </td>
+                  <td className="nowrap" data-label="Created">
                     <LocalTime iso={claim.createdAt} />
                   </td>
-                  <td className="num">{claim.attempts}</td>
-                  <td className="nowrap">
+                  <td className="num" data-label="Attempts">
+                    {claim.attempts}
+                  </td>
+                  <td className="nowrap row-actions" data-label="Actions">
                     <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, service: claim.service, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>
                       Look up
                     </Link>{' '}

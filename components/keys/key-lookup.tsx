@@ -13,6 +13,7 @@ import { PrincipalKeys, type KeyState } from './principal-keys';
 import { PrincipalSearch } from './principal-search';
 import { CorrelationLookup } from './correlation-lookup';
 import { Problem } from '../banners';
+import { LeasePassed } from './release-claim';
 
 interface LookupInput {
   principalId: string;
@@ -101,7 +102,9 @@ export function KeyLookup({
               </p>
             </div>
           ) : (
-            lookup.data.map((record) => <RecordCard key={`${record.service} ${record.scope} ${record.expiresAt}`} record={record} />)
+            lookup.data.map((record) => (
+              <RecordCard key={`${record.service} ${record.scope} ${record.expiresAt}`} record={record} principalId={asked.principalId} keyName={asked.key} onReleased={() => lookup.mutate({ ...asked, reason })} />
+            ))
           )
         ) : null}
       </section>
@@ -129,7 +132,8 @@ export function KeyLookup({
   );
 }
 
-function RecordCard({ record }: { record: KeyRecord }) {
+function RecordCard({ record, principalId, keyName, onReleased }: { record: KeyRecord; principalId: string; keyName: string; onReleased: () => void }) {
+  const leasePassed = record.leasePassedSeconds !== null;
   return (
     <article className="card" aria-label={`Record in ${record.scope} of ${record.service}`}>
       <h2>{record.scope}</h2>
@@ -160,8 +164,11 @@ function RecordCard({ record }: { record: KeyRecord }) {
         </dd>
         {record.state === 'in_progress' ? (
           <>
-            <dt>Lease ends</dt>
-            <dd>{formatDateTime(record.leaseExpiresAt)}</dd>
+            <dt>{leasePassed ? 'Lease ended' : 'Lease ends'}</dt>
+            <dd>
+              {formatDateTime(record.leaseExpiresAt)}
+              {leasePassed ? <span className="bad"> (passed)</span> : null}
+            </dd>
           </>
         ) : null}
         <dt>Fingerprint prefix</dt>
@@ -171,6 +178,7 @@ function RecordCard({ record }: { record: KeyRecord }) {
         <dt>Attempts</dt>
         <dd>{record.takeovers > 0 ? `${record.attempts} (${record.takeovers} takeover${record.takeovers > 1 ? 's' : ''} of a crashed attempt)` : record.attempts}</dd>
       </dl>
+      {leasePassed ? <LeasePassed record={record} principalId={principalId} keyName={keyName} onReleased={onReleased} /> : null}
     </article>
   );
 }

@@ -11,7 +11,7 @@ import type { Operator } from '@/server/auth/operators';
 import type { OperatorRole } from '@/server/auth/roles';
 import { LocalTime } from '../local-time';
 import { adminFetch } from '../admin-fetch';
-import { DialogActions } from '../dialog-actions';
+import { DialogActions, useFocusReason } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { NewOperatorForm } from './new-operator-form';
 import { roles, roleSummaries } from './roles';
@@ -91,6 +91,7 @@ export function Operators({ youId }: { youId: string }) {
     changing.reset();
     dialog.current?.showModal();
   };
+  useFocusReason(dialog, 'operator-change-reason', pending);
   const texts = pending ? describe(pending) : null;
 
   return (

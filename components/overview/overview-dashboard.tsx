@@ -3,46 +3,75 @@
 // first, then the store against its baseline, cleanup health, latency and client behaviour.
 // Range, scope and refresh live in the URL; refresh pauses in hidden tabs and never overlaps.
 import { useQuery } from '@tanstack/react-query';
-import { usePathname, useRouter } from 'next/navigation';
+import { useRouter } from 'next/navigation';
+import { useEffect, useState } from 'react';
 import type { OverviewJson } from '@/server/metrics/overview';
-import { adminFetch } from '../admin-fetch';
+import { adminFetch, refreshEvery } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import type { ReactNode } from 'react';
 import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
-import { TimeChart } from './time-chart';
+import { TimeChart, type TimeAxis } from './time-chart';
+import { timeTicks, timeZoneText } from './axis';
+import { useHydrated } from '../local-time';
 import { PrincipalsTable } from './principals-table';
 import { Options } from '../options';
-import { Problem } from '../banners';
+import { LoadProblem, Notice } from '../banners';
+import { CheckBanners } from './checks';
 
-type StorePoint = OverviewJson['store'][number];
-type StoreSlot = Partial<StorePoint> & { t: string };
 
 const colors = { a: 'var(--c1)', b: 'var(--c2)', c: 'var(--c3)', d: 'var(--c4)' };
 const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour', '6h': 'Last 6 hours', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
 const refreshLabels: Record<OverviewSearch['refresh'], string> = { off: 'Off', '10': 'Every 10 s', '30': 'Every 30 s', '60': 'Every minute' };
 
 
-export function OverviewDashboard({ search }: { search: OverviewSearch }) {
+export function OverviewDashboard({ search, notices = [] }: { search: OverviewSearch; notices?: string[] }) {
   const router = useRouter();
-  const pathname = usePathname();
+  // What the server corrected in the URL stays said after the URL itself is corrected.
+  const [corrections] = useState(notices);
+  const correctedHref = notices.length > 0 ? overviewHref(search) : null;
+  useEffect(() => {
+    if (correctedHref) router.replace(correctedHref, { scroll: false });
+  }, [correctedHref, router]);
   const query = useQuery({
     queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
     queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
-    refetchInterval: search.refresh === 'off' ? false : Number(search.refresh) * 1000,
+    refetchInterval: refreshEvery(search.refresh === 'off' ? false : Number(search.refresh) * 1000),
     refetchIntervalInBackground: false,
     placeholderData: (previous) => previous,
   });
-  const navigate = (change: Partial<OverviewSearch>) => router.replace(`${pathname}${overviewHref({ ...search, ...change }).slice(1)}`, { scroll: false });
+  // Range, service and scope are what was looked at: each change is a history entry, so Back
+  // returns to it. The refresh setting is not, and replaces the entry.
+  const navigate = (change: Partial<OverviewSearch>) => {
+    const href = overviewHref({ ...search, ...change });
+    if (Object.keys(change).every((name) => name === 'refresh')) router.replace(href, { scroll: false });
+    else router.push(href, { scroll: false });
+  };
   const data = query.data;
+  const hydrated = useHydrated();
   const tick = timeTick(rangeSeconds[search.range]);
   const latest = data?.store.at(-1);
-  // The store series on the same time grid as the flow (a step with no sample stays empty),
-  // so every chart spans the whole range.
-  const storeByTime = new Map((data?.store ?? []).map((point) => [point.t, point]));
-  const storeGrid: StoreSlot[] = (data?.flow ?? []).map((point) => storeByTime.get(point.t) ?? { t: point.t });
+  // One time axis for every chart: the whole range, round local-clock ticks.
+  const from = data ? Date.parse(data.from) : 0;
+  const to = data ? Date.parse(data.to) : 0;
+  const stepMs = (data?.stepSeconds ?? 60) * 1000;
+  const storeAxis: TimeAxis = {
+    from,
+    to,
+    ticks: data && hydrated ? timeTicks(search.range, from, to) : [],
+    format: (ms) => tick(new Date(ms).toISOString()),
+    partialFrom: null,
+    dataFrom: null,
+  };
+  const lastStep = data?.flow.at(-1);
+  const flowAxis: TimeAxis = {
+    ...storeAxis,
+    partialFrom: lastStep && lastStep.seconds < (data?.stepSeconds ?? 0) ? Date.parse(lastStep.t) : null,
+    // A step that ended before the first recorded bucket is a gap, not zero traffic.
+    dataFrom: data?.dataSince ? Date.parse(data.dataSince) - stepMs + 1 : to,
+  };
   const claimsInRange = data?.flow.reduce((sum, point) => sum + point.claims, 0) ?? 0;
   const noClaims = 'No claims in this range yet. With demo traffic on, they start a few seconds after npm start.';
   const noSamples = 'No store sample in this range yet: one is taken every minute.';
@@ -79,45 +108,32 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
         <RefreshControl isFetching={query.isFetching} updatedAt={query.dataUpdatedAt} onRefresh={() => void query.refetch()} />
       </div>
 
+      {corrections.length > 0 ? (
+        <Notice>
+          {corrections.join(' ')} The address has been corrected.
+        </Notice>
+      ) : null}
       {query.error ? (
-        <Problem>
-          <strong>Could not refresh the overview.</strong> {query.error.message}
-          {data ? ' The figures below are from the last successful refresh.' : ''}
-        </Problem>
+        <LoadProblem error={query.error} what="the overview" stale={data !== undefined} />
       ) : null}
 
       {data ? (
         <>
-          <section aria-labelledby="alerts-heading">
-            <h2 id="alerts-heading" className="visually-hidden">
-              Alerts
-            </h2>
-            {data.alerts.length === 0 ? (
-              <div className="banner ok">No alert is firing.</div>
-            ) : (
-              data.alerts.map((alert) => (
-                <div key={`${alert.name}:${alert.service ?? ''}:${alert.scope ?? ''}`} className={`banner ${alert.severity}`} role="status">
-                  <strong>
-                    {alert.severity === 'critical' ? 'Critical' : 'Warning'}: {alert.summary}
-                  </strong>
-                  <span className="muted small">{alert.storeWide ? 'Store-wide' : alert.scope === null ? 'All scopes together' : `Scope ${alert.scope} of ${alert.service ?? ''}`}</span>
-                  <span>What to do: {alert.action}</span>
-                  {alert.since ? (
-                    <span className="muted small">
-                      Since <LocalTime iso={alert.since} />
-                    </span>
-                  ) : null}
-                </div>
-              ))
-            )}
-          </section>
+          <CheckBanners checks={data.checks} search={search} />
 
-          <section aria-label="Store now" className="stats">
+          <h2 id="store" className="section-title">
+            Store now <span className="muted small">(store-wide)</span>
+          </h2>
+          <section aria-labelledby="store" className="stats">
             <Stat label="Rows (estimate)" value={latest ? formatCount(latest.rows) : '—'} detail={latest ? `baseline ${formatCount(latest.baseline)}${latest.ratio === null ? '' : `, ${latest.ratio.toFixed(2)}x`}` : 'no sample yet'} />
             <Stat label="Store size" value={latest ? formatBytes(latest.tableBytes + latest.indexBytes + latest.toastBytes) : '—'} detail={latest ? `table ${formatBytes(latest.tableBytes)}, indexes ${formatBytes(latest.indexBytes)}, TOAST ${formatBytes(latest.toastBytes)}` : ''} />
             <Stat label="Oldest row" value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'} detail="age of the row that expires first" />
             <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
-            <Stat label="Stale claims" value={latest ? String(latest.staleClaims) : '—'} detail="in progress past their lease" />
+            <Stat
+              label={search.scope || search.service ? `Stale claims in ${[search.scope, search.service].filter(Boolean).join(' of ')}` : 'Stale claims'}
+              value={String(data.staleClaims.count)}
+              detail={data.staleClaims.oldestPastLeaseSeconds === null ? 'in progress past their lease: none' : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`}
+            />
             <Stat
               label="Last sweep"
               value={data.lastSweep ? data.lastSweep.status : 'none yet'}
@@ -135,32 +151,41 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
 
           <PrincipalsTable data={data.principals} service={search.service ?? null} scope={search.scope ?? null} />
 
+          <p className="muted small chart-caption">
+            Charts share one time axis ({rangeLabels[search.range].toLowerCase()}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running.
+          </p>
           <div className="charts">
             <TimeChart
-              title="Store rows against the baseline"
+              title="Store rows against the baseline (store-wide)"
               description="Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows ?? null },
-                { key: 'baseline', label: 'Baseline', color: colors.b, value: (point) => point.baseline ?? null, dashed: true },
-                { key: 'ratio', label: 'Ratio (right)', color: colors.c, value: (point) => point.ratio ?? null, right: true },
+                { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows },
+                { key: 'baseline', label: 'Baseline', color: colors.b, value: (point) => point.baseline, dashed: true },
+                { key: 'ratio', label: 'Ratio (right)', color: colors.c, value: (point) => point.ratio, right: true },
               ]}
               format={formatCount}
               rightFormat={(value) => `${value.toFixed(2)}x`}
-              tick={tick}
+              
+              kind="number"
+              rightKind="number"
+              axis={storeAxis}
+              thresholds={[{ value: data.objectives.rowsOverBaselineRatio, label: `alert over ${data.objectives.rowsOverBaselineRatio}x baseline`, right: true }]}
               emptyMessage={noSamples}
             />
             <TimeChart
-              title="Store size"
+              title="Store size (store-wide)"
               description="Bytes of the key table, its indexes and its TOAST data."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'table', label: 'Table', color: colors.a, value: (point) => point.tableBytes ?? null },
-                { key: 'indexes', label: 'Indexes', color: colors.b, value: (point) => point.indexBytes ?? null },
-                { key: 'toast', label: 'TOAST', color: colors.c, value: (point) => point.toastBytes ?? null },
+                { key: 'table', label: 'Table', color: colors.a, value: (point) => point.tableBytes },
+                { key: 'indexes', label: 'Indexes', color: colors.b, value: (point) => point.indexBytes },
+                { key: 'toast', label: 'TOAST', color: colors.c, value: (point) => point.toastBytes },
               ]}
               format={formatBytes}
-              tick={tick}
+              
+              kind="bytes"
+              axis={storeAxis}
               emptyMessage={noSamples}
             />
             <TimeChart
@@ -173,7 +198,10 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                 { key: 'p99', label: 'p99', color: colors.c, value: (point) => point.p99Ms },
               ]}
               format={(value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`}
-              tick={tick}
+              
+              kind="number"
+              axis={flowAxis}
+              thresholds={[{ value: data.objectives.claimP99Ms, label: `p99 objective ${data.objectives.claimP99Ms} ms` }]}
               emptyMessage={noClaims}
             />
             <TimeChart
@@ -187,7 +215,9 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                 { key: 'new', label: 'New keys', color: colors.d, value: (point) => point.perSecond.new, dashed: true },
               ]}
               format={formatRate}
-              tick={tick}
+              
+              kind="number"
+              axis={flowAxis}
               emptyMessage={noClaims}
             />
             <TimeChart
@@ -200,22 +230,30 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                 { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => (point.claims > 0 ? point.share.mismatch : null) },
               ]}
               format={formatPercent}
-              tick={tick}
+              
+              kind="share"
+              axis={flowAxis}
+              thresholds={[
+                { value: data.objectives.conflictShare, label: `conflict alert ${formatPercent(data.objectives.conflictShare)}` },
+                { value: data.objectives.mismatchShare, label: `mismatch alert ${formatPercent(data.objectives.mismatchShare)}` },
+              ]}
               emptyMessage={noClaims}
             />
             <TimeChart
-              title="Cleanup health"
+              title="Cleanup health (store-wide)"
               description="Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right."
-              points={storeGrid}
+              points={data.store}
               series={[
-                { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds ?? null },
-                { key: 'lag', label: 'Cleanup lag', color: colors.b, value: (point) => point.cleanupLagSeconds ?? null },
-                { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims ?? null, right: true },
+                { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds },
+                { key: 'lag', label: 'Cleanup lag', color: colors.b, value: (point) => point.cleanupLagSeconds },
+                { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims, right: true },
               ]}
               format={formatDuration}
               rightFormat={(value) => String(value)}
-              rightIntegers
-              tick={tick}
+              
+              kind="seconds"
+              rightKind="count"
+              axis={storeAxis}
               emptyMessage={noSamples}
             />
           </div>
@@ -224,7 +262,9 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
             <h3 id="scopes-heading">Stored responses per scope</h3>
             {data.storeByScope && data.storeByScope.scopes.length > 0 ? (
               <>
-                <table>
+                <div className="table-scroll">
+                <table className="stack">
+                  <caption className="visually-hidden">Stored responses per scope</caption>
                   <thead>
                     <tr>
                       <th scope="col">Service</th>
@@ -240,14 +280,19 @@ export function OverviewDashboard({ search }: { search: OverviewSearch }) {
                   <tbody>
                     {data.storeByScope.scopes.map((scope) => (
                       <tr key={`${scope.service} ${scope.scope}`}>
-                        <td>{scope.service}</td>
-                        <td>{scope.scope}</td>
-                        <td className="num">{formatCount(scope.estimatedRows)}</td>
-                        <td className="num">{formatBytes(scope.responseBytes)}</td>
+                        <td data-label="Service">{scope.service}</td>
+                        <td data-label="Scope">{scope.scope}</td>
+                        <td className="num" data-label="Rows">
+                          {formatCount(scope.estimatedRows)}
+                        </td>
+                        <td className="num" data-label="Bytes">
+                          {formatBytes(scope.responseBytes)}
+                        </td>
                       </tr>
                     ))}
                   </tbody>
                 </table>
+                </div>
                 <p className="muted small">
                   Estimated from a page sample taken <LocalTime iso={data.storeByScope.sampledAt} />.
                 </p>

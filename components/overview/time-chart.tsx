@@ -1,7 +1,10 @@
 'use client';
-// One time-series chart: labelled axes with units, a tooltip with formatted values, a legend,
-// and a plain-text empty state. Lines on the left axis; optionally one series on a right axis.
-import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+// One time-series chart on the overview's shared time axis: labelled axes with round ticks,
+// a tooltip with formatted values, a legend, objectives as threshold lines, and a plain-text
+// empty state. The unfinished current step is drawn dashed ("so far"), not as a dip; time
+// before any data was recorded is a gap, not zero.
+import { CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import { valueTicks, type ValueKind } from './axis';
 
 export interface Series<Point> {
   key: string;
@@ -13,23 +16,70 @@ export interface Series<Point> {
   dashed?: boolean;
 }
 
+export interface Threshold {
+  value: number;
+  label: string;
+  right?: boolean;
+}
+
+/** The time axis every chart of the overview shares. */
+export interface TimeAxis {
+  from: number;
+  to: number;
+  ticks: number[];
+  format: (ms: number) => string;
+  /** Start of the unfinished step (its points are "so far"); null when none is in range. */
+  partialFrom: number | null;
+  /** Points before this are drawn as a gap (no data was recorded then). */
+  dataFrom: number | null;
+}
+
 interface Props<Point extends { t: string }> {
   title: string;
   description: string;
   points: Point[];
   series: Series<Point>[];
   format: (value: number) => string;
+  kind: ValueKind;
   rightFormat?: (value: number) => string;
-  /** The right axis counts things: whole-number ticks only. */
-  rightIntegers?: boolean;
-  tick: (iso: string) => string;
+  rightKind?: ValueKind;
+  thresholds?: Threshold[];
+  axis: TimeAxis;
   emptyMessage: string;
 }
 
-export function TimeChart<Point extends { t: string }>({ title, description, points, series, format, rightFormat, rightIntegers, tick, emptyMessage }: Props<Point>) {
-  const rows = points.map((point) => Object.fromEntries([['t', point.t], ...series.map((line) => [line.key, line.value(point)])]) as Record<string, string | number | null>);
-  const hasData = rows.some((row) => series.some((line) => typeof row[line.key] === 'number' && row[line.key] !== 0));
-  const formatFor = (key: string) => (series.find((line) => line.key === key)?.right ? (rightFormat ?? format) : format);
+const PARTIAL = '~so-far';
+
+type Row = Record<string, number | null>;
+
+export function TimeChart<Point extends { t: string }>({ title, description, points, series, format, kind, rightFormat, rightKind = 'number', thresholds = [], axis, emptyMessage }: Props<Point>) {
+  const rows: Row[] = points.map((point) => {
+    const t = Date.parse(point.t);
+    const row: Row = { t };
+    for (const line of series) row[line.key] = axis.dataFrom !== null && t < axis.dataFrom ? null : line.value(point);
+    return row;
+  });
+  // The unfinished step: drawn by a dashed twin of each line from the last finished point.
+  const partialAt = axis.partialFrom === null ? -1 : rows.findIndex((row) => (row.t ?? 0) >= (axis.partialFrom ?? Infinity));
+  if (partialAt >= 0) {
+    rows.forEach((row, index) => {
+      for (const line of series) {
+        row[`${line.key}${PARTIAL}`] = index >= partialAt - 1 ? (row[line.key] ?? null) : null;
+        if (index >= partialAt) row[line.key] = null;
+      }
+    });
+  }
+  const hasData = rows.some((row) => series.some((line) => typeof row[line.key] === 'number' && row[line.key] !== 0) || series.some((line) => typeof row[`${line.key}${PARTIAL}`] === 'number' && row[`${line.key}${PARTIAL}`] !== 0));
+  const maxOf = (right: boolean) =>
+    Math.max(
+      0,
+      ...rows.flatMap((row) => series.filter((line) => Boolean(line.right) === right).flatMap((line) => [row[line.key], row[`${line.key}${PARTIAL}`]]).filter((value): value is number => typeof value === 'number')),
+      ...thresholds.filter((threshold) => Boolean(threshold.right) === right).map((threshold) => threshold.value * 1.1),
+    );
+  const leftTicks = valueTicks(maxOf(false), kind);
+  const rightTicks = rightFormat ? valueTicks(maxOf(true), rightKind) : [];
+  const lineOf = (key: string) => series.find((line) => line.key === key.replace(PARTIAL, ''));
+  const formatFor = (key: string) => (lineOf(key)?.right ? (rightFormat ?? format) : format);
   return (
     <figure className="card chart" aria-label={title}>
       <figcaption>
@@ -41,15 +91,46 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
           <ResponsiveContainer width="100%" height={220}>
             <LineChart data={rows} margin={{ top: 8, right: rightFormat ? 8 : 16, bottom: 0, left: 8 }}>
               <CartesianGrid stroke="var(--grid)" strokeDasharray="3 3" />
-              <XAxis dataKey="t" tickFormatter={tick} minTickGap={40} stroke="var(--muted)" fontSize={12} />
-              <YAxis yAxisId="left" tickFormatter={format} width={72} stroke="var(--muted)" fontSize={12} />
-              {rightFormat ? <YAxis yAxisId="right" orientation="right" tickFormatter={rightFormat} allowDecimals={!rightIntegers} width={56} stroke="var(--muted)" fontSize={12} /> : null}
+              <XAxis dataKey="t" type="number" scale="time" domain={[axis.from, axis.to]} ticks={axis.ticks} tickFormatter={axis.format} stroke="var(--muted)" fontSize={12} allowDataOverflow />
+              <YAxis yAxisId="left" domain={[0, leftTicks.at(-1) ?? 1]} ticks={leftTicks} tickFormatter={format} width={72} stroke="var(--muted)" fontSize={12} />
+              {rightFormat ? <YAxis yAxisId="right" orientation="right" domain={[0, rightTicks.at(-1) ?? 1]} ticks={rightTicks} tickFormatter={rightFormat} width={56} stroke="var(--muted)" fontSize={12} /> : null}
               <Tooltip
-                labelFormatter={(label) => (typeof label === 'string' ? tick(label) : '')}
-                formatter={(value, name) => [typeof value === 'number' ? formatFor(String(name))(value) : '—', series.find((line) => line.key === name)?.label ?? String(name)]}
-                contentStyle={{ background: 'var(--card)', border: '1px solid var(--border)', color: 'var(--fg)' }}
+                content={({ active, payload, label }) => {
+                  if (!active || payload.length === 0) return null;
+                  const row = payload[0]?.payload as Row | undefined;
+                  const partial = axis.partialFrom !== null && typeof label === 'number' && label >= axis.partialFrom;
+                  return (
+                    <div className="chart-tooltip">
+                      <div className="muted small">
+                        {typeof label === 'number' ? axis.format(label) : ''}
+                        {partial ? ' (so far: this step is not over)' : ''}
+                      </div>
+                      {series.map((line) => {
+                        const value = row?.[line.key] ?? row?.[`${line.key}${PARTIAL}`] ?? null;
+                        return (
+                          <div key={line.key}>
+                            <span style={{ color: line.color }} aria-hidden="true">
+                              ●
+                            </span>{' '}
+                            {line.label}: {typeof value === 'number' ? formatFor(line.key)(value) : '—'}
+                          </div>
+                        );
+                      })}
+                    </div>
+                  );
+                }}
               />
-              <Legend formatter={(value: string) => series.find((line) => line.key === value)?.label ?? value} />
+              <Legend formatter={(value: string) => lineOf(value)?.label ?? value} />
+              {thresholds.map((threshold) => (
+                <ReferenceLine
+                  key={threshold.label}
+                  yAxisId={threshold.right ? 'right' : 'left'}
+                  y={threshold.value}
+                  stroke="var(--threshold)"
+                  strokeDasharray="6 3"
+                  label={{ value: threshold.label, position: 'insideTopRight', fill: 'var(--fg)', fontSize: 11 }}
+                />
+              ))}
               {series.map((line) => (
                 <Line
                   key={line.key}
@@ -63,6 +144,23 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                   isAnimationActive={false}
                 />
               ))}
+              {partialAt >= 0
+                ? series.map((line) => (
+                    <Line
+                      key={`${line.key}${PARTIAL}`}
+                      yAxisId={line.right ? 'right' : 'left'}
+                      dataKey={`${line.key}${PARTIAL}`}
+                      stroke={line.color}
+                      strokeWidth={2}
+                      strokeOpacity={0.6}
+                      strokeDasharray="2 3"
+                      dot={false}
+                      legendType="none"
+                      connectNulls={false}
+                      isAnimationActive={false}
+                    />
+                  ))
+                : null}
             </LineChart>
           </ResponsiveContainer>
         </div>

@@ -6,12 +6,13 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState } from 'react';
 import type { PolicyReview, RetentionReview as Review } from '@/server/retention/review';
-import { adminFetch } from '../admin-fetch';
+import { adminFetch, refreshEvery } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { LocalTime } from '../local-time';
 import { formatCount, formatDuration } from '../overview/format';
-import { Notice, Problem } from '../banners';
+import { LoadProblem, Notice } from '../banners';
+import { durationWords, policyChanges } from '@/server/retention/policy-words';
 import { DownloadProblem, useDownload } from '../download';
 
 const fetchReview = () => adminFetch<Review>('/api/admin/retention');
@@ -29,6 +30,7 @@ async function savePolicy(edit: PolicyEdit): Promise<void> {
   const { policy } = edit;
   await adminFetch('/api/admin/policies', {
     method: 'POST',
+    fieldLabels: { reason: 'Reason' },
     body: {
       service: policy.service,
       endpoint: policy.endpoint,
@@ -57,7 +59,7 @@ const exportKinds = [
 
 export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   const client = useQueryClient();
-  const review = useQuery({ queryKey: queryKeys.retention(), queryFn: fetchReview, refetchInterval: 60_000 });
+  const review = useQuery({ queryKey: queryKeys.retention(), queryFn: fetchReview, refetchInterval: refreshEvery(60_000) });
   const dialog = useRef<HTMLDialogElement>(null);
   const [edit, setEdit] = useState<PolicyEdit | null>(null);
   const download = useDownload();
@@ -87,9 +89,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
         </Notice>
       ) : null}
       {review.error ? (
-        <Problem>
-          Could not load the retention review: {review.error.message}
-        </Problem>
+        <LoadProblem error={review.error} what="the retention review" />
       ) : null}
       <div className="toolbar" role="group" aria-label="Exports">
         {exportKinds.map(([what, label]) => {
@@ -108,7 +108,8 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
           <section className="card" aria-labelledby="policies-heading">
             <h2 id="policies-heading">Policies against their promise</h2>
             <div className="table-scroll">
-              <table>
+              <table className="stack">
+                <caption className="visually-hidden">Policies against their promise</caption>
                 <thead>
                   <tr>
                     <th scope="col">Service</th>
@@ -129,20 +130,24 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                 <tbody>
                   {data.policies.map((policy) => (
                     <tr key={`${policy.service} ${policy.endpoint}`}>
-                      <td className="nowrap">{policy.service}</td>
-                      <td className="nowrap">{policy.endpoint}</td>
-                      <td>{formatDuration(policy.retryWindowSeconds)}</td>
-                      <td>{formatDuration(policy.retentionSeconds)}</td>
-                      <td>{formatDuration(policy.marginSeconds)}</td>
-                      <td>{policy.scopeMode === 'endpoint' ? 'principal + endpoint' : 'principal (intent)'}</td>
-                      <td>
+                      <td className="nowrap" data-label="Service">
+                        {policy.service}
+                      </td>
+                      <td className="nowrap" data-label="Endpoint">
+                        {policy.endpoint}
+                      </td>
+                      <td data-label="Window">{formatDuration(policy.retryWindowSeconds)}</td>
+                      <td data-label="Retention">{formatDuration(policy.retentionSeconds)}</td>
+                      <td data-label="Margin">{formatDuration(policy.marginSeconds)}</td>
+                      <td data-label="Scope">{policy.scopeMode === 'endpoint' ? 'principal + endpoint' : 'principal (intent)'}</td>
+                      <td data-label="Evidence">
                         {policy.evidenceMinMarginSeconds === null
                           ? 'nothing deleted yet'
                           : `${formatCount(policy.evidenceRowsDeleted)} rows deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
                       </td>
-                      <td>{policy.keepsPromise ? <span className="badge pass">Pass</span> : <span className="badge fail">Fail</span>}</td>
+                      <td data-label="Promise">{policy.keepsPromise ? <span className="badge pass">Pass</span> : <span className="badge fail">Fail</span>}</td>
                       {canEdit ? (
-                        <td>
+                        <td data-label="Change">
                           <button type="button" className="link" onClick={() => open(policy)} aria-label={`Edit ${policy.endpoint} of ${policy.service}`}>
                             Edit
                           </button>
@@ -161,7 +166,8 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
               <p className="empty">No change yet.</p>
             ) : (
               <div className="table-scroll">
-                <table>
+                <table className="stack">
+                  <caption className="visually-hidden">Change history, newest first</caption>
                   <thead>
                     <tr>
                       <th scope="col">When</th>
@@ -176,17 +182,23 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                   <tbody>
                     {data.history.map((entry) => (
                       <tr key={entry.id} className={entry.breaking ? 'breaking' : undefined}>
-                        <td className="nowrap">
+                        <td className="nowrap" data-label="When">
                           <LocalTime iso={entry.changedAt} />
                         </td>
-                        <td className="nowrap">{entry.service}</td>
-                        <td className="nowrap">{entry.endpoint}</td>
-                        <td className="num">{entry.version}</td>
-                        <td>{entry.changedBy}</td>
-                        <td>
-                          {entry.breaking ? <span className="badge fail">Breaking (acknowledged)</span> : null} {describeChange(entry.previous, entry.current)}
+                        <td className="nowrap" data-label="Service">
+                          {entry.service}
                         </td>
-                        <td>{entry.reason}</td>
+                        <td className="nowrap" data-label="Endpoint">
+                          {entry.endpoint}
+                        </td>
+                        <td className="num" data-label="Version">
+                          {entry.version}
+                        </td>
+                        <td data-label="By">{entry.changedBy}</td>
+                        <td data-label="Change">
+                          {entry.breaking ? <span className="badge fail">Breaking{entry.acknowledged ? ' (acknowledged)' : ''}</span> : null} {describeChange(entry.previous, entry.current)}
+                        </td>
+                        <td data-label="Reason">{entry.reason}</td>
                       </tr>
                     ))}
                   </tbody>
@@ -202,7 +214,8 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
               <p className="empty">No sweep has deleted anything yet: keys are kept for their retention first.</p>
             ) : (
               <div className="table-scroll">
-                <table>
+                <table className="stack">
+                  <caption className="visually-hidden">Sweeper runs, newest first</caption>
                   <thead>
                     <tr>
                       <th scope="col">Run</th>
@@ -220,14 +233,22 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                   <tbody>
                     {data.sweeps.map((run) => (
                       <tr key={run.runId}>
-                        <td className="num">#{run.runId}</td>
-                        <td className="nowrap">{run.finishedAt ? <LocalTime iso={run.finishedAt} /> : 'running'}</td>
-                        <td>
+                        <td className="num" data-label="Run">
+                          #{run.runId}
+                        </td>
+                        <td className="nowrap" data-label="Finished">
+                          {run.finishedAt ? <LocalTime iso={run.finishedAt} /> : 'running'}
+                        </td>
+                        <td data-label="Status">
                           {run.status} ({run.trigger})
                         </td>
-                        <td className="num">{formatCount(run.rowsDeleted)}</td>
-                        <td className="num">{run.staleReleased}</td>
-                        <td>
+                        <td className="num" data-label="Deleted">
+                          {formatCount(run.rowsDeleted)}
+                        </td>
+                        <td className="num" data-label="Released">
+                          {run.staleReleased}
+                        </td>
+                        <td data-label="Evidence">
                           {run.scopes.length === 0
                             ? '—'
                             : run.scopes.map((scope) => (
@@ -271,6 +292,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
               <option value="endpoint">Principal + endpoint</option>
               <option value="intent">Principal only (intent)</option>
             </select>
+            <MarginPreview edit={edit} />
             <label htmlFor="policy-reason">Reason</label>
             <input id="policy-reason" required minLength={3} maxLength={1000} value={edit.reason} onChange={(event) => setEdit({ ...edit, reason: event.target.value })} />
             {breaking ? (
@@ -287,22 +309,36 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   );
 }
 
-const fieldLabels: Record<string, string> = {
-  retryWindowSeconds: 'window',
-  retentionSeconds: 'retention',
-  scopeMode: 'scope',
-  leaseMs: 'lease',
-  lockTimeoutMs: 'lock timeout',
-  maxResponseBytes: 'response cap',
-  liveKeyQuota: 'live-key quota',
-};
+/** What the edit will mean, before saving: the margin it leaves, or why it will be refused. */
+function MarginPreview({ edit }: { edit: PolicyEdit }) {
+  const window = Math.round(edit.windowHours * 3_600);
+  const retention = Math.round(edit.retentionHours * 3_600);
+  const margin = retention - window;
+  const valid = Number.isFinite(margin) && window > 0 && retention > 0;
+  const changes = policyChanges(
+    { retryWindowSeconds: edit.policy.retryWindowSeconds, retentionSeconds: edit.policy.retentionSeconds, scopeMode: edit.policy.scopeMode },
+    { retryWindowSeconds: window, retentionSeconds: retention, scopeMode: edit.scopeMode },
+  );
+  return (
+    <output className={`margin-preview ${valid && margin >= 0 ? 'fine' : 'refused'}`} htmlFor="window-hours retention-hours scope-mode">
+      {!valid ? (
+        'Enter the window and the retention in hours.'
+      ) : margin < 0 ? (
+        <>
+          <strong>This will be refused:</strong> retention must be at least the {durationWords(window)} retry window ({durationWords(-margin)} short).
+        </>
+      ) : (
+        <>
+          <strong>Margin {durationWords(margin)}</strong>: a retry at the end of the {durationWords(window)} window still finds its key for {durationWords(margin)}.
+        </>
+      )}
+      {changes.length > 0 ? <span className="muted small"> Changes: {changes.map((change) => `${change.label.toLowerCase()} ${change.from} → ${change.to}`).join(', ')}.</span> : null}
+    </output>
+  );
+}
 
 function describeChange(previous: Record<string, unknown> | null, current: Record<string, unknown>): string {
   if (!previous) return 'created';
-  const show = (key: string, value: unknown) =>
-    typeof value === 'number' && key.endsWith('Seconds') ? formatDuration(value) : typeof value === 'string' || typeof value === 'number' ? String(value) : JSON.stringify(value);
-  const changes = Object.keys(fieldLabels)
-    .filter((key) => previous[key] !== current[key])
-    .map((key) => `${fieldLabels[key] ?? key} ${show(key, previous[key])} → ${show(key, current[key])}`);
+  const changes = policyChanges(previous, current).map((change) => `${change.label.toLowerCase()} ${change.from} → ${change.to}`);
   return changes.length > 0 ? changes.join(', ') : 'no field changed';
 }

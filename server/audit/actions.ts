@@ -22,6 +22,7 @@ export const auditActions = [
   'operator.password_reset',
   'policy.create',
   'policy.change',
+  'policy.change_refused',
   'retention.export',
   'audit.export',
 ] as const;

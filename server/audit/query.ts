@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { storableInstant, storableText } from '../storable';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { instantFromMicros, microsOf } from '../keyset';
+import { auditActions } from './actions';
 
 const cursorSchema = z
   .string()
@@ -17,7 +18,10 @@ const cursorSchema = z
 
 export const auditQuerySchema = z.strictObject({
   actor: storableText().trim().min(1).max(254).optional(),
+  /** A whole action (exact), or the start of some ("policy." matches every policy action). */
   action: storableText().trim().min(1).max(100).optional(),
+  /** "hide": leave out sign-ins and sign-outs (auth.*). */
+  signIns: z.enum(['hide']).optional(),
   from: storableInstant().optional(),
   to: storableInstant().optional(),
   after: cursorSchema.optional(),
@@ -53,7 +57,13 @@ export async function listAudit(db: Queryable, query: AuditQuery): Promise<Audit
     conditions.push(condition(`$${values.length}`));
   };
   if (query.actor !== undefined) add((p) => `actor = ${p}`, query.actor);
-  if (query.action !== undefined) add((p) => `action = ${p}`, query.action);
+  // A whole known action is an equality (audit_log_action_at_idx); anything else a prefix,
+  // read newest first through audit_log_at_idx until the page is full.
+  if (query.action !== undefined) {
+    if ((auditActions as readonly string[]).includes(query.action)) add((p) => `action = ${p}`, query.action);
+    else add((p) => `starts_with(action, ${p})`, query.action);
+  }
+  if (query.signIns === 'hide') conditions.push(`NOT starts_with(action, 'auth.')`);
   if (query.from !== undefined) add((p) => `at >= ${p}::timestamptz`, query.from);
   if (query.to !== undefined) add((p) => `at < ${p}::timestamptz`, query.to);
   if (query.after !== undefined) {

@@ -49,6 +49,7 @@ export async function readCorrelationRecords(db: Queryable, correlationId: strin
     expires_at: Date;
     seconds_left: number;
     lease_expires_at: Date | null;
+    lease_passed_seconds: number | null;
     fingerprint_prefix: string;
     attempts: number;
   }>({
@@ -58,7 +59,9 @@ export async function readCorrelationRecords(db: Queryable, correlationId: strin
                   CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
                   k.correlation_id, k.created_at, k.completed_at, k.expires_at,
                   greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
-                  k.lease_expires_at, encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
+                  k.lease_expires_at,
+                  CASE WHEN k.state = 'in_progress' AND k.lease_expires_at < now() THEN extract(epoch FROM now() - k.lease_expires_at)::float8 END AS lease_passed_seconds,
+                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
            FROM idempotency_keys k
            LEFT JOIN principal_names n ON n.principal_id = k.principal_id
            WHERE k.correlation_id = $1::uuid AND k.${CORRELATION_INDEX_PREDICATE}
@@ -82,6 +85,7 @@ export async function readCorrelationRecords(db: Queryable, correlationId: strin
     expiresAt: row.expires_at.toISOString(),
     secondsLeft: Math.round(row.seconds_left),
     leaseExpiresAt: row.lease_expires_at?.toISOString() ?? null,
+    leasePassedSeconds: row.lease_passed_seconds,
     fingerprintPrefix: row.fingerprint_prefix,
     attempts: row.attempts,
     takeovers: Math.max(0, row.attempts - 1),

@@ -37,6 +37,8 @@ export interface KeyRecord {
   /** Seconds left before the key expires (0 once it has). */
   secondsLeft: number;
   leaseExpiresAt: string | null;
+  /** In progress past its lease: how long ago the lease ended, seconds (null otherwise). The attempt crashed or hung. */
+  leasePassedSeconds: number | null;
   /** First 8 hex digits of the request fingerprint: enough to tell two requests apart, not to recompute one. */
   fingerprintPrefix: string;
   attempts: number;
@@ -64,6 +66,7 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
     expires_at: Date;
     seconds_left: number;
     lease_expires_at: Date | null;
+    lease_passed_seconds: number | null;
     fingerprint_prefix: string;
     attempts: number;
   }>({
@@ -72,7 +75,9 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
                   CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
                   k.correlation_id, k.created_at, k.completed_at, k.expires_at,
                   greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
-                  k.lease_expires_at, encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
+                  k.lease_expires_at,
+                  CASE WHEN k.state = 'in_progress' AND k.lease_expires_at < now() THEN extract(epoch FROM now() - k.lease_expires_at)::float8 END AS lease_passed_seconds,
+                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
            FROM (SELECT DISTINCT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
                  FROM endpoint_policies p WHERE $3::text IS NULL OR p.service = $3) s
            JOIN idempotency_keys k ON k.principal_id = $1 AND k.service = s.service AND k.scope = s.scope AND k.key = $2
@@ -93,6 +98,7 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
     expiresAt: row.expires_at.toISOString(),
     secondsLeft: Math.round(row.seconds_left),
     leaseExpiresAt: row.lease_expires_at?.toISOString() ?? null,
+    leasePassedSeconds: row.lease_passed_seconds,
     fingerprintPrefix: row.fingerprint_prefix,
     attempts: row.attempts,
     takeovers: Math.max(0, row.attempts - 1),

@@ -8,6 +8,7 @@ import { serviceNameSchema } from '../service-name';
 import { claimOutcomes, type ClaimOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
+import { evaluateChecks, type Check } from './checks';
 import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
@@ -37,6 +38,8 @@ export interface FlowPoint {
   p50Ms: number | null;
   p95Ms: number | null;
   p99Ms: number | null;
+  /** Seconds of the step that have passed: the step itself, or less for the current, unfinished one. */
+  seconds: number;
 }
 
 /** One store_stats sample: the store's figures, named for the chart, against its baseline. */
@@ -69,10 +72,20 @@ export interface Overview {
   alerts: Alert[];
   /** The principals behind conflicts, mismatches, rejections and stale claims (readPrincipalsBehind). */
   principals: PrincipalsBehind;
+  /** Every alert rule as a check for this choice: the firing ones first, then the passed ones with their values. */
+  checks: Check[];
+  /** The thresholds the charts draw as lines. */
+  objectives: { claimP99Ms: number; conflictShare: number; mismatchShare: number; rowsOverBaselineRatio: number };
+  /** When the first flow bucket still kept was recorded (null: none): the charts leave the time before it empty. */
+  dataSince: string | null;
+  /** The server's clock when read: the last step is unfinished up to it. */
+  now: string;
+  /** Stale claims now (in progress past their lease) of the chosen service and scope. */
+  staleClaims: { count: number; oldestPastLeaseSeconds: number | null };
 }
 
 /** The overview as it travels as JSON (dates as ISO strings). */
-export type OverviewJson = Omit<Overview, 'alerts'> & { alerts: (Omit<Alert, 'since'> & { since: string | null })[] };
+export type OverviewJson = Omit<Overview, 'alerts' | 'checks'> & { alerts: (Omit<Alert, 'since'> & { since: string | null })[]; checks: (Omit<Check, 'since'> & { since: string | null })[] };
 
 const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
 const finite = (value: number) => (Number.isFinite(value) ? value : null);
@@ -82,8 +95,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   const rangeSeconds = overviewRanges[query.range];
   const step = steps[query.range];
   const hourly = rangeSeconds > 86_400;
-  const { rows: clock } = await db.query<{ to: Date; from: Date }>(
-    `SELECT date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
+  const { rows: clock } = await db.query<{ to: Date; from: Date; now: Date }>(
+    `SELECT now() AS now, date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
             date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' - $2::int * interval '1 second' AS from`,
     [step, rangeSeconds],
   );
@@ -139,6 +152,21 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     [step, window.from, window.to],
   );
   const lastSweep = await readLastFinishedSweep(db);
+  // The earliest bucket still kept: a primary-key probe at each table's start.
+  const since = await db.query<{ since: Date | null }>(
+    `SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since`,
+  );
+  // Stale claims of the choice, through the partial index idempotency_keys_stale_lease_idx.
+  const stale = await db.query<{ n: number; oldest: number | null }>(
+    `SELECT count(*)::int AS n, extract(epoch FROM now() - min(lease_expires_at))::float8 AS oldest FROM idempotency_keys
+     WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
+    [query.service ?? null, query.scope ?? null],
+  );
+  const alertInputs = await readAlertInputs(db, { sweepIntervalSeconds });
+  // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
+  const alerts = evaluateAlerts(alertInputs, thresholds).filter(
+    (alert) => alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
+  );
 
   const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
   for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
@@ -171,8 +199,10 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
       const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
       const perSecond = zeroes();
       const share = zeroes();
+      // The current step has run only since its start: its rate is over that, not the whole step.
+      const seconds = Math.max(1, Math.min(step, (window.now.getTime() - t) / 1000));
       for (const outcome of claimOutcomes) {
-        perSecond[outcome] = point.counts[outcome] / step;
+        perSecond[outcome] = point.counts[outcome] / seconds;
         share[outcome] = claims > 0 ? point.counts[outcome] / claims : 0;
       }
       return {
@@ -184,6 +214,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
         p50Ms: finite(percentileOf(point.latency, 50)),
         p95Ms: finite(percentileOf(point.latency, 95)),
         p99Ms: finite(percentileOf(point.latency, 99)),
+        seconds,
       };
     }),
     store: samples.rows.map((row) => {
@@ -212,12 +243,17 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
               .map(({ service, scope, estimatedRows, responseBytes }) => ({ service, scope, estimatedRows, responseBytes })),
           },
     lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
-    // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
-    alerts: evaluateAlerts(await readAlertInputs(db, { sweepIntervalSeconds }), thresholds).filter(
-      (alert) =>
-        alert.storeWide ||
-        ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
-    ),
+    alerts,
+    checks: evaluateChecks(alertInputs, alerts, thresholds, { service: query.service, scope: query.scope }),
+    objectives: {
+      claimP99Ms: thresholds.claimP99ObjectiveMs,
+      conflictShare: thresholds.conflictShare,
+      mismatchShare: thresholds.mismatchShare,
+      rowsOverBaselineRatio: thresholds.rowsOverBaselineRatio,
+    },
+    dataSince: since.rows[0]?.since?.toISOString() ?? null,
+    now: window.now.toISOString(),
+    staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
     principals,
   };
 }

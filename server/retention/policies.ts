@@ -10,20 +10,28 @@ import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import type { EndpointPolicy } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
+import { durationWords, policyValueWords } from './policy-words';
 
+// Every refusal is a sentence in the operator's units (policy-words.ts), never a field name or raw seconds.
+const bounded = (error: string, min: number, max: number) => z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
 export const policyFields = z
   .object({
-    scopeMode: z.enum(['endpoint', 'intent']),
-    retryWindowSeconds: z.number().int().positive().max(366 * 86_400),
-    retentionSeconds: z.number().int().positive().max(400 * 86_400),
-    leaseMs: z.number().int().min(100).max(86_400_000),
-    lockTimeoutMs: z.number().int().min(10).max(600_000),
-    maxResponseBytes: z.number().int().min(1).max(10 * 1024 * 1024),
-    liveKeyQuota: z.number().int().min(1).max(2_000_000_000),
+    scopeMode: z.enum(['endpoint', 'intent'], { error: 'the scope must be principal + endpoint or principal only (intent)' }),
+    retryWindowSeconds: bounded('the retry window must be a whole number of seconds from 1 s to 366 d', 1, 366 * 86_400),
+    retentionSeconds: bounded('retention must be a whole number of seconds from 1 s to 400 d', 1, 400 * 86_400),
+    leaseMs: bounded('the lease must be from 0.1 s to 24 h', 100, 86_400_000),
+    lockTimeoutMs: bounded('the lock wait must be from 10 ms to 10 min', 10, 600_000),
+    maxResponseBytes: bounded('the largest stored response must be from 1 byte to 10 MiB', 1, 10 * 1024 * 1024),
+    liveKeyQuota: bounded('the live-key quota must be from 1 to 2,000,000,000 keys', 1, 2_000_000_000),
   })
-  .refine((policy) => policy.retentionSeconds >= policy.retryWindowSeconds, {
-    error: 'retention must be at least the documented retry window',
-    path: ['retentionSeconds'],
+  .superRefine((policy, context) => {
+    if (policy.retentionSeconds < policy.retryWindowSeconds) {
+      context.addIssue({
+        code: 'custom',
+        message: `retention must be at least the ${durationWords(policy.retryWindowSeconds)} retry window (${durationWords(policy.retentionSeconds)} would delete keys while clients may still retry)`,
+        path: ['retentionSeconds'],
+      });
+    }
   });
 export type PolicyFields = z.infer<typeof policyFields>;
 
@@ -47,7 +55,9 @@ export class PolicyVersionConflictError extends Error {
 export class InvalidPolicyError extends Error {
   readonly code = 'INVALID_POLICY';
   constructor(readonly issues: { path: string; message: string }[]) {
-    super(`Invalid policy: ${issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ')}`);
+    // The sentence an operator reads: the messages are already in words (policyFields).
+    const text = [...new Set(issues.map((issue) => issue.message))].join('; ');
+    super(`${text.charAt(0).toUpperCase()}${text.slice(1)}.`);
   }
 }
 
@@ -193,16 +203,46 @@ export interface PolicyChangeResult {
 export function breakingReasons(current: PolicyFields, next: PolicyFields): string[] {
   const reasons: string[] = [];
   if (next.retryWindowSeconds < current.retryWindowSeconds) {
-    reasons.push(`shortening the documented retry window from ${current.retryWindowSeconds} s to ${next.retryWindowSeconds} s makes late retries unsafe`);
+    reasons.push(`shortening the documented retry window from ${durationWords(current.retryWindowSeconds)} to ${durationWords(next.retryWindowSeconds)} makes late retries unsafe`);
   }
   if (next.scopeMode !== current.scopeMode) {
-    reasons.push(`changing the scope from ${current.scopeMode} to ${next.scopeMode} makes retries of earlier requests run again`);
+    reasons.push(`changing the scope from ${policyValueWords('scopeMode', current.scopeMode)} to ${policyValueWords('scopeMode', next.scopeMode)} makes retries of earlier requests run again`);
   }
   return reasons;
 }
 
-/** Changes a policy, with its history entry and audit row, in one transaction. */
+type RefusedPolicyChange = InvalidPolicyError | BreakingChangeNotAcknowledgedError | PolicyVersionConflictError | PolicyNotFoundError;
+
+function isRefusal(error: unknown): error is RefusedPolicyChange {
+  return error instanceof InvalidPolicyError || error instanceof BreakingChangeNotAcknowledgedError || error instanceof PolicyVersionConflictError || error instanceof PolicyNotFoundError;
+}
+
+/**
+ * Changes a policy, with its history entry and audit row, in one transaction. A refused change
+ * is audited too (policy.change_refused, with the refusal in words), after its transaction
+ * rolled back, so compliance sees attempts to weaken the promise as well as changes.
+ */
 export async function changePolicy(pool: Transactional, change: PolicyChange): Promise<PolicyChangeResult> {
+  try {
+    return await applyPolicyChange(pool, change);
+  } catch (error) {
+    if (!isRefusal(error)) throw error;
+    await inTransaction(pool, async (db) => {
+      // The policy as it stands, so the entry reads as "retention 26 h -> 12 h, refused".
+      const standing = await getPolicy(db, change.service, change.endpoint);
+      await writeAudit(db, {
+        actor: change.actor,
+        action: 'policy.change_refused',
+        target: { service: change.service, endpoint: change.endpoint, version: change.expectedVersion },
+        reason: change.reason.trim().slice(0, 1000) || null,
+        details: { refusal: error.message, code: error.code, previous: standing ? fieldsOf(standing) : null, proposed: change.fields, acknowledged: change.acknowledgeBreakingChange === true },
+      });
+    });
+    throw error;
+  }
+}
+
+async function applyPolicyChange(pool: Transactional, change: PolicyChange): Promise<PolicyChangeResult> {
   const next = validate(change.fields);
   const reason = change.reason.trim();
   if (reason.length === 0 || reason.length > 1000) throw new InvalidPolicyError([{ path: 'reason', message: 'a reason of 1 to 1000 characters is required' }]);
@@ -217,7 +257,8 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
     const reasons = breakingReasons(current, next);
     const breaking = reasons.length > 0;
     if (breaking && change.acknowledgeBreakingChange !== true) {
-      throw new BreakingChangeNotAcknowledgedError(`${reasons.join('; ')}: acknowledge the breaking change explicitly`);
+      const text = reasons.join('; ');
+      throw new BreakingChangeNotAcknowledgedError(`${text.charAt(0).toUpperCase()}${text.slice(1)}: acknowledge the breaking change to save it.`);
     }
     const version = current.version + 1;
     const updated = await db.query<PolicyRow>(
@@ -234,7 +275,7 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
     );
     // Partitioned layout: partitions must exist beyond the (possibly longer) retention now.
     await db.query('SELECT retrysafe_ensure_partitions()');
-    await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { service: change.service, endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking } });
+    await writeAudit(db, { actor: change.actor, action: 'policy.change', target: { service: change.service, endpoint: change.endpoint, version }, reason, details: { previous, current: next, breaking, acknowledged: breaking && change.acknowledgeBreakingChange === true } });
     const record = updated.rows[0];
     if (!record) throw new Error('policy update returned no row');
     return { policy: toRecord(record), breaking };

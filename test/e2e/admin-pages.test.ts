@@ -9,6 +9,7 @@ import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import type { OperatorRole } from '../../server/auth/roles';
 import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
+import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
 import { testAdmin } from '../helpers/server';
@@ -58,11 +59,13 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     const page = await pageAs('compliance');
     await page.goto(`${base()}/audit`);
     await expect(auditRows(page).locator('td:nth-child(3)').allTextContents()).resolves.toEqual(expect.arrayContaining(['auth.sign_in', 'operator.create', 'key.lookup']));
+    await expectAccessible(page, 'audit-all.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit-all.png'), fullPage: true });
     await filterByAction(page, 'key.lookup');
     await expect(auditRows(page).count()).resolves.toBe(1);
     const row = auditRows(page).first();
     await expect(row.textContent()).resolves.toMatch(/operator@admin-ui\.example.*key\.lookup.*key=audit-ui-order-7.*ticket 88: did order 7 go through\?.*records=0/);
+    await expectAccessible(page, 'audit.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit.png'), fullPage: true });
 
     // A link reproduces the view.
@@ -139,6 +142,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
 
     await page.goto(`${base()}/audit?action=no.such.action`);
     await expect(page.getByText('No audit entry matches these filters.').isVisible()).resolves.toBe(true);
+    await expectAccessible(page, 'audit-empty.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'audit-empty.png') });
     await closeChecked(page);
   });
@@ -170,12 +174,14 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await page.getByRole('button', { name: `Disable ${email}` }).click();
     const disableDialog = page.getByRole('dialog', { name: 'Disable this operator?' });
     await disableDialog.getByLabel('Reason').fill('ticket 13: left the company');
+    await expectAccessible(page, 'operators-disable.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators-disable.png') });
     await disableDialog.getByRole('button', { name: 'Disable operator' }).click();
     await page.getByRole('status').filter({ hasText: `Disabled ${email}` }).waitFor();
     await expect.poll(() => row.locator('td:nth-child(4)').textContent(), { timeout: 10_000 }).toBe('Disabled');
     await expect(page.getByLabel(`Role of ${email}`, { exact: true }).inputValue()).resolves.toBe('compliance');
     await expect(page.getByRole('button', { name: `Enable ${email}` }).isVisible()).resolves.toBe(true);
+    await expectAccessible(page, 'operators.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators.png'), fullPage: true });
     await closeChecked(page);
 
@@ -214,6 +220,7 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
     await dialog.getByLabel('Reason').fill('testing the last-admin rule');
     await dialog.getByRole('button', { name: 'Disable operator' }).click();
     await dialog.getByRole('alert').filter({ hasText: 'This is the last enabled admin: make another admin first' }).waitFor();
+    await expectAccessible(page, 'operators-last-admin.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators-last-admin.png') });
     const { rows } = await db.pool.query<{ banned: boolean }>('SELECT banned FROM operators WHERE email = $1', [me]);
     expect(rows).toEqual([{ banned: false }]);
@@ -230,8 +237,10 @@ describe.skipIf(!hasChromium)('the audit log and operators pages in Chromium', (
       // Wide tables scroll inside their card; the page itself does not scroll sideways.
       await expect(page.evaluate(() => document.documentElement.scrollWidth)).resolves.toBeLessThanOrEqual(390);
       const name = path.slice(1);
+      await expectAccessible(page, `${name}-phone.png`);
       await page.screenshot({ path: join(SCREENSHOTS_DIR, `${name}-phone.png`) });
       await table.scrollIntoViewIfNeeded();
+      await expectAccessible(page, `${name}-phone-table.png`);
       await page.screenshot({ path: join(SCREENSHOTS_DIR, `${name}-phone-table.png`) });
     }
     await closeChecked(page);

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { createTenant } from '../../server/demo/tenants';
 import type { OperatorRole } from '../../server/auth/roles';
 import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
+import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
 import { sleep } from '../helpers/store';
@@ -28,6 +29,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     const refused = await viewer.goto(`${base}/keys`);
     expect(refused?.status()).toBe(403);
     await expect(viewer.getByRole('heading', { name: 'Not allowed' }).isVisible()).resolves.toBe(true);
+    await expectAccessible(viewer, 'forbidden.png');
     await viewer.screenshot({ path: join(SCREENSHOTS_DIR, 'forbidden.png') });
     await viewer.close();
     const operator = await pageAs('operator');
@@ -50,7 +52,8 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       const chart = page.getByRole('figure', { name: title });
       await chart.locator('svg.recharts-surface').first().waitFor();
     }
-    await expect(page.getByRole('table').getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('table', { name: 'Stored responses per scope' }).getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
+    await expectAccessible(page, 'overview.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'overview.png'), fullPage: true });
     await page.getByLabel('Time range').selectOption('6h');
     await page.waitForURL((url) => url.searchParams.get('range') === '6h');
@@ -89,6 +92,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     // Newest first: the later payment heads the list.
     const listed = page.getByRole('table', { name: 'Live keys of the principal, newest first' }).locator('tbody tr td.key-cell');
     await expect(listed.allTextContents()).resolves.toEqual(['ui-order-2', 'ui-order-1']);
+    await expectAccessible(page, 'keys.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'keys.png'), fullPage: true });
     expect(await page.content()).not.toContain(SENTINEL);
     for (const body of await Promise.all(bodies)) expect(body).not.toContain(SENTINEL);
@@ -110,6 +114,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       if ((await release.count()) > 0) break;
       await sleep(2_000);
     }
+    await expectAccessible(page, 'claims.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'claims.png'), fullPage: true });
     const label = (await release.first().getAttribute('aria-label')) ?? '';
     const key = label.replace(/^Release /, '');
@@ -117,6 +122,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await release.first().click();
     const dialog = page.getByRole('dialog', { name: 'Release this claim?' });
     await dialog.getByLabel('Reason').fill('demo: the refund handler crashed');
+    await expectAccessible(page, 'claims-release.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'claims-release.png') });
     await dialog.getByRole('button', { name: 'Release claim' }).click();
     await page.getByRole('status').filter({ hasText: `Released ${key}` }).waitFor();
@@ -145,6 +151,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expect(policies.getByText('Pass').count()).resolves.toBe(2);
     await expect(compliance.getByText(/POST \/api\/v1\/payments \(demo\): youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
     await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
+    await expectAccessible(compliance, 'retention.png');
     await compliance.screenshot({ path: join(SCREENSHOTS_DIR, 'retention.png'), fullPage: true });
     const download = compliance.waitForEvent('download');
     await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
@@ -163,7 +170,8 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await dialog.getByLabel('Retention applied (hours)').fill('12');
     await dialog.getByLabel('Reason').fill('save disk space');
     await dialog.getByRole('button', { name: 'Save policy' }).click();
-    await dialog.getByRole('alert').filter({ hasText: 'retention must be at least the documented retry window' }).waitFor();
+    await dialog.getByRole('alert').filter({ hasText: 'Retention must be at least the 24 h retry window' }).waitFor();
+    await expectAccessible(admin, 'retention-refused.png');
     await admin.screenshot({ path: join(SCREENSHOTS_DIR, 'retention-refused.png') });
     const { rows } = await db.pool.query<{ retention_seconds: number; version: number }>("SELECT retention_seconds, version FROM endpoint_policies WHERE endpoint = 'POST /api/v1/payments'");
     expect(rows).toEqual([{ retention_seconds: 93_600, version: 1 }]);

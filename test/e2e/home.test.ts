@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cspViolations, hasChromium, launchBrowser, recordCspViolations, SCREENSHOTS_DIR } from '../helpers/browser';
+import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 
@@ -37,6 +38,7 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     // (Next's route announcer is an alert region too: pick ours by its text.)
     await page.getByRole('alert').filter({ hasText: 'Wrong email or password' }).waitFor();
+    await expectAccessible(page, 'login-failed.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'login-failed.png'), fullPage: true });
     await page.getByLabel('Password').fill(testAdmin.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -47,6 +49,7 @@ describe.skipIf(!hasChromium)('home page in Chromium', () => {
     await expect(page.getByRole('heading', { name: 'Overview', level: 1 }).isVisible()).resolves.toBe(true);
     // The page ran under the policy: Next's scripts carry the nonce, nothing was refused.
     await expect(cspViolations(page)).resolves.toEqual([]);
+    await expectAccessible(page, 'home.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'home.png'), fullPage: true });
     // Sign-out ends the session server-side: the old cookie no longer opens anything.
     await page.getByRole('button', { name: 'Sign out' }).click();

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createOperatorAuth, signInOperator } from '../../server/auth/operator-auth';
 import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
+import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { OPERATOR_PASSWORD } from '../helpers/operators';
 import { testSecrets } from '../helpers/server';
@@ -67,6 +68,7 @@ describe.skipIf(!hasChromium)('password change and reset in Chromium', () => {
     await page.getByLabel('Current password').fill(OPERATOR_PASSWORD);
     await page.getByRole('button', { name: 'Change password' }).click();
     await page.getByRole('status').filter({ hasText: 'Password changed; 1 other session was signed out' }).waitFor();
+    await expectAccessible(page, 'account-password.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'account-password.png') });
     // The other session has ended; this one goes on.
     await expect(overviewStatus(elsewhere)).resolves.toBe(401);
@@ -95,6 +97,7 @@ describe.skipIf(!hasChromium)('password change and reset in Chromium', () => {
     const shown = page.getByRole('dialog', { name: `New password for ${email}` });
     const password = (await shown.locator('code').textContent()) ?? '';
     expect(password.length).toBeGreaterThanOrEqual(12);
+    await expectAccessible(page, 'operators-password-reset.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'operators-password-reset.png') });
     await shown.getByRole('button', { name: 'Done' }).click();
     await page.getByRole('status').filter({ hasText: `Reset the password of ${email}; their sessions have ended.` }).waitFor();

@@ -4,6 +4,7 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasChromium, launchBrowser } from '../helpers/browser';
+import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 
@@ -35,8 +36,10 @@ describe.skipIf(!hasChromium)('device cookie in Chromium', () => {
     await page.waitForURL((url) => url.pathname === '/');
     const device = (await browser.cookies(server.baseUrl)).find((cookie) => cookie.name === 'retrysafe.device');
     expect(device).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+    await expectAccessible(page, 'the overview after signing in');
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL((url) => url.pathname === '/login');
+    await expectAccessible(page, 'the sign-in page after signing out');
 
     // A stranger (no device cookie) guesses five times, then even the right password is refused.
     // (A refusal by the hashing bound is waited out, as its Retry-After asks: it counts nothing.)
@@ -56,6 +59,7 @@ describe.skipIf(!hasChromium)('device cookie in Chromium', () => {
     await signIn(page, testAdmin.password);
     await page.waitForURL((url) => url.pathname === '/');
     await expect(page.getByRole('heading', { name: 'Overview', level: 1 }).isVisible()).resolves.toBe(true);
+    await expectAccessible(page, 'the overview, signed in again');
     await page.close();
   });
 });

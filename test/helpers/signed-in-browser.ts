@@ -5,6 +5,7 @@ import { mkdir } from 'node:fs/promises';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
 import type { OperatorRole } from '../../server/auth/roles';
+import { expectAccessible } from './axe';
 import { cspViolations, hydrationErrors, launchBrowser, openPageAs, SCREENSHOTS_DIR } from './browser';
 import type { TestDatabase } from './database';
 import { signInEveryRole } from './operators';
@@ -46,8 +47,9 @@ export function useSignedInBrowser(db: TestDatabase, options: { domain: string; 
   };
 }
 
-/** Every page ran under its Content-Security-Policy without a refusal, and hydrated cleanly. */
+/** Every page ran under its Content-Security-Policy without a refusal, hydrated cleanly, and its last state has no axe-core violation. */
 export async function closeChecked(page: Page): Promise<void> {
+  await expectAccessible(page, `the last state of ${page.url()}`);
   await expect(cspViolations(page)).resolves.toEqual([]);
   expect(hydrationErrors(page)).toEqual([]);
   await page.close();

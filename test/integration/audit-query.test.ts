@@ -31,6 +31,23 @@ describe('audit log query', () => {
     expect(odd.next).toBeNull();
   });
 
+  it('matches a whole action exactly, anything else as its start, and can leave sign-ins out', async () => {
+    await db.pool.query(
+      `INSERT INTO audit_log (at, actor, action, target) VALUES
+         (now() - interval '5 s', 'a@example.com', 'auth.sign_in', '{}'), (now() - interval '4 s', 'a@example.com', 'auth.sign_in_failed', '{}'),
+         (now() - interval '3 s', 'a@example.com', 'policy.change', '{}'), (now() - interval '2 s', 'a@example.com', 'policy.change_refused', '{}'),
+         (now() - interval '1 s', 'a@example.com', 'key.lookup', '{}')`,
+    );
+    const actions = async (query: Record<string, string>) =>
+      (await listAudit(db.pool, auditQuerySchema.parse({ actor: 'a@example.com', ...query }))).entries.map((entry) => entry.action);
+    expect(await actions({ action: 'policy.' })).toEqual(['policy.change_refused', 'policy.change']);
+    expect(await actions({ action: 'policy.change' })).toEqual(['policy.change']);
+    expect(await actions({ action: 'auth.sign_in' })).toEqual(['auth.sign_in']);
+    expect(await actions({ action: 'auth.sign_in_f' })).toEqual(['auth.sign_in_failed']);
+    expect(await actions({ signIns: 'hide' })).toEqual(['key.lookup', 'policy.change_refused', 'policy.change']);
+    expect(await actions({ action: 'auth.', signIns: 'hide' })).toEqual([]);
+  });
+
   it('refuses a cursor it did not make', () => {
     expect(auditQuerySchema.safeParse({ after: "1; DROP TABLE audit_log" }).success).toBe(false);
   });

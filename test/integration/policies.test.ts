@@ -75,6 +75,37 @@ describe('endpoint policies', () => {
     expect((await getPolicy(db.pool, S, e))?.version).toBe(1);
   });
 
+  it("refuses in the operator's words, never field names or raw seconds, and audits the refusal with its reason", async () => {
+    const e = endpoint();
+    await ensurePolicies(db.pool, S, { [e]: base }, 'system');
+    const below = changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, retentionSeconds: 3_600 }, actor: 'dora', reason: 'disk is full', expectedVersion: 1 });
+    await expect(below).rejects.toThrow('Retention must be at least the 24 h retry window (1 h would delete keys while clients may still retry).');
+    const lease = changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, leaseMs: 5 }, actor: 'dora', reason: 'faster takeover', expectedVersion: 1 });
+    await expect(lease).rejects.toThrow('The lease must be from 0.1 s to 24 h.');
+    const shorter = changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, retryWindowSeconds: 3_600, retentionSeconds: 7_200 }, actor: 'dora', reason: 'shorter', expectedVersion: 1 });
+    await expect(shorter).rejects.toThrow('Shortening the documented retry window from 24 h to 1 h makes late retries unsafe: acknowledge the breaking change to save it.');
+    for (const refusal of [below, lease, shorter]) {
+      const message = await refusal.then(() => '', (error: unknown) => (error instanceof Error ? error.message : ''));
+      expect(message).not.toMatch(/Seconds|Ms\b|86400|3600|\d{4,} s/);
+    }
+    const { rows } = await db.pool.query<{ actor: string; reason: string; target: unknown; details: { refusal: string; code: string } }>(
+      "SELECT actor, reason, target, details FROM audit_log WHERE action = 'policy.change_refused' AND target->>'endpoint' = $1 ORDER BY id",
+      [e],
+    );
+    expect(rows.map((row) => [row.actor, row.reason, row.details.code])).toEqual([
+      ['dora', 'disk is full', 'INVALID_POLICY'],
+      ['dora', 'faster takeover', 'INVALID_POLICY'],
+      ['dora', 'shorter', 'BREAKING_CHANGE_NOT_ACKNOWLEDGED'],
+    ]);
+    expect(rows[0]?.details.refusal).toBe('Retention must be at least the 24 h retry window (1 h would delete keys while clients may still retry).');
+    expect(rows[0]?.target).toEqual({ service: S, endpoint: e, version: 1 });
+    // Nothing changed, and an accepted breaking change records that it was acknowledged.
+    expect((await getPolicy(db.pool, S, e))?.version).toBe(1);
+    await changePolicy(db.pool, { service: S, endpoint: e, fields: { ...base, retryWindowSeconds: 3_600, retentionSeconds: 7_200 }, actor: 'dora', reason: 'agreed', expectedVersion: 1, acknowledgeBreakingChange: true });
+    const changed = await db.pool.query<{ details: { breaking: boolean; acknowledged: boolean } }>("SELECT details FROM audit_log WHERE action = 'policy.change' AND target->>'endpoint' = $1", [e]);
+    expect(changed.rows[0]?.details).toMatchObject({ breaking: true, acknowledged: true });
+  });
+
   it('treats shortening the window as breaking: refused without acknowledgement, flagged with it', async () => {
     const e = endpoint();
     await ensurePolicies(db.pool, S, { [e]: base }, 'system');

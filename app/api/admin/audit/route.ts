@@ -25,7 +25,7 @@ async function get(request: Request): Promise<Response> {
   if (format === 'json') return adminJson(await listAudit(dashboardPool(), query));
   const page = await inTransaction(dashboardPool(), async (db) => {
     const read = await listAudit(db, { ...query, limit: EXPORT_LIMIT });
-    const filters = { actor: query.actor, action: query.action, from: query.from, to: query.to };
+    const filters = { actor: query.actor, action: query.action, from: query.from, to: query.to, signIns: query.signIns };
     await writeAudit(db, { actor: operator.email, action: 'audit.export', target: { filters }, details: { rows: read.entries.length, truncated: read.next !== null } });
     return read;
   });
