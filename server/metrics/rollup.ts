@@ -16,7 +16,12 @@ export interface RollupOptions {
   principalMinuteRetentionMs?: number;
   /** Counters kept per (hour, service, scope, outcome) of the principals (default PRINCIPAL_TOP_K). */
   principalTopK?: number;
+  /** After how long the principals' hour rows merge into day rows (default 48 h). */
+  principalHourRetentionMs?: number;
 }
+
+/** Past this, the principals' rows are days: a 30-day table reads about 30 + 48 + 120 buckets, not 720. */
+export const PRINCIPAL_HOUR_RETENTION_MS = 48 * 3_600_000;
 
 /** The principals' minute rows cover the 1-hour range; longer ones read hours. */
 export const PRINCIPAL_MINUTE_RETENTION_MS = 2 * 3_600_000;
@@ -54,6 +59,7 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       hourRowsExpired += expired.rowCount ?? 0;
     }
     minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
+    await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     // Hour index range.
     const principalHours = await client.query('DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval \'1 millisecond\'', [options.hourRetentionMs]);
     hourRowsExpired += principalHours.rowCount ?? 0;
@@ -95,4 +101,42 @@ async function rollUpPrincipals(client: Pick<pg.PoolClient, 'query'>, retentionM
     [retentionMs, k],
   );
   return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * Merges the principals' hour rows of whole days older than the retention into one row per
+ * day (kept in principal_flow_hour at the day's first instant), down to k counters the same
+ * way, so a long range reads days. Only the two days before the cut are looked at (the roll-up
+ * runs every minute; hours a server down for longer left behind stay hours: correct, just more
+ * rows); the hour index serves that range. The merged rows go through a temporary
+ * table, inserted after their hours are deleted.
+ */
+async function rollUpPrincipalDays(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<void> {
+  await client.query('CREATE TEMP TABLE principal_days (service text, scope text, day timestamptz, outcome text, principal_id uuid, count bigint) ON COMMIT DROP');
+  await client.query(
+    `WITH days AS (
+       SELECT DISTINCT service, scope, date_trunc('day', hour) AS day FROM principal_flow_hour
+       WHERE hour < date_trunc('day', now() - $1::bigint * interval '1 millisecond')
+         AND hour >= date_trunc('day', now() - $1::bigint * interval '1 millisecond') - interval '2 days'
+         AND hour <> date_trunc('day', hour)
+     ), moved AS (
+       DELETE FROM principal_flow_hour h USING days d
+       WHERE h.service = d.service AND h.scope = d.scope AND h.hour >= d.day AND h.hour < d.day + interval '1 day'
+       RETURNING h.service, h.scope, d.day, h.outcome, h.principal_id, h.count
+     )
+     INSERT INTO principal_days SELECT service, scope, day, outcome, principal_id, sum(count) FROM moved GROUP BY 1, 2, 3, 4, 5`,
+    [retentionMs],
+  );
+  await client.query(
+    `INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+     SELECT service, scope, day, outcome, principal_id, count - cut FROM (
+       SELECT *, row_number() OVER w AS rank,
+              coalesce(nth_value(count, $1::int + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), 0) AS cut
+       FROM principal_days WINDOW w AS (PARTITION BY service, scope, day, outcome ORDER BY count DESC, principal_id)
+     ) ranked
+     WHERE rank <= $1 AND count > cut
+     ORDER BY 1, 2, 3, 4, 5`,
+    [k],
+  );
+  await client.query('DROP TABLE principal_days');
 }

@@ -152,4 +152,29 @@ describe('flow recorder', () => {
     checkBound(hours);
     expect([...hours].filter(([key]) => key.startsWith('POST /refunds|conflict|')).sort((a, b) => b[1] - a[1])[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
   });
+
+  it("merges the principals' hours older than two days into days, down to k counters", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    // Three days ago, 24 hours: a 3 conflicts an hour, b 2, c 1 (c only in the first hour); and a recent hour.
+    await db.pool.query(
+      `INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+       SELECT 'demo', 'POST /x', date_trunc('day', now() - interval '3 days') + h * interval '1 hour', 'conflict', p, n
+       FROM generate_series(0, 23) AS h, (VALUES ($1::uuid, 3), ($2::uuid, 2)) AS t(p, n)
+       UNION ALL SELECT 'demo', 'POST /x', date_trunc('day', now() - interval '3 days'), 'conflict', $3::uuid, 1
+       UNION ALL SELECT 'demo', 'POST /x', date_trunc('hour', now() - interval '3 hours'), 'conflict', $1::uuid, 7`,
+      [a, b, c],
+    );
+    const options = { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000, principalTopK: 2 };
+    await rollUpFlowMetrics(db.pool, options);
+    await rollUpFlowMetrics(db.pool, options);
+    const { rows } = await db.pool.query<{ at: Date; principal_id: string; count: string }>('SELECT hour AS at, principal_id, count FROM principal_flow_hour ORDER BY hour, count DESC');
+    const day = (await db.pool.query<{ day: Date }>("SELECT date_trunc('day', now() - interval '3 days') AS day")).rows[0]?.day;
+    // a 72, b 48, c 1: k = 2 keeps a and b, less the third largest (1); the recent hour stays an hour.
+    expect(rows.map((row) => [row.at.getTime(), row.principal_id, Number(row.count)])).toEqual([
+      [day?.getTime(), a, 71],
+      [day?.getTime(), b, 47],
+      [expect.any(Number) as unknown, a, 7],
+    ]);
+  });
 });
