@@ -8,7 +8,7 @@ import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { CORRELATION_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
-import type { KeyRecord } from './key-metadata';
+import { KEY_RECORD_COLUMNS, toKeyRecord, type KeyRecord, type KeyRecordRow } from './key-metadata';
 
 export const correlationLookupSchema = z.strictObject({
   correlationId: z.uuid('must be a correlation id (the X-Correlation-Id header, a UUID)'),
@@ -32,64 +32,16 @@ const MAX_RECORDS = 20;
  * principal_names primary key.
  */
 export async function readCorrelationRecords(db: Queryable, correlationId: string): Promise<CorrelationRecord[]> {
-  const { rows } = await db.query<{
-    principal_id: string;
-    principal_name: string | null;
-    service: string;
-    scope: string;
-    key: string;
-    state: KeyRecord['state'];
-    response_status: number | null;
-    response_content_type: string | null;
-    response_size: number | null;
-    stored_as: KeyRecord['storedAs'];
-    correlation_id: string;
-    created_at: Date;
-    completed_at: Date | null;
-    expires_at: Date;
-    seconds_left: number;
-    lease_expires_at: Date | null;
-    lease_passed_seconds: number | null;
-    fingerprint_prefix: string;
-    attempts: number;
-  }>({
+  const { rows } = await db.query<KeyRecordRow & { principal_id: string; principal_name: string | null; key: string }>({
     name: 'dashboard_correlation_records',
-    text: `SELECT k.principal_id, n.name AS principal_name, k.service, k.scope, k.key, k.state, k.response_status,
-                  k.response_content_type, k.response_size,
-                  CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
-                  k.correlation_id, k.created_at, k.completed_at, k.expires_at,
-                  greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
-                  k.lease_expires_at,
-                  CASE WHEN k.state = 'in_progress' AND k.lease_expires_at < now() THEN extract(epoch FROM now() - k.lease_expires_at)::float8 END AS lease_passed_seconds,
-                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
+    text: `SELECT k.principal_id, n.name AS principal_name, k.key, ${KEY_RECORD_COLUMNS}
            FROM idempotency_keys k
            LEFT JOIN principal_names n ON n.principal_id = k.principal_id
            WHERE k.correlation_id = $1::uuid AND k.${CORRELATION_INDEX_PREDICATE}
            ORDER BY k.created_at DESC LIMIT ${MAX_RECORDS}`,
     values: [correlationId],
   });
-  return rows.map((row) => ({
-    principalId: row.principal_id,
-    principalName: row.principal_name,
-    service: row.service,
-    scope: row.scope,
-    key: row.key,
-    state: row.state,
-    statusCode: row.response_status,
-    contentType: row.response_content_type,
-    responseSize: row.response_size,
-    storedAs: row.stored_as,
-    correlationId: row.correlation_id,
-    createdAt: row.created_at.toISOString(),
-    completedAt: row.completed_at?.toISOString() ?? null,
-    expiresAt: row.expires_at.toISOString(),
-    secondsLeft: Math.round(row.seconds_left),
-    leaseExpiresAt: row.lease_expires_at?.toISOString() ?? null,
-    leasePassedSeconds: row.lease_passed_seconds,
-    fingerprintPrefix: row.fingerprint_prefix,
-    attempts: row.attempts,
-    takeovers: Math.max(0, row.attempts - 1),
-  }));
+  return rows.map((row) => ({ principalId: row.principal_id, principalName: row.principal_name, key: row.key, ...toKeyRecord(row) }));
 }
 
 /** An operator's lookup by correlation id, audited (who, why, which id, how many found) in the same transaction. */

@@ -46,45 +46,37 @@ export interface KeyRecord {
   takeovers: number;
 }
 
-/**
- * Every service's and scope's record of (principal, key), or one service's: one primary-key
- * probe per known (service, scope) (each policy's endpoint, or "intent" for an intent-scoped
- * one), so a principal with millions of keys costs the same.
- */
-export async function readKeyRecords(db: Queryable, principalId: string, key: string, service?: string): Promise<KeyRecord[]> {
-  const { rows } = await db.query<{
-    service: string;
-    scope: string;
-    state: KeyRecord['state'];
-    response_status: number | null;
-    response_content_type: string | null;
-    response_size: number | null;
-    stored_as: KeyRecord['storedAs'];
-    correlation_id: string;
-    created_at: Date;
-    completed_at: Date | null;
-    expires_at: Date;
-    seconds_left: number;
-    lease_expires_at: Date | null;
-    lease_passed_seconds: number | null;
-    fingerprint_prefix: string;
-    attempts: number;
-  }>({
-    name: 'dashboard_key_records',
-    text: `SELECT k.service, k.scope, k.state, k.response_status, k.response_content_type, k.response_size,
+/** A key row's metadata columns as readKeyRecords and the correlation lookup select them (alias k). */
+export interface KeyRecordRow {
+  service: string;
+  scope: string;
+  state: KeyRecord['state'];
+  response_status: number | null;
+  response_content_type: string | null;
+  response_size: number | null;
+  stored_as: KeyRecord['storedAs'];
+  correlation_id: string;
+  created_at: Date;
+  completed_at: Date | null;
+  expires_at: Date;
+  seconds_left: number;
+  lease_expires_at: Date | null;
+  lease_passed_seconds: number | null;
+  fingerprint_prefix: string;
+  attempts: number;
+}
+
+/** The select list of KeyRecordRow, over idempotency_keys as k: never response_body. */
+export const KEY_RECORD_COLUMNS = `k.service, k.scope, k.state, k.response_status, k.response_content_type, k.response_size,
                   CASE WHEN k.response_ref IS NOT NULL THEN 'reference' WHEN k.response_key_id IS NOT NULL THEN 'body' END AS stored_as,
                   k.correlation_id, k.created_at, k.completed_at, k.expires_at,
                   greatest(0, extract(epoch FROM k.expires_at - now()))::float8 AS seconds_left,
                   k.lease_expires_at,
                   CASE WHEN k.state = 'in_progress' AND k.lease_expires_at < now() THEN extract(epoch FROM now() - k.lease_expires_at)::float8 END AS lease_passed_seconds,
-                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts
-           FROM (SELECT DISTINCT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
-                 FROM endpoint_policies p WHERE $3::text IS NULL OR p.service = $3) s
-           JOIN idempotency_keys k ON k.principal_id = $1 AND k.service = s.service AND k.scope = s.scope AND k.key = $2
-           ORDER BY k.service, k.scope, k.expires_at DESC`,
-    values: [principalId, key, service ?? null],
-  });
-  return rows.map((row) => ({
+                  encode(substring(k.fingerprint FROM 1 FOR 4), 'hex') AS fingerprint_prefix, k.attempts`;
+
+export function toKeyRecord(row: KeyRecordRow): KeyRecord {
+  return {
     service: row.service,
     scope: row.scope,
     state: row.state,
@@ -102,7 +94,25 @@ export async function readKeyRecords(db: Queryable, principalId: string, key: st
     fingerprintPrefix: row.fingerprint_prefix,
     attempts: row.attempts,
     takeovers: Math.max(0, row.attempts - 1),
-  }));
+  };
+}
+
+/**
+ * Every service's and scope's record of (principal, key), or one service's: one primary-key
+ * probe per known (service, scope) (each policy's endpoint, or "intent" for an intent-scoped
+ * one), so a principal with millions of keys costs the same.
+ */
+export async function readKeyRecords(db: Queryable, principalId: string, key: string, service?: string): Promise<KeyRecord[]> {
+  const { rows } = await db.query<KeyRecordRow>({
+    name: 'dashboard_key_records',
+    text: `SELECT ${KEY_RECORD_COLUMNS}
+           FROM (SELECT DISTINCT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
+                 FROM endpoint_policies p WHERE $3::text IS NULL OR p.service = $3) s
+           JOIN idempotency_keys k ON k.principal_id = $1 AND k.service = s.service AND k.scope = s.scope AND k.key = $2
+           ORDER BY k.service, k.scope, k.expires_at DESC`,
+    values: [principalId, key, service ?? null],
+  });
+  return rows.map(toKeyRecord);
 }
 
 /** A lookup by an operator: the records, with the audit row (who, why, what was asked) in the same transaction. */
