@@ -8,11 +8,16 @@ import { dirname, join } from 'node:path';
 import { createServer } from 'node:net';
 import { must, run } from './shell';
 
-export const NAMESPACE = 'rsfaults';
-export const HOST_LINK = 'rsf-host';
-const DB_LINK = 'rsf-db';
-const HOST_ADDRESS = '10.231.7.1';
-const DB_ADDRESS = '10.231.7.2';
+// Names and addresses of this run's own, so two runs on one machine (two worktrees) never
+// share or remove each other's namespace, links, subnet or iptables chain.
+const RUN = process.pid % 10_000;
+export const NAMESPACE = `rsfaults${RUN}`;
+export const HOST_LINK = `rsf${RUN}h`;
+export const DB_LINK = `rsf${RUN}d`;
+export const CHAIN = `RSFAULTS${RUN}`;
+const SUBNET = `10.231.${RUN % 250}`;
+const HOST_ADDRESS = `${SUBNET}.1`;
+const DB_ADDRESS = `${SUBNET}.2`;
 /** Size of the data folder's filesystem: room for the run's data and WAL, small enough to fill. */
 const DATA_FS_MB = 768;
 
@@ -80,9 +85,9 @@ async function probeNamespace(): Promise<string | null> {
 }
 
 export async function removeNamespace(): Promise<void> {
-  await run('iptables', ['-F', 'RSFAULTS']);
-  await run('iptables', ['-D', 'OUTPUT', '-j', 'RSFAULTS']);
-  await run('iptables', ['-X', 'RSFAULTS']);
+  await run('iptables', ['-F', CHAIN]);
+  await run('iptables', ['-D', 'OUTPUT', '-j', CHAIN]);
+  await run('iptables', ['-X', CHAIN]);
   await run('ip', ['link', 'del', HOST_LINK]);
   await run('ip', ['netns', 'del', NAMESPACE]);
 }
@@ -126,7 +131,7 @@ export async function startCluster(dir: string, log: (line: string) => void): Pr
   await chown(logFile, uid, gid);
   await must('runuser', ['-u', 'postgres', '--', bin.initdb, '-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-instructions'], { timeoutMs: 120_000 });
   // Trust is enough for a throwaway cluster reachable only from this machine (loopback or the veth pair).
-  await writeFile(join(dataDir, 'pg_hba.conf'), 'host all all 127.0.0.1/32 trust\nhost all all 10.231.7.0/30 trust\n');
+  await writeFile(join(dataDir, 'pg_hba.conf'), `host all all 127.0.0.1/32 trust\nhost all all ${SUBNET}.0/30 trust\n`);
   const host = namespace ? DB_ADDRESS : '127.0.0.1';
   const port = namespace ? 5432 : await freePort();
   const settings = [

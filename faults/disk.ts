@@ -35,8 +35,10 @@ export const diskFull: Fault = {
       async (records: Map<string, KeyRecord>) => {
         seen = records;
         const free = await freeBytes(harness.cluster.fsDir);
-        // fallocate takes every free block at once; what Postgres writes next has no room.
-        await must('fallocate', ['-l', String(free), filler]);
+        // fallocate takes nearly every free block at once (Postgres writes meanwhile, so not
+        // quite all), then dd writes zeros until the filesystem refuses: nothing is left.
+        await must('fallocate', ['-l', String(Math.max(0, free - 16 * 1048576)), filler]);
+        await run('dd', ['if=/dev/zero', `of=${filler}-rest`, 'bs=64k']);
         window.from = Date.now();
         notes.push(`filled ${Math.round(free / 1048576)} MiB; ${await freeBytes(harness.cluster.fsDir)} bytes left`);
         const tenants = new Map(harness.tenants.map((tenant) => [tenant.principalId, tenant]));
@@ -59,6 +61,7 @@ export const diskFull: Fault = {
           await sleep(20);
         }
         await rm(filler, { force: true });
+        await rm(`${filler}-rest`, { force: true });
         window.to = Date.now();
         const postgresUp = (await run('pgrep', ['-u', 'postgres', '-f', harness.cluster.dataDir])).code === 0;
         notes.push(postgresUp ? 'Postgres kept running' : 'Postgres exited while the disk was full');
@@ -100,6 +103,7 @@ export const diskFull: Fault = {
   },
   restore: async (harness) => {
     await rm(join(harness.cluster.fsDir, 'filler'), { force: true });
+    await rm(join(harness.cluster.fsDir, 'filler-rest'), { force: true });
     await harness.cluster.start().catch(() => undefined);
   },
 };

@@ -6,13 +6,11 @@
 // stall rather than fail fast, as a real partition does.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { HOST_LINK, NAMESPACE } from './cluster';
+import { CHAIN, DB_LINK, HOST_LINK, NAMESPACE } from './cluster';
 import { underLoad, type Fault, type Harness } from './harness';
 import type { KeyRecord } from './load';
 import { must, run } from './shell';
 
-const DB_LINK = 'rsf-db';
-const CHAIN = 'RSFAULTS';
 
 function inNamespace(command: string, args: string[]): [string, string[]] {
   return ['ip', ['netns', 'exec', NAMESPACE, command, ...args]];
