@@ -33,7 +33,7 @@ export function CorrelationLookup({ reason, onOpen }: { reason: string; onOpen: 
           lookup.mutate({ correlationId: correlationId.trim(), reason });
         }}
       >
-        <label>
+        <label className="wide">
           Correlation id
           <input name="correlationId" required autoComplete="off" spellCheck={false} placeholder="X-Correlation-Id, a UUID" value={correlationId} onChange={(event) => setCorrelationId(event.target.value)} />
         </label>

@@ -23,7 +23,7 @@ export function PrincipalSearch({ onChoose }: { onChoose: (principalId: string) 
           search.mutate(name.trim());
         }}
       >
-        <label>
+        <label className="wide">
           Principal name
           <input name="principalName" required maxLength={200} autoComplete="off" placeholder="the start of a name, or an id" value={name} onChange={(event) => setName(event.target.value)} />
         </label>
