@@ -18,6 +18,9 @@ const axeSource = () => (source ??= readFile(createRequire(import.meta.url).reso
 
 /** The page's accessibility violations by axe-core's WCAG 2.x A and AA rules and best practices. */
 export async function axeViolations(page: Page): Promise<string[]> {
+  // Next streams a dynamic page's metadata after its body: the <title> may arrive a moment
+  // after the content a test waited for. Give it that moment (axe still fails a page without one).
+  await page.waitForFunction(() => document.title !== '', undefined, { timeout: 10_000 }).catch(() => undefined);
   const loaded = await page.evaluate(() => 'axe' in window);
   if (!loaded) await page.evaluate(await axeSource());
   const violations = await page.evaluate(async () => {
