@@ -45,6 +45,7 @@ describe.each(layouts)('upgrading to the partial indexes (%s layout)', (layout) 
       expect(result.applied).toContain('0011_principal_recent_keys');
       expect(result.applied).toContain('0012_request_path_plans');
       expect(await indexesOf(client)).toEqual([
+        'idempotency_keys_correlation_idx', // 0018, the correlation-id lookup
         'idempotency_keys_expiry_idx',
         'idempotency_keys_pkey',
         'idempotency_keys_principal_created_idx',
