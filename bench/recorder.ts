@@ -11,6 +11,7 @@ import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
+import { mulberry32 } from '../test/helpers/flow-events';
 
 const EVENTS = 2_000_000;
 const CLAIMS = Number(process.env.BENCH_RECORDER_CLAIMS ?? 3_000);
@@ -21,17 +22,6 @@ export interface RecorderCost {
   claimCpuUs: number;
   /** The top-K's extra CPU per claim as a share of the claim's CPU. */
   topKShare: number;
-}
-
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function events(withPrincipal: boolean): FlowEvent[] {

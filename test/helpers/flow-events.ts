@@ -2,7 +2,8 @@
 // of it and a test can compute what the stored totals must be.
 import { claimOutcomes, type FlowEvent } from '@retrysafe/store';
 
-function mulberry32(seed: number): () => number {
+/** A small seeded random number generator (mulberry32): the same stream for the same seed. */
+export function mulberry32(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

@@ -4,17 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ALL, mergeHeavyHitters, MisraGries, principalRows } from '@retrysafe/store';
-
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../helpers/flow-events';
 
 /** A Zipf-like stream over `principals` ids: principal i with weight 1/(i+1)^s. */
 function skewedStream(seed: number, length: number, principals: number, s = 1.1): string[] {
