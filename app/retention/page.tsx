@@ -1,25 +1,33 @@
-// /retention (compliance; admins also edit): policies against their promise, history, evidence.
+// /retention[?service=] (compliance; admins also edit): policies against their promise,
+// history, evidence, of every service or of one.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
 import { requiredRole } from '@/app/_lib/access';
 import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
 import { queryKeys } from '@/components/query-keys';
 import { RetentionReview } from '@/components/retention/retention-review';
 import { roleIncludes } from '@/server/auth/roles';
-import { readRetentionReview } from '@/server/retention/review';
+import { policyServices, readRetentionReview } from '@/server/retention/review';
 import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
 
-export default async function RetentionPage() {
+export default async function RetentionPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const operator = await requirePageOperator('/retention');
+  const params = await searchParams;
+  const asked = Array.isArray(params.service) ? params.service[0] : params.service;
+  // A service no policy names is said so on the page (which then corrects its URL), rather
+  // than showing every service under an address that names one.
+  const services = asked ? await policyServices(dashboardPool()).catch(() => null) : [];
+  const service = asked && services?.includes(asked) ? asked : undefined;
+  const notices = asked && services && !services.includes(asked) ? [`There is no service "${asked.slice(0, 80)}": showing all services.`] : [];
   const client = new QueryClient();
-  await client.query({ queryKey: queryKeys.retention(), queryFn: () => readRetentionReview(dashboardPool()) }).catch(reportPrefetchFailure('/retention'));
+  await client.query({ queryKey: queryKeys.retention(service ?? null), queryFn: () => readRetentionReview(dashboardPool(), service) }).catch(reportPrefetchFailure('/retention'));
   return (
     <main className="wide">
       <h1>Retention review</h1>
       <p className="muted">A retry with the same key is safe for the documented window; keys are kept for the retention applied. Expiry must never come before the promise.</p>
       <HydrationBoundary state={dehydrate(client)}>
-        <RetentionReview canEdit={roleIncludes(operator.role, requiredRole('/api/admin/policies'))} />
+        <RetentionReview canEdit={roleIncludes(operator.role, requiredRole('/api/admin/policies'))} service={service ?? null} notices={notices} />
       </HydrationBoundary>
     </main>
   );

@@ -4,7 +4,8 @@
 // Admins edit a policy here; the server refuses a retention below the documented window and
 // asks for an explicit acknowledgement of a breaking change.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
+import { useRouter } from 'next/navigation';
 import type { PolicyReview, RetentionReview as Review } from '@/server/retention/review';
 import { adminFetch, refreshEvery } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
@@ -14,8 +15,15 @@ import { formatCount, formatDuration } from '../overview/format';
 import { LoadProblem, Notice } from '../banners';
 import { durationWords, policyChanges } from '@/server/retention/policy-words';
 import { DownloadProblem, useDownload } from '../download';
+import { Options } from '../options';
 
-const fetchReview = () => adminFetch<Review>('/api/admin/retention');
+const withService = (path: string, service: string | null, params: Record<string, string> = {}) => {
+  const query = new URLSearchParams(params);
+  if (service) query.set('service', service);
+  const text = query.toString();
+  return text ? `${path}?${text}` : path;
+};
+const fetchReview = (service: string | null) => adminFetch<Review>(withService('/api/admin/retention', service));
 
 interface PolicyEdit {
   policy: PolicyReview;
@@ -57,9 +65,16 @@ const exportKinds = [
   ['evidence', 'Sweeper evidence'],
 ] as const;
 
-export function RetentionReview({ canEdit }: { canEdit: boolean }) {
+export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: boolean; service: string | null; notices?: string[] }) {
   const client = useQueryClient();
-  const review = useQuery({ queryKey: queryKeys.retention(), queryFn: fetchReview, refetchInterval: refreshEvery(60_000) });
+  const router = useRouter();
+  // What the server corrected in the URL stays said after the URL itself is corrected.
+  const [corrections] = useState(notices);
+  const corrected = notices.length > 0;
+  useEffect(() => {
+    if (corrected) router.replace(withService('/retention', service), { scroll: false });
+  }, [corrected, service, router]);
+  const review = useQuery({ queryKey: queryKeys.retention(service), queryFn: () => fetchReview(service), refetchInterval: refreshEvery(60_000), placeholderData: (previous) => previous });
   const dialog = useRef<HTMLDialogElement>(null);
   const [edit, setEdit] = useState<PolicyEdit | null>(null);
   const download = useDownload();
@@ -81,8 +96,14 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
   const breaking = edit ? edit.windowHours * 3_600 < edit.policy.retryWindowSeconds || edit.scopeMode !== edit.policy.scopeMode : false;
   const data = review.data;
 
+  const shown = data?.service === service ? data : undefined;
   return (
     <>
+      {corrections.length > 0 ? (
+        <Notice>
+          {corrections.join(' ')} The address has been corrected.
+        </Notice>
+      ) : null}
       {saved ? (
         <Notice>
           {saved}
@@ -91,19 +112,31 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
       {review.error ? (
         <LoadProblem error={review.error} what="the retention review" />
       ) : null}
+      <div className="toolbar">
+        <label>
+          Service
+          {/* The service reviewed is what was looked at: a history entry, so Back returns to it. */}
+          <select value={service ?? ''} onChange={(event) => router.push(withService('/retention', event.target.value || null), { scroll: false })}>
+            <option value="">All services</option>
+            <Options values={[...new Set([...(data?.services ?? []), ...(service ? [service] : [])])]} />
+          </select>
+        </label>
+      </div>
       <div className="toolbar" role="group" aria-label="Exports">
         {exportKinds.map(([what, label]) => {
-          const href = `/api/admin/retention/export?what=${what}`;
+          const href = withService('/api/admin/retention/export', service, { what });
           return (
-            <button key={what} type="button" className="button-link" onClick={() => download.start(href, `retrysafe-${what}.csv`)} aria-disabled={download.busy !== null}>
+            <button key={what} type="button" className="button-link" onClick={() => download.start(href, `retrysafe-${what}${service ? `-${service}` : ''}.csv`)} aria-disabled={download.busy !== null}>
               {download.busy === href ? 'Exporting…' : `Export ${label.toLowerCase()} (CSV)`}
             </button>
           );
         })}
-        <span className="muted small">Each export is audited. The evidence holds the last 10,000 sweeper runs that deleted or released something.</span>
+        <span className="muted small">
+          Each export is audited{service ? ` and holds ${service} only` : ''}. The evidence holds the last 10,000 sweeper runs that deleted or released something{service ? ` of ${service}` : ''}.
+        </span>
       </div>
       <DownloadProblem failure={download.failure} />
-      {data ? (
+      {shown ? (
         <>
           <section className="card" aria-labelledby="policies-heading">
             <h2 id="policies-heading">Policies against their promise</h2>
@@ -128,7 +161,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                   </tr>
                 </thead>
                 <tbody>
-                  {data.policies.map((policy) => (
+                  {shown.policies.map((policy) => (
                     <tr key={`${policy.service} ${policy.endpoint}`}>
                       <td className="nowrap" data-label="Service">
                         {policy.service}
@@ -162,7 +195,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
 
           <section className="card" aria-labelledby="history-heading">
             <h2 id="history-heading">Change history</h2>
-            {data.history.length === 0 ? (
+            {shown.history.length === 0 ? (
               <p className="empty">No change yet.</p>
             ) : (
               <div className="table-scroll">
@@ -180,7 +213,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                     </tr>
                   </thead>
                   <tbody>
-                    {data.history.map((entry) => (
+                    {shown.history.map((entry) => (
                       <tr key={entry.id} className={entry.breaking ? 'breaking' : undefined}>
                         <td className="nowrap" data-label="When">
                           <LocalTime iso={entry.changedAt} />
@@ -209,8 +242,10 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
 
           <section className="card" aria-labelledby="sweeps-heading">
             <h2 id="sweeps-heading">Sweeper runs and their evidence</h2>
-            <p className="muted small">Runs that deleted or released something, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window. A negative margin would mean a key was deleted inside its window.</p>
-            {data.sweeps.length === 0 ? (
+            <p className="muted small">
+              Runs that deleted or released something{service ? ` of ${service}: rows deleted are its own, stale claims released are the run's across every service` : ''}, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window. A negative margin would mean a key was deleted inside its window.
+            </p>
+            {shown.sweeps.length === 0 ? (
               <p className="empty">No sweep has deleted anything yet: keys are kept for their retention first.</p>
             ) : (
               <div className="table-scroll">
@@ -225,13 +260,13 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
                         Rows deleted
                       </th>
                       <th scope="col" className="num">
-                        Stale released
+                        Stale released{service ? ' (all services)' : ''}
                       </th>
                       <th scope="col">Evidence per scope</th>
                     </tr>
                   </thead>
                   <tbody>
-                    {data.sweeps.map((run) => (
+                    {shown.sweeps.map((run) => (
                       <tr key={run.runId}>
                         <td className="num" data-label="Run">
                           #{run.runId}
@@ -266,7 +301,7 @@ export function RetentionReview({ canEdit }: { canEdit: boolean }) {
             )}
           </section>
         </>
-      ) : review.isPending ? (
+      ) : review.isPending || review.isPlaceholderData ? (
         <p className="empty">Loading the retention review…</p>
       ) : null}
 

@@ -297,7 +297,8 @@ export interface PolicyHistoryEntry {
 }
 
 /** History, newest first; one service's endpoint's through endpoint_policy_history_endpoint_idx. */
-export async function policyHistory(db: Queryable, of?: { service: string; endpoint: string }, limit = 200): Promise<PolicyHistoryEntry[]> {
+/** The newest changes first: of every policy, of one service's (`endpoint` omitted), or of one policy. */
+export async function policyHistory(db: Queryable, of?: { service: string; endpoint?: string | undefined }, limit = 200): Promise<PolicyHistoryEntry[]> {
   const { rows } = await db.query<{
     id: string;
     service: string;
@@ -312,7 +313,7 @@ export async function policyHistory(db: Queryable, of?: { service: string; endpo
     acknowledged: boolean;
   }>(
     `SELECT id, service, endpoint, version, changed_at, changed_by, reason, previous, current, breaking, acknowledged
-     FROM endpoint_policy_history WHERE ($1::text IS NULL OR (service = $1 AND endpoint = $3)) ORDER BY changed_at DESC, id DESC LIMIT $2`,
+     FROM endpoint_policy_history WHERE ($1::text IS NULL OR (service = $1 AND ($3::text IS NULL OR endpoint = $3))) ORDER BY changed_at DESC, id DESC LIMIT $2`,
     [of?.service ?? null, limit, of?.endpoint ?? null],
   );
   return rows.map((row) => ({

@@ -29,6 +29,10 @@ export interface SweepEvidence {
 }
 
 export interface RetentionReview {
+  /** The service reviewed (null: every service). */
+  service: string | null;
+  /** Every service with a policy, whichever is reviewed (the Service picker's choices). */
+  services: string[];
   policies: PolicyReview[];
   history: (Omit<PolicyHistoryEntry, 'changedAt'> & { changedAt: string })[];
   /** The most recent runs that deleted or released something, or failed, newest first. */
@@ -38,8 +42,12 @@ export interface RetentionReview {
 /**
  * Recent runs that did something (a sweep every minute that finds nothing is not evidence):
  * a backward scan of sweep_runs' primary key, then their scopes by sweep_run_scopes_pkey.
+ * For one service: the runs that deleted some of its keys, with its scopes only, and
+ * `rowsDeleted` its share of the run (`staleReleased` stays the run's, which is not kept per
+ * service); each run is tested by a probe of sweep_run_scopes_pkey (run_id, service) as the
+ * backward scan passes it.
  */
-export async function readSweepEvidence(db: Queryable, limit = 50): Promise<SweepEvidence[]> {
+export async function readSweepEvidence(db: Queryable, limit = 50, service?: string): Promise<SweepEvidence[]> {
   const runs = await db.query<{
     id: string;
     started_at: Date;
@@ -52,13 +60,16 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     stop_reason: string | null;
   }>(
     `SELECT id, started_at, finished_at, trigger, status, rows_deleted, stale_released, longest_chunk_ms, stop_reason FROM sweep_runs
-     WHERE rows_deleted > 0 OR stale_released > 0 OR status = 'failed' ORDER BY id DESC LIMIT $1`,
-    [limit],
+     WHERE (rows_deleted > 0 OR stale_released > 0 OR status = 'failed')
+       AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM sweep_run_scopes s WHERE s.run_id = sweep_runs.id AND s.service = $2))
+     ORDER BY id DESC LIMIT $1`,
+    [limit, service ?? null],
   );
   const ids = runs.rows.map((run) => run.id);
   const scopes = await db.query<{ run_id: string; service: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null }>(
-    'SELECT run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes WHERE run_id = ANY($1::bigint[]) ORDER BY run_id, service, scope',
-    [ids],
+    `SELECT run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes
+     WHERE run_id = ANY($1::bigint[]) AND ($2::text IS NULL OR service = $2) ORDER BY run_id, service, scope`,
+    [ids, service ?? null],
   );
   const scopesByRun = new Map<string, (typeof scopes.rows)[number][]>();
   for (const scope of scopes.rows) {
@@ -66,30 +77,56 @@ export async function readSweepEvidence(db: Queryable, limit = 50): Promise<Swee
     if (ofRun) ofRun.push(scope);
     else scopesByRun.set(scope.run_id, [scope]);
   }
-  return runs.rows.map((run) => ({
-    runId: Number(run.id),
-    startedAt: run.started_at.toISOString(),
-    finishedAt: run.finished_at?.toISOString() ?? null,
-    trigger: run.trigger,
-    status: run.status,
-    rowsDeleted: Number(run.rows_deleted),
-    staleReleased: run.stale_released,
-    longestChunkMs: run.longest_chunk_ms,
-    stopReason: run.stop_reason,
-    scopes: (scopesByRun.get(run.id) ?? []).map((scope) => ({
-      service: scope.service,
-      scope: scope.scope,
-      rowsDeleted: Number(scope.rows_deleted),
-      minAgeSeconds: scope.min_age_seconds,
-      retryWindowSeconds: scope.retry_window_seconds,
-      minMarginSeconds: scope.min_margin_seconds,
-    })),
-  }));
+  return runs.rows.map((run) => {
+    const ofRun = scopesByRun.get(run.id) ?? [];
+    return {
+      runId: Number(run.id),
+      startedAt: run.started_at.toISOString(),
+      finishedAt: run.finished_at?.toISOString() ?? null,
+      trigger: run.trigger,
+      status: run.status,
+      rowsDeleted: service === undefined ? Number(run.rows_deleted) : ofRun.reduce((sum, scope) => sum + Number(scope.rows_deleted), 0),
+      staleReleased: run.stale_released,
+      longestChunkMs: run.longest_chunk_ms,
+      stopReason: run.stop_reason,
+      scopes: ofRun.map((scope) => ({
+        service: scope.service,
+        scope: scope.scope,
+        rowsDeleted: Number(scope.rows_deleted),
+        minAgeSeconds: scope.min_age_seconds,
+        retryWindowSeconds: scope.retry_window_seconds,
+        minMarginSeconds: scope.min_margin_seconds,
+      })),
+    };
+  });
 }
 
-export async function readRetentionReview(db: Queryable): Promise<RetentionReview> {
-  const [policies, history, sweeps] = [await listPolicies(db), await policyHistory(db), await readSweepEvidence(db)];
+/** Every service with a policy, by endpoint_policies' primary key (service, endpoint). */
+export async function policyServices(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ service: string }>('SELECT DISTINCT service FROM endpoint_policies ORDER BY service');
+  return rows.map((row) => row.service);
+}
+
+/** A review asked for a service no policy names (a 404: there is nothing of it to review). */
+export class UnknownServiceError extends Error {
+  readonly code = 'UNKNOWN_SERVICE';
+  constructor(readonly service: string) {
+    super(`No policy names the service "${service.slice(0, 80)}"`);
+  }
+}
+
+/** The review of every service, or of one (`service`): its policies, their history and its evidence. */
+export async function readRetentionReview(db: Queryable, service?: string): Promise<RetentionReview> {
+  const services = await policyServices(db);
+  if (service !== undefined && !services.includes(service)) throw new UnknownServiceError(service);
+  const [policies, history, sweeps] = [
+    await listPolicies(db, service),
+    await policyHistory(db, service === undefined ? undefined : { service }),
+    await readSweepEvidence(db, undefined, service),
+  ];
   return {
+    service: service ?? null,
+    services,
     policies: policies.map((policy) => {
       const evidence = sweeps
         .flatMap((sweep) => sweep.scopes)

@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTenant } from '../../server/demo/tenants';
+import { ensurePolicies } from '../../server/retention/policies';
 import type { OperatorRole } from '../../server/auth/roles';
 import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { expectAccessible } from '../helpers/axe';
@@ -161,6 +162,25 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     expect(csv).toContain('POST /api/v1/payments');
     const exports = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'retention.export'");
     expect(exports.rows).toEqual([{ actor: 'compliance@ui.example' }]);
+
+    // The Service picker: one service's review, in the URL, Back returns to every service; a
+    // service no policy names is said so and the address corrected.
+    await ensurePolicies(db.pool, 'orders', { 'POST /orders': { scopeMode: 'endpoint', retryWindowSeconds: 3_600, retentionSeconds: 7_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } }, 'system');
+    await compliance.goto(`${base}/retention`);
+    await expect(policies.getByText('Pass').count()).resolves.toBe(3);
+    await compliance.getByLabel('Service').selectOption('orders');
+    await compliance.waitForURL((url) => url.searchParams.get('service') === 'orders');
+    await policies.getByRole('cell', { name: 'POST /orders' }).waitFor();
+    await expect(policies.getByText('Pass').count()).resolves.toBe(1);
+    await expect(policies.getByRole('cell', { name: 'POST /api/v1/payments' }).count()).resolves.toBe(0);
+    await expect(compliance.getByRole('region', { name: 'Sweeper runs and their evidence' }).getByText(/No sweep has deleted anything yet/).isVisible()).resolves.toBe(true);
+    await expectAccessible(compliance, 'retention of one service');
+    await compliance.goBack();
+    await compliance.waitForURL((url) => !url.searchParams.has('service'));
+    await expect(policies.getByText('Pass').count()).resolves.toBe(3);
+    await compliance.goto(`${base}/retention?service=nobody`);
+    await compliance.getByText('There is no service "nobody": showing all services. The address has been corrected.').waitFor();
+    await compliance.waitForURL((url) => !url.searchParams.has('service'));
     await closeChecked(compliance);
 
     const admin = await pageAs('admin');

@@ -1,16 +1,26 @@
-// GET /api/admin/retention: each policy against its promise, the change history and the
-// sweeper's evidence (compliance).
-import { adminJson } from '@/app/_lib/admin-http';
+// GET /api/admin/retention[?service=]: each policy against its promise, the change history and
+// the sweeper's evidence (compliance), of every service or of one (404 for one no policy names).
+import { z } from 'zod';
+import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
 import { readRetentionReview } from '@/server/retention/review';
+import { serviceNameSchema } from '@/server/service-name';
 import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
+const querySchema = z.strictObject({ service: serviceNameSchema.optional() });
+
 async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/retention');
   if (operator instanceof Response) return operator;
-  return adminJson(await readRetentionReview(dashboardPool()));
+  const parsed = parseQuery(request, querySchema);
+  if (parsed instanceof Response) return parsed;
+  try {
+    return adminJson(await readRetentionReview(dashboardPool(), parsed.service));
+  } catch (error) {
+    return problemFor(error, { UNKNOWN_SERVICE: 404 });
+  }
 }
 
 export const GET = handled('/api/admin/retention', get);
