@@ -126,6 +126,19 @@ export class PostgresBackend implements IdempotencyBackend {
 
   async transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
     const client = await this.pool.connect();
+    // While the transaction holds its connection (the endpoint's work runs meanwhile), a lost
+    // connection (a restart, a killed backend) is an 'error' event on the client, which the
+    // pool does not listen for on a checked-out client: unheard, it would end the process.
+    // Heard here, the next statement fails and the connection is discarded at release.
+    let lost: Error | undefined;
+    const onLost = (error: Error) => {
+      lost ??= error;
+    };
+    client.on('error', onLost);
+    const giveBack = (broken?: Error) => {
+      client.removeListener('error', onLost);
+      client.release(broken ?? lost);
+    };
     const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
     // Not pipelined: wait for the BEGIN before anything else is sent on the connection.
     const begun = client.pipeline ? client.query(begin).then(() => undefined) : undefined;
@@ -133,7 +146,7 @@ export class PostgresBackend implements IdempotencyBackend {
       try {
         await client.query(begin);
       } catch (error) {
-        client.release(error as Error);
+        giveBack(error as Error);
         throw error;
       }
     }
@@ -162,11 +175,11 @@ export class PostgresBackend implements IdempotencyBackend {
       },
       abandon: () => {
         void client.query('ROLLBACK').then(
-          () => client.release(),
-          (error: unknown) => client.release(error as Error),
+          () => giveBack(),
+          (error: unknown) => giveBack(error as Error),
         );
       },
-      release: (broken?: Error) => client.release(broken),
+      release: (broken?: Error) => giveBack(broken),
     };
   }
 }
