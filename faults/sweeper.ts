@@ -85,7 +85,20 @@ async function plainLayout(harness: Harness): Promise<{ notes: string[]; failure
   notes.push(`sweeper SIGKILLed ${killed.killedMidChunk ? 'while a chunk ran' : 'before any chunk was seen running'}; ${EXPIRED - afterKill.expired} of ${EXPIRED} expired rows deleted before the kill`);
   if (!killed.killedMidChunk) failures.push('the sweeper finished before a chunk could be caught running: not killed mid-chunk');
   const { rows: stale } = await harness.db.query<{ n: string }>(`SELECT count(*) AS n FROM sweep_runs WHERE status = 'running'`);
+  // The killed run's record holds every row it deleted (each chunk's evidence commits with it).
+  const { rows: record } = await harness.db.query<{ id: string; rows_deleted: string; scoped: string }>(
+    `SELECT id, rows_deleted, (SELECT coalesce(sum(rows_deleted), 0) FROM sweep_run_scopes s WHERE s.run_id = r.id) AS scoped
+     FROM sweep_runs r WHERE status = 'running' ORDER BY id DESC LIMIT 1`,
+  );
+  const deletedBeforeKill = EXPIRED - afterKill.expired;
+  const killedRun = record[0];
+  if (!killedRun) failures.push("the killed run left no record 'running'");
+  else if (Number(killedRun.rows_deleted) !== deletedBeforeKill || Number(killedRun.scoped) !== deletedBeforeKill) {
+    failures.push(`the killed run's record says ${killedRun.rows_deleted} rows deleted (${killedRun.scoped} in its per-scope evidence), but ${deletedBeforeKill} were`);
+  }
   const next = await childSweep(harness, false);
+  const { rows: stillRunning } = await harness.db.query<{ n: string }>(`SELECT count(*) AS n FROM sweep_runs WHERE status = 'running'`);
+  if (Number(stillRunning[0]?.n) > 0) failures.push(`${stillRunning[0]?.n} run record(s) still 'running' after the next run`);
   const finished = await counts(harness.db, 'f7s');
   let parsed: { status?: string; rowsDeleted?: number } = {};
   try {
@@ -93,7 +106,7 @@ async function plainLayout(harness: Harness): Promise<{ notes: string[]; failure
   } catch {
     failures.push(`the next sweep run printed no result: ${next.output.slice(0, 300)}`);
   }
-  notes.push(`next run: ${parsed.status ?? '?'}, ${parsed.rowsDeleted ?? '?'} rows deleted; ${finished.expired} expired and ${finished.live} of ${LIVE} live seeded rows left; ${stale[0]?.n ?? 0} run record(s) left 'running' by the killed run`);
+  notes.push(`next run: ${parsed.status ?? '?'}, ${parsed.rowsDeleted ?? '?'} rows deleted; ${finished.expired} expired and ${finished.live} of ${LIVE} live seeded rows left; ${stale[0]?.n ?? 0} run record(s) left 'running' by the killed run, its record ${killedRun ? `${killedRun.rows_deleted} rows` : 'missing'}, closed by the next run`);
   if (parsed.status !== 'completed') failures.push(`the next sweep run did not complete (${parsed.status ?? next.output.slice(0, 200)})`);
   if (finished.expired > 0) failures.push(`${finished.expired} expired row(s) left after the next run`);
   if (finished.live !== LIVE) failures.push(`${LIVE - finished.live} row(s) inside their window deleted`);

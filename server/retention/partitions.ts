@@ -43,8 +43,14 @@ export async function listPartitions(db: Pick<pg.ClientBase, 'query'>): Promise<
 /**
  * Drops every partition whose upper bound passed more than `safetyMs` ago. Runs outside
  * any transaction (DETACH ... CONCURRENTLY requires it) on the sweeper's own connection.
+ * The DROP runs in a transaction with `recorded` (the sweeper's evidence of the partition's
+ * rows), so a partition is never gone without its record.
  */
-export async function dropExpiredPartitions(client: pg.ClientBase, safetyMs = 60_000): Promise<DroppedPartition[]> {
+export async function dropExpiredPartitions(
+  client: pg.ClientBase,
+  safetyMs = 60_000,
+  recorded: (partition: DroppedPartition) => Promise<void> = () => Promise.resolve(),
+): Promise<DroppedPartition[]> {
   const { rows: clock } = await client.query<{ now: Date }>('SELECT now() AS now');
   const now = clock[0]?.now.getTime() ?? Date.now();
   const dropped: DroppedPartition[] = [];
@@ -58,14 +64,23 @@ export async function dropExpiredPartitions(client: pg.ClientBase, safetyMs = 60
       `SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY service, scope`,
     );
     const dropStarted = performance.now();
-    await client.query(`DROP TABLE ${table}`);
-    dropped.push({
-      name: partition.name,
-      rows: rows.reduce((sum, row) => sum + row.rows, 0),
-      scopes: rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
-      detachMs,
-      dropMs: performance.now() - dropStarted,
-    });
+    await client.query('BEGIN');
+    try {
+      await client.query(`DROP TABLE ${table}`);
+      const gone: DroppedPartition = {
+        name: partition.name,
+        rows: rows.reduce((sum, row) => sum + row.rows, 0),
+        scopes: rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
+        detachMs,
+        dropMs: performance.now() - dropStarted,
+      };
+      await recorded(gone);
+      await client.query('COMMIT');
+      dropped.push(gone);
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
   }
   return dropped;
 }

@@ -5,6 +5,11 @@
 // entries at the low end of the index). One sweeper at a time across all instances
 // (a session advisory lock). Every run is recorded with its evidence for compliance:
 // per scope, the youngest deleted row's age at deletion against the documented window.
+// The evidence commits with what it describes: each chunk's rows and their ages are added to
+// its run's record in the chunk's own transaction (each dropped partition's right after its
+// drop, and released stale claims right after their release), so a sweeper killed mid-run
+// leaves a record of everything it deleted; the next run, holding the lock, closes such a
+// run as failed ("interrupted").
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { periodicTask, type PeriodicTask } from '@retrysafe/store';
@@ -95,15 +100,6 @@ const SWEEP_CHUNK_SQL = `WITH doomed AS (
              SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
              FROM deleted GROUP BY service, scope`;
 
-/** Deleted rows per (service, scope): how many, and the youngest one's age. */
-type PerScope = Map<string, { service: string; scope: string; rows: number; minAge: number }>;
-
-function addEvidence(perScope: PerScope, service: string, scope: string, rows: number, minAge: number): void {
-  const id = `${service}\0${scope}`;
-  const seen = perScope.get(id);
-  perScope.set(id, { service, scope, rows: (seen?.rows ?? 0) + rows, minAge: Math.min(seen?.minAge ?? Infinity, minAge) });
-}
-
 /** The chunk statement's text, for the test that proves its plan. */
 export const sweepChunkText = SWEEP_CHUNK_SQL;
 
@@ -111,12 +107,70 @@ export const sweepChunkText = SWEEP_CHUNK_SQL;
  * One chunk: the oldest expired rows by the expires_at index, locked without waiting
  * (SKIP LOCKED), deleted by their ctid, re-checked against expires_at, summarised per scope.
  */
-async function sweepChunk(held: HeldConnection, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
+async function sweepChunk(held: HeldConnection, runId: number, chunkSize: number, lockTimeoutMs: number): Promise<ChunkRow[]> {
   return transactionOn(
     held,
-    async (db) => (await db.query<ChunkRow>({ name: 'retention_sweep_chunk', text: SWEEP_CHUNK_SQL, values: [chunkSize] })).rows,
+    async (db) => {
+      const { rows } = await db.query<ChunkRow>({ name: 'retention_sweep_chunk', text: SWEEP_CHUNK_SQL, values: [chunkSize] });
+      await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds })), 1);
+      return rows;
+    },
     beginWithLockTimeout(lockTimeoutMs),
   );
+}
+
+/**
+ * Adds deleted rows to the run's record: per (service, scope) the count and the youngest age,
+ * with the documented window in force (the longest of a service's intent policies for the
+ * intent scope) and the margin; and the run's totals. Both by primary key.
+ */
+async function addRunEvidence(db: Pick<pg.ClientBase, 'query'>, runId: number, deleted: { service: string; scope: string; rows: number; minAge: number }[], chunks: number): Promise<void> {
+  if (deleted.length > 0) {
+    await db.query({
+      name: 'retention_sweep_evidence',
+      text: `WITH evidence AS (
+               SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[]) AS e(service, scope, rows_deleted, min_age_seconds)
+             ), windows AS (
+               SELECT e.service, e.scope,
+                      CASE WHEN e.scope = 'intent'
+                           THEN (SELECT max(retry_window_seconds) FROM endpoint_policies p WHERE p.service = e.service AND p.scope_mode = 'intent')
+                           ELSE (SELECT retry_window_seconds FROM endpoint_policies p WHERE p.service = e.service AND p.endpoint = e.scope) END AS retry_window_seconds
+               FROM evidence e
+             )
+             INSERT INTO sweep_run_scopes AS s (run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
+             SELECT $1, e.service, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
+             FROM evidence e JOIN windows w USING (service, scope)
+             ON CONFLICT (run_id, service, scope) DO UPDATE SET
+               rows_deleted = s.rows_deleted + excluded.rows_deleted,
+               min_age_seconds = least(s.min_age_seconds, excluded.min_age_seconds),
+               retry_window_seconds = greatest(s.retry_window_seconds, excluded.retry_window_seconds),
+               min_margin_seconds = least(s.min_margin_seconds, excluded.min_margin_seconds)`,
+      values: [runId, deleted.map((d) => d.service), deleted.map((d) => d.scope), deleted.map((d) => d.rows), deleted.map((d) => d.minAge)],
+    });
+  }
+  await db.query({
+    name: 'retention_sweep_progress',
+    text: 'UPDATE sweep_runs SET chunks = chunks + $2, rows_deleted = rows_deleted + $3 WHERE id = $1',
+    values: [runId, chunks, deleted.reduce((sum, d) => sum + d.rows, 0)],
+  });
+}
+
+/** What the next run writes on a run left 'running' by a sweeper that stopped without finishing it. */
+export const INTERRUPTED_RUN_ERROR = 'interrupted: the sweeper stopped before finishing this run (its process or its connection ended); what it deleted up to then is recorded';
+
+/**
+ * Closes runs left 'running' (only the holder of the sweeper's lock runs, so any other is
+ * dead): those after the last finished run, which a backward scan of the primary key finds.
+ * Earlier ones were closed by the run that finished after them.
+ */
+async function closeInterruptedRuns(client: pg.ClientBase, runId: number): Promise<number> {
+  const { rowCount } = await client.query(
+    `UPDATE sweep_runs SET status = 'failed', stop_reason = 'error', error = $2, finished_at = now()
+     WHERE id > coalesce((SELECT id FROM sweep_runs WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1), 0)
+       AND id <> $1 AND status = 'running'`,
+    [runId, INTERRUPTED_RUN_ERROR],
+  );
+  return rowCount ?? 0;
 }
 
 export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], overrides: Partial<SweepOptions> = {}): Promise<SweepResult> {
@@ -146,21 +200,24 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
         "INSERT INTO sweep_runs (trigger, status) VALUES ($1, 'running') RETURNING id",
         [trigger],
       );
-      result.runId = Number(run[0]?.id);
-      const perScope: PerScope = new Map();
+      const runId = Number(run[0]?.id);
+      result.runId = runId;
       try {
+        await closeInterruptedRuns(client, runId);
         result.staleReleased = await releaseStaleClaims(client, options.chunkSize, options.staleGraceMs);
+        if (result.staleReleased > 0) await client.query('UPDATE sweep_runs SET stale_released = $2 WHERE id = $1', [runId, result.staleReleased]);
         if ((await detectStoreLayout(client)) === 'partitioned') {
           // Expiry is a partition drop: rows wait for their day partition to end (at most a day).
           result.partitionsCreated = await ensurePartitions(client);
-          for (const partition of await dropExpiredPartitions(client)) {
+          await dropExpiredPartitions(client, undefined, async (partition) => {
+            // Recorded as soon as the partition is gone (DETACH CONCURRENTLY cannot share a transaction).
+            await addRunEvidence(client, runId, partition.scopes.map((scope) => ({ service: scope.service, scope: scope.scope, rows: scope.rows, minAge: scope.minAgeSeconds })), 0);
             result.partitionsDropped.push(partition.name);
             result.rowsDeleted += partition.rows;
             result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
-            for (const scope of partition.scopes) addEvidence(perScope, scope.service, scope.scope, scope.rows, scope.minAgeSeconds);
-          }
+          });
         } else {
-          await sweepChunks(held, options, result, perScope);
+          await sweepChunks(held, runId, options, result);
         }
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
       } catch (error) {
@@ -168,7 +225,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
         result.stopReason = 'error';
         result.error = error instanceof Error ? error.message : String(error);
       }
-      result.scopes = await recordRun(client, result, perScope);
+      result.scopes = await recordRun(client, result);
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [SWEEPER_LOCK_KEY.toString()]).catch((error: unknown) => (broken = error as Error));
     }
@@ -179,21 +236,15 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
   }
 }
 
-async function sweepChunks(
-  held: HeldConnection,
-  options: SweepOptions,
-  result: SweepResult,
-  perScope: PerScope,
-): Promise<void> {
+async function sweepChunks(held: HeldConnection, runId: number, options: SweepOptions, result: SweepResult): Promise<void> {
   for (;;) {
     const started = performance.now();
-    const rows = await sweepChunk(held, options.chunkSize, options.lockTimeoutMs);
+    const rows = await sweepChunk(held, runId, options.chunkSize, options.lockTimeoutMs);
     const elapsed = performance.now() - started;
     const deleted = rows.reduce((sum, row) => sum + row.rows, 0);
     result.chunks += 1;
     result.rowsDeleted += deleted;
     result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
-    for (const row of rows) addEvidence(perScope, row.service, row.scope, row.rows, row.min_age_seconds);
     if (deleted < options.chunkSize) break; // caught up
     if (result.rowsDeleted >= options.maxRowsPerRun) {
       result.stopReason = 'row-budget';
@@ -215,9 +266,13 @@ async function deleteOldQuotaBuckets(client: pg.ClientBase): Promise<number> {
   return result.rowCount ?? 0;
 }
 
-/** Finishes the run record and stores its evidence, joined with the windows in force. */
-async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: PerScope): Promise<ScopeEvidence[]> {
-  const scopes = [...perScope.values()];
+/** Finishes the run record (its evidence was added as it went) and reads the evidence back. */
+async function recordRun(client: pg.ClientBase, result: SweepResult): Promise<ScopeEvidence[]> {
+  await client.query(
+    `UPDATE sweep_runs SET finished_at = now(), status = $2, chunks = $3, rows_deleted = $4, stale_released = $5,
+       longest_chunk_ms = $6, stop_reason = $7, error = $8 WHERE id = $1`,
+    [result.runId, result.status, result.chunks, result.rowsDeleted, result.staleReleased, result.longestChunkMs, result.stopReason, result.error ?? null],
+  );
   const { rows } = await client.query<{
     service: string;
     scope: string;
@@ -226,36 +281,18 @@ async function recordRun(client: pg.ClientBase, result: SweepResult, perScope: P
     retry_window_seconds: number | null;
     min_margin_seconds: number | null;
   }>(
-    `WITH evidence AS (
-       SELECT * FROM unnest($5::text[], $2::text[], $3::bigint[], $4::float8[]) AS e(service, scope, rows_deleted, min_age_seconds)
-     ), windows AS (
-       SELECT e.service, e.scope,
-              CASE WHEN e.scope = 'intent'
-                   THEN (SELECT max(retry_window_seconds) FROM endpoint_policies p WHERE p.service = e.service AND p.scope_mode = 'intent')
-                   ELSE (SELECT retry_window_seconds FROM endpoint_policies p WHERE p.service = e.service AND p.endpoint = e.scope) END AS retry_window_seconds
-       FROM evidence e
-     )
-     INSERT INTO sweep_run_scopes (run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
-     SELECT $1, e.service, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
-     FROM evidence e JOIN windows w USING (service, scope)
-     RETURNING service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds`,
-    [result.runId, scopes.map((s) => s.scope), scopes.map((s) => s.rows), scopes.map((s) => s.minAge), scopes.map((s) => s.service)],
+    `SELECT service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds
+     FROM sweep_run_scopes WHERE run_id = $1 ORDER BY service, scope`,
+    [result.runId],
   );
-  await client.query(
-    `UPDATE sweep_runs SET finished_at = now(), status = $2, chunks = $3, rows_deleted = $4, stale_released = $5,
-       longest_chunk_ms = $6, stop_reason = $7, error = $8 WHERE id = $1`,
-    [result.runId, result.status, result.chunks, result.rowsDeleted, result.staleReleased, result.longestChunkMs, result.stopReason, result.error ?? null],
-  );
-  return rows
-    .map((row) => ({
-      service: row.service,
-      scope: row.scope,
-      rowsDeleted: Number(row.rows_deleted),
-      minAgeSeconds: row.min_age_seconds,
-      retryWindowSeconds: row.retry_window_seconds,
-      minMarginSeconds: row.min_margin_seconds,
-    }))
-    .sort((a, b) => a.service.localeCompare(b.service) || a.scope.localeCompare(b.scope));
+  return rows.map((row) => ({
+    service: row.service,
+    scope: row.scope,
+    rowsDeleted: Number(row.rows_deleted),
+    minAgeSeconds: row.min_age_seconds,
+    retryWindowSeconds: row.retry_window_seconds,
+    minMarginSeconds: row.min_margin_seconds,
+  }));
 }
 
 /** Runs sweepOnce on an interval; across instances only one runs at a time (the advisory lock). */

@@ -7,7 +7,8 @@ import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensurePolicies } from '../../server/retention/policies';
 import { ClaimNotStaleError, countStaleClaims, releaseStaleClaim } from '../../server/retention/stale-claims';
-import { sweepOnce } from '../../server/retention/sweeper';
+import { INTERRUPTED_RUN_ERROR, sweepOnce } from '../../server/retention/sweeper';
+import { createPool } from '../../db/client';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
@@ -97,6 +98,44 @@ describe('sweeper', () => {
       { service: DEMO_SERVICE, scope: SCOPE, rows_deleted: '250', retry_window_seconds: 3_600 },
       { service: 'orders', scope: SCOPE, rows_deleted: '60', retry_window_seconds: 600 },
     ]);
+  });
+
+  it('keeps the evidence of every chunk a sweeper deleted before it died, and the next run closes the dead run', { timeout: 30_000 }, async () => {
+    const p = await seed(300, 7_300, -100);
+    // The server's pool (a lost connection is logged, not a crash).
+    const pool = createPool(db.url, { applicationName: 'sweeper-test', max: 1 });
+    try {
+      // Slow chunks of 20 rows; the sweeper's backend is terminated once some chunks committed.
+      const dying = sweepOnce(pool, 'manual', { chunkSize: 20, minPauseMs: 150, pauseFactor: 0 }).catch((error: unknown) => error);
+      let runId: string | undefined;
+      for (let attempt = 0; attempt < 200 && !runId; attempt += 1) {
+        await sleep(20);
+        const { rows } = await db.pool.query<{ id: string }>("SELECT id FROM sweep_runs WHERE status = 'running' AND chunks >= 3 ORDER BY id DESC LIMIT 1");
+        runId = rows[0]?.id;
+      }
+      expect(runId).toBeDefined();
+      await db.pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND ((classid::bigint << 32) | objid::bigint) = $1`,
+        [0x72737377656570n.toString()],
+      );
+      await dying;
+      const deleted = 300 - (await countOf(p));
+      expect(deleted).toBeGreaterThanOrEqual(60);
+      expect(deleted).toBeLessThan(300);
+      // What it deleted is on its record, per scope, though it never finished.
+      const run = await db.pool.query<{ status: string; rows_deleted: string; chunks: number }>('SELECT status, rows_deleted, chunks FROM sweep_runs WHERE id = $1', [runId]);
+      expect(run.rows).toEqual([{ status: 'running', rows_deleted: String(deleted), chunks: deleted / 20 }]);
+      const scopes = await db.pool.query<{ rows_deleted: string }>('SELECT rows_deleted FROM sweep_run_scopes WHERE run_id = $1', [runId]);
+      expect(scopes.rows).toEqual([{ rows_deleted: String(deleted) }]);
+      // The next run, holding the lock, closes it as interrupted and sweeps the rest.
+      const next = await sweepOnce(db.pool, 'manual', { chunkSize: 500, minPauseMs: 0 });
+      expect(next).toMatchObject({ status: 'completed', rowsDeleted: 300 - deleted });
+      const closed = await db.pool.query<{ status: string; error: string; finished: boolean }>('SELECT status, error, finished_at IS NOT NULL AS finished FROM sweep_runs WHERE id = $1', [runId]);
+      expect(closed.rows).toEqual([{ status: 'failed', error: INTERRUPTED_RUN_ERROR, finished: true }]);
+      await expect(db.pool.query("SELECT 1 FROM sweep_runs WHERE status = 'running'").then((r) => r.rowCount)).resolves.toBe(0);
+    } finally {
+      await pool.end();
+    }
   });
 
   it('bounds every run by its chunk size and row budget', async () => {
