@@ -37,7 +37,7 @@ describe('a connection lost during the work of a transactional request', () => {
 
   it("on the store's own pool", async () => {
     const errors: string[] = [];
-    const retrysafe = await createRetrysafe({ connectionString: db.url, service: 'lost', fingerprintSecret: randomBytes(32), responseKeys, quota: false, onError: (error) => errors.push(error.message) });
+    const retrysafe = await createRetrysafe({ connectionString: db.url, service: 'lost', fingerprintSecret: randomBytes(32), responseKeys, quota: false, onError: (error) => errors.push(error instanceof Error ? error.message : String(error)) });
     try {
       await loseConnectionDuringWork(retrysafe);
     } finally {
