@@ -24,7 +24,8 @@ import {
   type StaleClaimRelease,
   type StaleClaimReleaser,
 } from '@retrysafe/store';
-import { PostgresKeyReads } from '@retrysafe/store/postgres';
+import { keyReadStatementTexts, PostgresKeyReads, principalKeysStatement } from '@retrysafe/store/postgres';
+import { CORRELATION_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey, type KeyAccess } from '../../server/idempotency/key-metadata';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/stale-claims';
@@ -378,6 +379,9 @@ describe('the key records seam', () => {
         'server/retention/sweeper.ts',
       ].sort(),
     );
+    // The package states the dashboard indexes' predicates as the schema defines them (the plan tests prove the indexes serve them).
+    expect(keyReadStatementTexts.correlationRecords).toContain(CORRELATION_INDEX_PREDICATE);
+    expect(principalKeysStatement({ principalId: randomUUID(), limit: 1 }).text).toContain(PRINCIPAL_CREATED_INDEX_PREDICATE);
     // The dashboard's key reads in server/ know the seam only, not the Postgres backend.
     for (const file of ['server/idempotency/key-metadata.ts', 'server/idempotency/correlation.ts']) {
       expect(await readFile(join(root, file), 'utf8')).not.toMatch(/from '(pg|@retrysafe\/store\/postgres)'/);
