@@ -76,13 +76,13 @@ class InMemoryKeyReads implements KeyRecordReads {
   readonly rows: SeedKey[] = [];
   readonly names = new Map<string, string>();
 
-  async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
+  keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
     const found = this.rows.filter((row) => row.principalId === query.principalId && row.key === query.key && (query.service === undefined || row.service === query.service));
     found.sort((a, b) => compare(a.service, b.service) || compare(a.scope, b.scope) || b.expiresAt.getTime() - a.expiresAt.getTime());
     return Promise.resolve(found.map(toRecord));
   }
 
-  async principalKeys(query: KeyListQuery): Promise<KeyPage> {
+  principalKeys(query: KeyListQuery): Promise<KeyPage> {
     const newestFirst = (a: SeedKey, b: SeedKey) => compareDesc(positionOf(a), positionOf(b));
     const matches = this.rows
       .filter((row) => row.principalId === query.principalId && row.expiresAt.getTime() > Date.now())
@@ -98,12 +98,12 @@ class InMemoryKeyReads implements KeyRecordReads {
     });
   }
 
-  async correlationRecords(correlationId: string): Promise<CorrelationRecord[]> {
+  correlationRecords(correlationId: string): Promise<CorrelationRecord[]> {
     const found = this.rows.filter((row) => row.correlationId === correlationId).sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime());
     return Promise.resolve(found.slice(0, 20).map((row) => ({ principalId: row.principalId, principalName: this.names.get(row.principalId) ?? null, key: row.key, ...toRecord(row) })));
   }
 
-  async staleClaims(limit: number): Promise<StaleClaim[]> {
+  staleClaims(limit: number): Promise<StaleClaim[]> {
     const stale = this.rows.filter(isStale).sort((a, b) => (a.leaseExpiresAt?.getTime() ?? 0) - (b.leaseExpiresAt?.getTime() ?? 0));
     return Promise.resolve(
       stale.slice(0, limit).map((row) => ({
@@ -120,7 +120,7 @@ class InMemoryKeyReads implements KeyRecordReads {
     );
   }
 
-  async releaseStaleClaim(id: KeyIdentity, by: StaleClaimReleaser): Promise<StaleClaimRelease> {
+  releaseStaleClaim(id: KeyIdentity, by: StaleClaimReleaser): Promise<StaleClaimRelease> {
     if (by.reason.trim() === '') return Promise.reject(new RangeError('a reason is required'));
     const row = this.rows.find((candidate) => candidate.principalId === id.principalId && candidate.service === id.service && candidate.scope === id.scope && candidate.key === id.key);
     if (!row || !isStale(row)) return Promise.resolve({ released: false });
