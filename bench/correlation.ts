@@ -2,7 +2,7 @@
 // its time (median of 5) and plan, then what its index (idempotency_keys_correlation_idx)
 // costs claims: 8 clients claiming new keys with the index and with it dropped, alternating.
 import { randomUUID } from 'node:crypto';
-import { readCorrelationRecords } from '../server/idempotency/correlation';
+import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { createPool } from '../db/client';
 import { explainPrepared, recordingQueryable, summarisePlan } from '../db/plan';
 import type { BenchDatabase } from './database';
@@ -23,14 +23,14 @@ export async function benchCorrelation(database: BenchDatabase, log: (line: stri
     const times: number[] = [];
     for (let i = 0; i < 5; i += 1) {
       const started = performance.now();
-      const records = await readCorrelationRecords(pool, correlationId);
+      const records = await new PostgresKeyReads(pool).correlationRecords(correlationId);
       times.push(performance.now() - started);
       if (records.length !== 1) throw new Error(`expected one record, found ${records.length}`);
     }
     times.sort((a, b) => a - b);
     const lookupMs = times[2] ?? NaN;
     const recorded = recordingQueryable(pool);
-    await readCorrelationRecords(recorded.db, correlationId);
+    await new PostgresKeyReads(recorded.db).correlationRecords(correlationId);
     const client = await pool.connect();
     let plan = '';
     try {

@@ -6,20 +6,18 @@
 // ((principal_id, created_at) and correlation_id): 8 clients claiming new keys into the
 // 10-million-row table, with the index and with it dropped, alternating rounds.
 import pg from 'pg';
-import { storeStatementTexts } from '@retrysafe/store/postgres';
+import { PostgresKeyReads, principalKeysStatement, storeStatementTexts } from '@retrysafe/store/postgres';
 import { readAlertInputs } from '../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
 import { readPrincipalsBehind } from '../server/metrics/principals';
-import { readCorrelationRecords } from '../server/idempotency/correlation';
 import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
 import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
-import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../server/idempotency/key-metadata';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool } from '../db/client';
 import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
@@ -185,18 +183,18 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   await single('claim statement (for scale)', storeStatementTexts.claim, claimValues);
   // The dashboard's reads of the key table (through the same statements the pages use).
   const tenant = LARGE_TENANT;
-  await measureComposite('dashboard: key lookup', (db) => readKeyRecords(db, tenant, 'large-1'));
+  await measureComposite('dashboard: key lookup', (db) => new PostgresKeyReads(db).keyRecords({ principalId: tenant, key: 'large-1' }));
   for (const [name, filter] of [
     ['dashboard: recent keys, newest 50', {}],
     ['dashboard: recent keys, rare state', { state: 'failed' }],
     ['dashboard: recent keys, absent state', { state: 'in_progress' }],
     ['dashboard: recent keys, 10 h back', { after: { createdAtMicros: String((Date.now() - 36_000_000) * 1000), service: BENCH_SERVICE, scope: 'POST /api/v1/payments', key: 'large-1' } }],
   ] as const) {
-    await measureComposite(name, (db) => db.query(principalKeysStatement({ principalId: tenant, reason: 'bench', limit: 50, ...filter })));
+    await measureComposite(name, (db) => db.query(principalKeysStatement({ principalId: tenant, limit: 50, ...filter })));
   }
-  await measureComposite('dashboard: stale claims', (db) => listStaleClaims(db, 100));
+  await measureComposite('dashboard: stale claims', (db) => new PostgresKeyReads(db).staleClaims(100));
   const { rows: quoted } = await pool.query<{ correlation_id: string }>("SELECT correlation_id FROM idempotency_keys WHERE principal_id = $1 AND scope = 'POST /api/v1/payments' AND key = 'large-77'", [LARGE_TENANT]);
-  await measureComposite('dashboard: correlation-id lookup', (db) => readCorrelationRecords(db, quoted[0]?.correlation_id ?? randomUUID()));
+  await measureComposite('dashboard: correlation-id lookup', (db) => new PostgresKeyReads(db).correlationRecords(quoted[0]?.correlation_id ?? randomUUID()));
   await single('count(*), for comparison', 'SELECT count(*) FROM idempotency_keys');
   const slow = timings.filter((timing) => !timing.name.startsWith('count(*)') && timing.medianMs >= 50);
   log(`  ${slow.length === 0 ? 'every monitoring and dashboard query under 50 ms' : `OVER 50 ms: ${slow.map((timing) => timing.name).join(', ')}`} (count(*) ${timings.at(-1)?.medianMs.toFixed(0)} ms)`);

@@ -1,6 +1,7 @@
 // The bridge from dashboard pages and admin routes to server/auth: the dashboard's own pool
-// (its restricted database role), the operator auth, and the role checks every page, route
-// handler and server action makes on the server.
+// (its restricted database role), the key records read through the store's KeyRecordReads on
+// that pool, the operator auth, and the role checks every page, route handler and server
+// action makes on the server.
 import 'server-only';
 import { randomUUID } from 'node:crypto';
 import { nextCookies } from 'better-auth/next-js';
@@ -12,12 +13,13 @@ import { createOperatorAuth, readOperatorSession, type OperatorAuth, type Sessio
 import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
 import { AUTH_SESSION_OPTIONS } from '@/db/dashboard-access';
-import { problemResponse } from '@retrysafe/store';
+import { PostgresKeyReads, problemResponse } from '@retrysafe/store';
+import type { KeyAccess } from '@/server/idempotency/key-metadata';
 import { requiredRole, type OperatorRoute } from './access';
 import { misdirected } from './host';
 
 const slot = Symbol.for('retrysafe.dashboard');
-type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
+type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; keys: KeyAccess; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
 
 function dashboard() {
   const holder = globalThis as Holder;
@@ -33,7 +35,10 @@ function dashboard() {
       absoluteSessionSeconds: settings.absoluteSessionSeconds,
       plugins: [nextCookies()],
     });
-    holder[slot] = { pool, authPool, auth, publicUrl: settings.publicUrl };
+    // The store's key records through its backend seam, on the restricted role: Postgres's
+    // reads need no more than that role's grants (metadata columns, the release function).
+    const keys: KeyAccess = { reads: new PostgresKeyReads(pool), audit: pool };
+    holder[slot] = { pool, keys, authPool, auth, publicUrl: settings.publicUrl };
   }
   return holder[slot];
 }
@@ -41,6 +46,11 @@ function dashboard() {
 /** The dashboard's pool: its role cannot read response bodies or write the store. */
 export function dashboardPool(): pg.Pool {
   return dashboard().pool;
+}
+
+/** Key records (lookups, a principal's keys, correlation ids, stale claims) and the audit log they are recorded in. */
+export function dashboardKeys(): KeyAccess {
+  return dashboard().keys;
 }
 
 /** Sign-in's pool (AUTH_ROLE): credentials and sessions, nothing else. */

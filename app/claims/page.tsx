@@ -1,6 +1,6 @@
 // /claims (operator): stale claims, prefetched through the dashboard's role.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
-import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { dashboardKeys, requirePageOperator } from '@/app/_lib/dashboard';
 import { StaleClaims } from '@/components/claims/stale-claims';
 import { queryKeys, STALE_CLAIMS_SHOWN } from '@/components/query-keys';
 import { listStaleClaims } from '@/server/idempotency/key-metadata';
@@ -13,7 +13,7 @@ export default async function ClaimsPage() {
   const client = new QueryClient();
   // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
-    .query({ queryKey: queryKeys.staleClaims(), queryFn: () => listStaleClaims(dashboardPool(), STALE_CLAIMS_SHOWN) })
+    .query({ queryKey: queryKeys.staleClaims(), queryFn: () => listStaleClaims(dashboardKeys().reads, STALE_CLAIMS_SHOWN) })
     .catch(reportPrefetchFailure('/claims'));
   return (
     <main className="wide">

@@ -10,9 +10,9 @@ import { bytea } from './types';
 export const EXPIRY_INDEX_PREDICATE = "expires_at > '-infinity'::timestamptz";
 /** Implied by every stale-lease condition (lease_expires_at < x), never by the completion's state check. */
 export const STALE_LEASE_INDEX_PREDICATE = "state = 'in_progress' AND lease_expires_at IS NOT NULL";
-/** Stated by the principal's-keys page (true of every row: created_at is now() at the claim). */
+/** Stated by the principal's-keys page (true of every row: created_at is now() at the claim); @retrysafe/store's key-reads.ts states the same text. */
 export const PRINCIPAL_CREATED_INDEX_PREDICATE = "created_at > '-infinity'::timestamptz";
-/** True of every correlation id (the nil UUID is the least); stated only by the correlation lookup. */
+/** True of every correlation id (the nil UUID is the least); stated only by the correlation lookup (the same text in @retrysafe/store's key-reads.ts). */
 export const CORRELATION_INDEX_PREDICATE = "correlation_id >= '00000000-0000-0000-0000-000000000000'::uuid";
 
 export const claimStates = ['in_progress', 'completed', 'failed'] as const;

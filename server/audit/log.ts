@@ -1,5 +1,6 @@
-// Writes to the append-only audit log. Always called with the transaction of the action
-// it records, so an action and its audit row commit or vanish together.
+// Writes to the append-only audit log. A change is recorded with the transaction of the change,
+// so the two commit or vanish together; a read (a key lookup through the store's backend seam)
+// is recorded on its own, before its result is returned.
 import type { Queryable } from '@retrysafe/store/postgres';
 import type { AuditAction } from './actions';
 

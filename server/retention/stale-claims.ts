@@ -1,8 +1,13 @@
 // Stale claims: in-progress rows whose lease has passed (the attempt crashed or hung).
 // Found through the partial index idempotency_keys_stale_lease_idx, which holds
 // only in-progress rows. The store already lets a retry take such a key over; releasing
-// marks it failed and retryable, so it no longer shows as running.
-import type { KeyIdentity, Queryable } from '@retrysafe/store/postgres';
+// marks it failed and retryable, so it no longer shows as running. The sweeper's statements
+// here run on the owner's pool (Postgres maintenance); an operator's release of one claim goes
+// through the store's KeyRecordReads.
+import type { KeyIdentity } from '@retrysafe/store';
+import type { Queryable } from '@retrysafe/store/postgres';
+import { writeAudit } from '../audit/log';
+import type { KeyAccess } from '../idempotency/key-metadata';
 
 const COUNT_STALE_SQL = `SELECT count(*)::int AS n FROM idempotency_keys
            WHERE state = 'in_progress' AND lease_expires_at < now() - $1::bigint * interval '1 millisecond'`;
@@ -17,8 +22,6 @@ export async function countStaleClaims(db: Queryable, graceMs = 0): Promise<numb
   return rows[0]?.n ?? 0;
 }
 
-const RELEASE_ONE_SQL = 'SELECT retrysafe_release_stale_claim($1, $2, $3, $4, $5, $6) AS released';
-
 const RELEASE_STALE_SQL = `WITH stale AS (
              SELECT ctid FROM idempotency_keys
              WHERE state = 'in_progress' AND lease_expires_at < now() - $2::bigint * interval '1 millisecond'
@@ -29,8 +32,8 @@ const RELEASE_STALE_SQL = `WITH stale AS (
            UPDATE idempotency_keys k SET state = 'failed', lease_expires_at = NULL
            FROM stale WHERE k.ctid = stale.ctid AND k.state = 'in_progress'`;
 
-/** The statement texts, for the tests that prove their plans. */
-export const staleClaimTexts = { count: COUNT_STALE_SQL, release: RELEASE_STALE_SQL, releaseOne: RELEASE_ONE_SQL };
+/** The statement texts, for the tests that prove their plans (the release of one: keyReadStatementTexts.releaseStaleClaim). */
+export const staleClaimTexts = { count: COUNT_STALE_SQL, release: RELEASE_STALE_SQL };
 
 /**
  * Releases up to `limit` claims whose lease ended more than `graceMs` ago, oldest lease
@@ -53,15 +56,21 @@ export class ClaimNotStaleError extends Error {
 }
 
 /**
- * An operator releases one stale claim by hand, audited in the same transaction: one call of
- * the SECURITY DEFINER function retrysafe_release_stale_claim (migrations 0009, 0012, 0016), which the
- * dashboard's role may execute although it cannot write the store. Primary key lookup.
+ * An operator releases one stale claim by hand, audited: KeyRecordReads.releaseStaleClaim. On
+ * Postgres that is one call of the SECURITY DEFINER function retrysafe_release_stale_claim
+ * (migrations 0009, 0012, 0016), which the dashboard's role may execute although it cannot
+ * write the store, and which writes the audit row in the release's transaction (primary key
+ * lookup); a backend that cannot says so, and the audit row is written here after the release.
  */
-export async function releaseStaleClaim(db: Queryable, id: KeyIdentity, actor: string, reason: string): Promise<void> {
-  const { rows } = await db.query<{ released: boolean }>({
-    name: 'retention_release_one_stale',
-    text: RELEASE_ONE_SQL,
-    values: [id.principalId, id.service, id.scope, id.key, actor, reason],
-  });
-  if (rows[0]?.released !== true) throw new ClaimNotStaleError();
+export async function releaseStaleClaim(access: KeyAccess, id: KeyIdentity, actor: string, reason: string): Promise<void> {
+  const result = await access.reads.releaseStaleClaim(id, { actor, reason });
+  if (!result.released) throw new ClaimNotStaleError();
+  if (!result.audited) {
+    await writeAudit(access.audit, {
+      actor,
+      action: 'stale_claim.release',
+      target: { principalId: id.principalId, service: id.service, scope: id.scope, key: id.key },
+      reason,
+    });
+  }
 }

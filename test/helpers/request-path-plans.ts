@@ -5,8 +5,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { explainNested, explainPrepared, offPrimaryKey, type PlanCacheMode, type PlanNode } from '../../db/plan';
-import { partitionedStatementTexts, storeStatementTexts, type KeyIdentity } from '@retrysafe/store/postgres';
-import { staleClaimTexts } from '../../server/retention/stale-claims';
+import { keyReadStatementTexts, partitionedStatementTexts, storeStatementTexts, type KeyIdentity } from '@retrysafe/store/postgres';
 
 export interface RequestPathStatement {
   name: string;
@@ -30,7 +29,7 @@ export function requestPathStatements(layout: 'plain' | 'partitioned', id: KeyId
     { name: 'take over', text: texts.takeOver, values: layout === 'partitioned' ? [...claim.slice(0, 6), 1, id.service] : [...claim.slice(0, 7), 1, id.service] },
     { name: 'complete', text: texts.complete, values: completion },
     { name: 'fail', text: texts.fail, values: [...key, 1, id.service] },
-    { name: 'release one stale claim', text: staleClaimTexts.releaseOne, values: [id.principalId, id.service, id.scope, id.key, 'plan-test', 'plan test'], nested: true },
+    { name: 'release one stale claim', text: keyReadStatementTexts.releaseStaleClaim, values: [id.principalId, id.service, id.scope, id.key, 'plan-test', 'plan test'], nested: true },
   ];
 }
 

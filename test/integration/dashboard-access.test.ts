@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/stale-claims';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { layouts, useTestDatabase } from '../helpers/database';
 import { AUTH_ROLE } from '../../db/dashboard-access';
 import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/retention/policies';
@@ -81,16 +82,16 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
   it('releases a stale claim only through the audited function', async () => {
     const id = { principalId: owner, service: DEMO_SERVICE, scope: 'POST /a', key: 'crashed-1' };
     // Another service's (principal, scope, key) is another key: nothing of it is stale.
-    await expect(releaseStaleClaim(dashboard, { ...id, service: 'orders' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
-    await releaseStaleClaim(dashboard, id, 'op@example.com', 'processor confirmed failure');
+    await expect(releaseStaleClaim(postgresKeyAccess(dashboard), { ...id, service: 'orders' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
+    await releaseStaleClaim(postgresKeyAccess(dashboard), id, 'op@example.com', 'processor confirmed failure');
     const { rows } = await db.pool.query<{ state: string }>('SELECT state FROM idempotency_keys WHERE key = $1', ['crashed-1']);
     expect(rows[0]?.state).toBe('failed');
     const audit = await db.pool.query<{ actor: string; reason: string; target: unknown }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
     expect(audit.rows).toEqual([{ actor: 'op@example.com', reason: 'processor confirmed failure', target: { principalId: owner, service: DEMO_SERVICE, scope: 'POST /a', key: 'crashed-1' } }]);
     // A completed key is not stale: nothing changes, nothing is audited.
-    await expect(releaseStaleClaim(dashboard, { ...id, key: 'done-1' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
-    await expect(releaseStaleClaim(dashboard, { ...id, principalId: randomUUID() }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
-    await expect(releaseStaleClaim(dashboard, id, 'op@example.com', '  ')).rejects.toMatchObject({ code: '23514' });
+    await expect(releaseStaleClaim(postgresKeyAccess(dashboard), { ...id, key: 'done-1' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
+    await expect(releaseStaleClaim(postgresKeyAccess(dashboard), { ...id, principalId: randomUUID() }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
+    await expect(releaseStaleClaim(postgresKeyAccess(dashboard), id, 'op@example.com', '  ')).rejects.toMatchObject({ code: '23514' });
   });
 
   it('lets an admin change a policy through the role, creating the partitions a longer retention needs', async () => {

@@ -2,7 +2,9 @@
 // never the body; a foreign key looks exactly like an absent one; every lookup audited with its reason.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KEY_LIST_SCAN_ROWS, keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
+import { KEY_LIST_SCAN_ROWS } from '@retrysafe/store/postgres';
+import { keyListSchema, keyLookupSchema, listPrincipalKeys, listStaleClaims, lookUpKey, type KeyAccess } from '../../server/idempotency/key-metadata';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields, PAYMENTS_ENDPOINT } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
@@ -13,10 +15,12 @@ const SENTINEL = 'SENTINEL-lookup-5d1e';
 describe('key lookup', () => {
   const db = useTestDatabase();
   let dashboard: pg.Pool;
+  let keys: KeyAccess;
   const owner = principal();
 
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    keys = postgresKeyAccess(dashboard);
     await ensurePolicies(db.pool, DEMO_SERVICE, defaultPolicyFields, 'test');
     // Another service with the same endpoint string, used by the same principal with the same key.
     const payments = defaultPolicyFields[PAYMENTS_ENDPOINT];
@@ -46,7 +50,7 @@ describe('key lookup', () => {
   });
 
   it('shows each scope\'s metadata and nothing of the response', async () => {
-    const records = await lookUpKey(dashboard, { principalId: owner, key: 'order-1', reason: 'customer reports a double charge' }, 'ops@example.com');
+    const records = await lookUpKey(keys, { principalId: owner, key: 'order-1', reason: 'customer reports a double charge' }, 'ops@example.com');
     expect(records.map((record) => [record.service, record.scope])).toEqual([
       ['demo', 'POST /api/v1/payments'],
       ['demo', 'POST /api/v1/refunds'],
@@ -57,15 +61,15 @@ describe('key lookup', () => {
     expect(records[0]?.secondsLeft).toBeGreaterThan(7_000);
     expect(JSON.stringify(records)).not.toContain(SENTINEL);
     // One service's records only, when it is named.
-    const ofOrders = await lookUpKey(dashboard, { principalId: owner, service: 'orders', key: 'order-1', reason: 'the orders team asks' }, 'ops@example.com');
+    const ofOrders = await lookUpKey(keys, { principalId: owner, service: 'orders', key: 'order-1', reason: 'the orders team asks' }, 'ops@example.com');
     expect(ofOrders.map((record) => [record.service, record.scope])).toEqual([['orders', 'POST /api/v1/payments']]);
     expect(ofOrders[0]?.correlationId).not.toBe(records[0]?.correlationId);
-    expect(await lookUpKey(dashboard, { principalId: owner, service: 'billing', key: 'order-1', reason: 'a service with no keys' }, 'ops@example.com')).toEqual([]);
+    expect(await lookUpKey(keys, { principalId: owner, service: 'billing', key: 'order-1', reason: 'a service with no keys' }, 'ops@example.com')).toEqual([]);
   });
 
   it('answers a foreign key exactly as an absent one, and audits every lookup', async () => {
-    const foreign = await lookUpKey(dashboard, { principalId: principal(), key: 'order-1', reason: 'checking another tenant' }, 'ops@example.com');
-    const absent = await lookUpKey(dashboard, { principalId: owner, key: 'never-used', reason: 'checking a typo' }, 'ops@example.com');
+    const foreign = await lookUpKey(keys, { principalId: principal(), key: 'order-1', reason: 'checking another tenant' }, 'ops@example.com');
+    const absent = await lookUpKey(keys, { principalId: owner, key: 'never-used', reason: 'checking a typo' }, 'ops@example.com');
     expect(foreign).toEqual([]);
     expect(absent).toEqual(foreign);
     const { rows } = await db.pool.query<{ reason: string; target: { key: string } }>("SELECT reason, target FROM audit_log WHERE action = 'key.lookup' ORDER BY id");
@@ -89,7 +93,7 @@ describe('key lookup', () => {
               now() - i * interval '1 minute', now() + interval '1 day' FROM generate_series(1, 3) AS i`,
       [owner],
     );
-    const claims = await listStaleClaims(dashboard, 10);
+    const claims = await listStaleClaims(keys.reads, 10);
     expect(claims.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
     expect(claims[0]).toMatchObject({ principalId: owner, service: 'demo', scope: 'POST /api/v1/refunds' });
     expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
@@ -111,7 +115,7 @@ describe('key lookup', () => {
        FROM generate_series(1, 45) AS i`,
       [tenant],
     );
-    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, ...fields }), 'ops@example.com');
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(keys, keyListSchema.parse({ principalId: tenant, reason: 'browsing for ticket 9', limit: 20, ...fields }), 'ops@example.com');
     const first = await list({});
     expect(first.keys.map((key) => key.key).slice(0, 6)).toEqual(['k-45', 'k-44', 'k-43', 'k-42', 'k-41', 'k-40']);
     // k-40 (refunds) and k-39 (payments) share an instant: scope breaks the tie, descending.
@@ -138,7 +142,7 @@ describe('key lookup', () => {
     const running = await list({ state: 'in_progress' });
     expect(running.keys.map((key) => key.key)).toEqual(['k-40', 'k-30', 'k-20', 'k-10']);
     expect(running.next).toBeNull();
-    expect((await listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: principal(), reason: 'another tenant' }), 'ops@example.com')).keys).toEqual([]);
+    expect((await listPrincipalKeys(keys, keyListSchema.parse({ principalId: principal(), reason: 'another tenant' }), 'ops@example.com')).keys).toEqual([]);
     expect((await list({ scope: 'POST /api/v1/refunds', state: 'completed' })).keys.map((key) => key.key)).toEqual(['k-45', 'k-35', 'k-25', 'k-15', 'k-05']);
     const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE action = 'key.list' AND reason IS NOT NULL");
     expect(rows[0]?.n).toBe(6);
@@ -159,7 +163,7 @@ describe('key lookup', () => {
        FROM generate_series(0, 5) AS i`,
       [tenant],
     );
-    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'per service', limit: 4, ...fields }), 'ops@example.com');
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(keys, keyListSchema.parse({ principalId: tenant, reason: 'per service', limit: 4, ...fields }), 'ops@example.com');
     const all = await list({});
     expect(all.keys.map((key) => [key.service, key.key])).toEqual([
       ['demo', 'k-2'],
@@ -199,7 +203,7 @@ describe('key lookup', () => {
        FROM generate_series(1, ${KEY_LIST_SCAN_ROWS} + 500) AS i`,
       [tenant, rare],
     );
-    const list = (fields: Record<string, unknown>) => listPrincipalKeys(dashboard, keyListSchema.parse({ principalId: tenant, reason: 'which ones failed', state: 'failed', ...fields }), 'ops@example.com');
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(keys, keyListSchema.parse({ principalId: tenant, reason: 'which ones failed', state: 'failed', ...fields }), 'ops@example.com');
     const first = await list({});
     // The newest 2,000 keys hold two of the three: the page is short and says how far back it looked.
     expect(first.keys.map((key) => key.key)).toEqual(['bulk-2400', 'bulk-1200']);

@@ -29,6 +29,7 @@ const loaded = {
   next: typeof nextAdapter.idempotentRoute,
   fastify: typeof fastifyAdapter.idempotent,
   postgres: typeof postgres.claimKey,
+  keyReads: typeof postgres.PostgresKeyReads,
   problemFor: problemFor(Object.assign(new Error('x'), { name: 'X', code: 'FINGERPRINT_MISMATCH' }))?.status ?? null,
 };
 const retrysafe = await createRetrysafe({
@@ -125,7 +126,7 @@ describe('@retrysafe/store from its tarball', () => {
       first: { status: number; body: string };
       second: { status: number; body: string; replayed: string | null };
     };
-    expect(result.loaded).toEqual({ fetch: 'function', hono: 'function', next: 'function', fastify: 'function', postgres: 'function', problemFor: 422 });
+    expect(result.loaded).toEqual({ fetch: 'function', hono: 'function', next: 'function', fastify: 'function', postgres: 'function', keyReads: 'function', problemFor: 422 });
     expect(result.first.status).toBe(201);
     expect(result.second).toEqual({ status: 201, body: result.first.body, replayed: 'true' });
     expect(result.runs).toBe(1);

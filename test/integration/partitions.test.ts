@@ -10,7 +10,9 @@ import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
 import { explainPrepared } from '../../db/plan';
-import { keyListSchema, listPrincipalKeys, principalKeysStatement, type KeyList } from '../../server/idempotency/key-metadata';
+import { principalKeysStatement } from '@retrysafe/store/postgres';
+import { keyListSchema, listPrincipalKeys, type KeyList } from '../../server/idempotency/key-metadata';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 
 const DAY_MS = 86_400_000;
@@ -205,7 +207,7 @@ describe('partitioned layout', () => {
     const seen: string[] = [];
     let after: KeyList['after'];
     do {
-      const page = await listPrincipalKeys(db.pool, keyListSchema.parse({ ...list, after }), 'ops@example.com');
+      const page = await listPrincipalKeys(postgresKeyAccess(db.pool), keyListSchema.parse({ ...list, after }), 'ops@example.com');
       seen.push(...page.keys.map((key) => key.key));
       after = page.next ?? undefined;
     } while (after);

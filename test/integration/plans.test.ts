@@ -13,7 +13,7 @@ import { readBaseline } from '../../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../../server/metrics/scope-sample';
 import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
-import { listStaleClaims, principalKeysStatement, readKeyRecords } from '../../server/idempotency/key-metadata';
+import { PostgresKeyReads, principalKeysStatement } from '@retrysafe/store/postgres';
 import { ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields } from '../../server/demo/policies';
 
@@ -168,9 +168,10 @@ describe('hot-path plans', () => {
     await ensurePolicies(db.pool, 'orders', defaultPolicyFields, 'test');
     const recorded = recordingQueryable(db.pool);
     // Every service's records, and one service's.
-    await readKeyRecords(recorded.db, '00000000-0000-0000-0000-000000000001', 'key-1');
-    await readKeyRecords(recorded.db, '00000000-0000-0000-0000-000000000004', 'key-4', 'orders');
-    await listStaleClaims(recorded.db, 100);
+    const reads = new PostgresKeyReads(recorded.db);
+    await reads.keyRecords({ principalId: '00000000-0000-0000-0000-000000000001', key: 'key-1' });
+    await reads.keyRecords({ principalId: '00000000-0000-0000-0000-000000000004', key: 'key-4', service: 'orders' });
+    await reads.staleClaims(100);
     const [lookup, lookupOne, stale] = recorded.statements;
     if (!lookup || !lookupOne || !stale) throw new Error('statements not recorded');
     expect(lookup.text).not.toMatch(/response_body/);

@@ -7,7 +7,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FlowRecorder, namePrincipal, type ClaimOutcome } from '@retrysafe/store';
 import { createTenant } from '../../server/demo/tenants';
-import { correlationLookupSchema, lookUpCorrelation, readCorrelationRecords } from '../../server/idempotency/correlation';
+import { PostgresKeyReads } from '@retrysafe/store/postgres';
+import { correlationLookupSchema, lookUpCorrelation } from '../../server/idempotency/correlation';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { principalSearchQuery, searchPrincipals } from '../../server/metrics/principals';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { explainPrepared as explain, recordingQueryable } from '../../db/plan';
@@ -86,7 +88,7 @@ describe('principals', () => {
       work: () => Promise.resolve(jsonResult(201, { description: SENTINEL })),
     });
     const correlationId = outcome.correlationId;
-    const records = await lookUpCorrelation(dashboard, { correlationId, reason: 'customer quoted this id' }, 'ops@example.com');
+    const records = await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId, reason: 'customer quoted this id' }, 'ops@example.com');
     expect(records).toHaveLength(1);
     expect(records[0]).toMatchObject({
       principalId: tenant.principalId,
@@ -99,7 +101,7 @@ describe('principals', () => {
       correlationId,
     });
     expect(JSON.stringify(records)).not.toContain(SENTINEL);
-    expect(await lookUpCorrelation(dashboard, { correlationId: randomUUID(), reason: 'a typo' }, 'ops@example.com')).toEqual([]);
+    expect(await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId: randomUUID(), reason: 'a typo' }, 'ops@example.com')).toEqual([]);
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: unknown; details: unknown }>(
       "SELECT actor, reason, target, details FROM audit_log WHERE action = 'key.correlation_lookup' ORDER BY id",
     );
@@ -119,7 +121,7 @@ describe('principals', () => {
 
   it('serves the correlation lookup from its index on a new, never-analyzed table and a large analyzed one, in the generic plan', async () => {
     const recorded = recordingQueryable(db.pool);
-    await readCorrelationRecords(recorded.db, randomUUID());
+    await new PostgresKeyReads(recorded.db).correlationRecords(randomUUID());
     const [statement] = recorded.statements;
     if (!statement) throw new Error('not recorded');
     expect(statement.text).not.toMatch(/response_body/);

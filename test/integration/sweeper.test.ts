@@ -7,6 +7,7 @@ import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensurePolicies } from '../../server/retention/policies';
 import { ClaimNotStaleError, countStaleClaims, releaseStaleClaim } from '../../server/retention/stale-claims';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { INTERRUPTED_RUN_ERROR, sweepOnce } from '../../server/retention/sweeper';
 import { createPool } from '../../db/client';
 import { DEMO_SERVICE } from '../../server/demo/policies';
@@ -212,8 +213,8 @@ describe('sweeper', () => {
     expect(withinGrace.staleReleased).toBe(0);
     const { rows: keys } = await db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys WHERE principal_id = $1 ORDER BY key LIMIT 1', [p]);
     const key = keys[0]?.key ?? '';
-    await releaseStaleClaim(db.pool, { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'processor confirmed the refund failed');
-    await expect(releaseStaleClaim(db.pool, { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'again')).rejects.toBeInstanceOf(ClaimNotStaleError);
+    await releaseStaleClaim(postgresKeyAccess(db.pool), { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'processor confirmed the refund failed');
+    await expect(releaseStaleClaim(postgresKeyAccess(db.pool), { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key }, 'operator@example.com', 'again')).rejects.toBeInstanceOf(ClaimNotStaleError);
     const audit = await db.pool.query("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release' AND target->>'key' = $1", [key]);
     expect(audit.rows).toEqual([{ actor: 'operator@example.com', reason: 'processor confirmed the refund failed', target: { principalId: p, service: DEMO_SERVICE, scope: SCOPE, key } }]);
     const released = await sweepOnce(db.pool, 'manual', { staleGraceMs: 60_000 });

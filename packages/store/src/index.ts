@@ -39,6 +39,24 @@ export { validate, type SafeParser, type StandardSchemaV1, type Validated, type 
 export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type ScopeMode } from './policy.js';
 export { LiveKeyQuota, type QuotaDecision, type QuotaOptions } from './quota.js';
 export { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
+export {
+  PostgresKeyReads,
+  type CorrelationRecord,
+  type KeyCursor,
+  type KeyListQuery,
+  type KeyLookupQuery,
+  type KeyMetadata,
+  type KeyPage,
+  type KeyRecord,
+  type KeyRecordReads,
+  type KeyState,
+  type KeySummary,
+  type MetadataValue,
+  type StaleClaim,
+  type StaleClaimRelease,
+  type StaleClaimReleaser,
+  type StoreBackend,
+} from './key-reads.js';
 export { ServicePolicies, type ServicePoliciesOptions } from './service-policies.js';
 export { LEGACY_SERVICE, ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
 export { parseResponseKeys } from './response-keys.js';

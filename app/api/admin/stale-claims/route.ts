@@ -1,6 +1,6 @@
 // GET /api/admin/stale-claims?limit=: in-progress claims past their lease, oldest first (operator).
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -11,7 +11,7 @@ async function get(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ claims: await listStaleClaims(dashboardPool(), parsed.limit) });
+  return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit) });
 }
 
 export const GET = handled('/api/admin/stale-claims', get);

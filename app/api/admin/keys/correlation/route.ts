@@ -2,7 +2,7 @@
 // belongs to, across the store (operator): principal, service, scope, key and metadata, never
 // a response body; audited as key.correlation_lookup with the reason.
 import { adminJson, parseBody } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { correlationLookupSchema, lookUpCorrelation } from '@/server/idempotency/correlation';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -13,7 +13,7 @@ async function post(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, correlationLookupSchema);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ records: await lookUpCorrelation(dashboardPool(), parsed, operator.email) });
+  return adminJson({ records: await lookUpCorrelation(dashboardKeys(), parsed, operator.email) });
 }
 
 export const POST = handled('/api/admin/keys/correlation', post);

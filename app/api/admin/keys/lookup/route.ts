@@ -2,7 +2,7 @@
 // principal's key (operator), never a response body; audited with the reason. A foreign
 // key and an absent one both answer { records: [] }.
 import { adminJson, parseBody } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { keyLookupSchema, lookUpKey } from '@/server/idempotency/key-metadata';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -13,7 +13,7 @@ async function post(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, keyLookupSchema);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ records: await lookUpKey(dashboardPool(), parsed, operator.email) });
+  return adminJson({ records: await lookUpKey(dashboardKeys(), parsed, operator.email) });
 }
 
 export const POST = handled('/api/admin/keys/lookup', post);

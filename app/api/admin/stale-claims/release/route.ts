@@ -1,7 +1,7 @@
 // POST /api/admin/stale-claims/release {principalId, service, scope, key, reason}: mark one stale claim
-// failed (retryable) through the audited SECURITY DEFINER function (operator).
+// failed (retryable) through the store's KeyRecordReads, audited (operator).
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { staleReleaseSchema } from '@/server/idempotency/key-metadata';
 import { releaseStaleClaim } from '@/server/retention/stale-claims';
 import { handled } from '@/app/_lib/route-errors';
@@ -15,7 +15,7 @@ async function post(request: Request): Promise<Response> {
   if (parsed instanceof Response) return parsed;
   const { reason, ...id } = parsed;
   try {
-    await releaseStaleClaim(dashboardPool(), id, operator.email, reason);
+    await releaseStaleClaim(dashboardKeys(), id, operator.email, reason);
     return adminJson({ released: true });
   } catch (error) {
     return problemFor(error, { CLAIM_NOT_STALE: 409 });
