@@ -7,7 +7,8 @@ export const STALE_CLAIMS_SHOWN = 200;
 
 export const queryKeys = {
   overview: (range: string, service: string | null, scope: string | null) => ['overview', { range, service, scope }] as const,
-  staleClaims: () => ['stale-claims'] as const,
+  /** `staleClaims()` (no argument) is the prefix of every service's list, for invalidation. */
+  staleClaims: (service?: string | null) => (service === undefined ? (['stale-claims'] as const) : (['stale-claims', { service }] as const)),
   /** `retention()` (no argument) is the prefix of every service's review, for invalidation. */
   retention: (service?: string | null) => (service === undefined ? (['retention'] as const) : (['retention', { service }] as const)),
   auditLog: (search: AuditSearch) => ['audit-log', { actor: search.actor ?? null, action: search.action ?? null, from: search.from ?? null, to: search.to ?? null, signIns: search.signIns ?? null }] as const,

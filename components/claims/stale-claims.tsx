@@ -4,7 +4,8 @@
 // stops showing as running. Behind a confirmation with a reason, audited.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
+import { useRouter } from 'next/navigation';
 import type { StaleClaim } from '@/server/idempotency/key-metadata';
 import { adminFetch, refreshEvery } from '../admin-fetch';
 import { DialogActions, useFocusReason } from '../dialog-actions';
@@ -14,17 +15,30 @@ import { LocalTime } from '../local-time';
 import { formatDuration } from '../overview/format';
 import { LoadProblem, Notice } from '../banners';
 import { formText } from '../form-text';
+import { Options } from '../options';
 
-const fetchClaims = async () => (await adminFetch<{ claims: StaleClaim[] }>(`/api/admin/stale-claims?limit=${STALE_CLAIMS_SHOWN}`)).claims;
+const claimsHref = (service: string | null) => (service ? `/claims?${new URLSearchParams({ service }).toString()}` : '/claims');
+const fetchClaims = async (service: string | null) => {
+  const query = new URLSearchParams({ limit: String(STALE_CLAIMS_SHOWN) });
+  if (service) query.set('service', service);
+  return (await adminFetch<{ claims: StaleClaim[] }>(`/api/admin/stale-claims?${query.toString()}`)).claims;
+};
 
 async function release(input: { claim: StaleClaim; reason: string }): Promise<void> {
   const { principalId, service, scope, key } = input.claim;
   await adminFetch('/api/admin/stale-claims/release', { method: 'POST', body: { principalId, service, scope, key, reason: input.reason } });
 }
 
-export function StaleClaims() {
+export function StaleClaims({ service, services, notices = [] }: { service: string | null; services: string[]; notices?: string[] }) {
   const client = useQueryClient();
-  const claims = useQuery({ queryKey: queryKeys.staleClaims(), queryFn: fetchClaims, refetchInterval: refreshEvery(30_000) });
+  const router = useRouter();
+  // What the server corrected in the URL stays said after the URL itself is corrected.
+  const [corrections] = useState(notices);
+  const corrected = notices.length > 0;
+  useEffect(() => {
+    if (corrected) router.replace(claimsHref(service), { scroll: false });
+  }, [corrected, service, router]);
+  const claims = useQuery({ queryKey: queryKeys.staleClaims(service), queryFn: () => fetchClaims(service), refetchInterval: refreshEvery(30_000) });
   const [chosen, setChosen] = useState<StaleClaim | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const dialog = useRef<HTMLDialogElement>(null);
@@ -46,6 +60,11 @@ export function StaleClaims() {
 
   return (
     <>
+      {corrections.length > 0 ? (
+        <Notice>
+          {corrections.join(' ')} The address has been corrected.
+        </Notice>
+      ) : null}
       {done ? (
         <Notice>
           {done}
@@ -55,9 +74,17 @@ export function StaleClaims() {
         <LoadProblem error={claims.error} what="stale claims" />
       ) : null}
       <div className="toolbar">
+        <label>
+          Service
+          {/* The service looked at is a history entry, so Back returns to it. */}
+          <select value={service ?? ''} onChange={(event) => router.push(claimsHref(event.target.value || null), { scroll: false })}>
+            <option value="">All services</option>
+            <Options values={[...new Set([...services, ...(service ? [service] : [])])]} />
+          </select>
+        </label>
         <RefreshControl isFetching={claims.isFetching} updatedAt={claims.dataUpdatedAt} onRefresh={() => void claims.refetch()} />
       </div>
-      {claims.data && claims.data.length === 0 ? <p className="empty card">No stale claim: every in-progress attempt is within its lease.</p> : null}
+      {claims.data && claims.data.length === 0 ? <p className="empty card">No stale claim{service ? ` in ${service}` : ''}: every in-progress attempt is within its lease.</p> : null}
       {claims.data && claims.data.length > 0 ? (
         <div className="card table-scroll">
           <table className="stack claims">

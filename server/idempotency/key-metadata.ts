@@ -48,7 +48,7 @@ export async function lookUpKey(access: KeyAccess, lookup: KeyLookup, actor: str
   return records;
 }
 
-export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100), service: serviceNameSchema.optional() });
 
 export const staleReleaseSchema = z.strictObject({
   principalId: z.uuid(),
@@ -58,9 +58,9 @@ export const staleReleaseSchema = z.strictObject({
   reason: storableText().trim().min(3, 'say why you release this claim').max(500),
 });
 
-/** In-progress claims past their lease, oldest lease first. */
-export async function listStaleClaims(reads: KeyRecordReads, limit: number): Promise<StaleClaim[]> {
-  return reads.staleClaims(limit);
+/** In-progress claims past their lease, oldest lease first: of every service, or of `service`. */
+export async function listStaleClaims(reads: KeyRecordReads, limit: number, service?: string): Promise<StaleClaim[]> {
+  return reads.staleClaims(limit, service);
 }
 
 const keyCursorSchema = z.strictObject({

@@ -15,6 +15,8 @@ import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
 import { sleep } from '../helpers/store';
 
 const SENTINEL = 'SENTINEL-ui-93be';
+/** Another service beside the demo, for the Service pickers of /claims and /retention. */
+const ORDERS_POLICY = { 'POST /orders': { scopeMode: 'endpoint' as const, retryWindowSeconds: 3_600, retentionSeconds: 7_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } };
 
 describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
   const db = useTestDatabase();
@@ -129,6 +131,34 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await page.getByRole('status').filter({ hasText: `Released ${key}` }).waitFor();
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: { key: string } }>("SELECT actor, reason, target FROM audit_log WHERE action = 'stale_claim.release'");
     expect(rows).toEqual([{ actor: 'operator@ui.example', reason: 'demo: the refund handler crashed', target: expect.objectContaining({ service: 'demo', key }) as unknown }]);
+
+    // The Service picker: one service's stale claims, in the URL, Back returns to every service;
+    // a service no policy names is said so and the address corrected.
+    await ensurePolicies(db.pool, 'orders', ORDERS_POLICY, 'system');
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, created_at, expires_at)
+       SELECT gen_random_uuid(), service, scope, key, 'in_progress', decode(repeat('cd', 32), 'hex'), gen_random_uuid(),
+              now() - interval '1 minute', now() - interval '2 minutes', now() + interval '2 hours'
+       FROM (VALUES ('orders', 'POST /orders', 'order-crashed'), ('demo', 'POST /api/v1/refunds', 'demo-crashed')) AS v(service, scope, key)`,
+    );
+    const ordersClaim = page.getByRole('button', { name: 'Release order-crashed' });
+    const demoClaim = page.getByRole('button', { name: 'Release demo-crashed' });
+    await page.goto(`${base}/claims`);
+    await ordersClaim.waitFor();
+    await demoClaim.waitFor();
+    await page.getByLabel('Service').selectOption('orders');
+    await page.waitForURL((url) => url.searchParams.get('service') === 'orders');
+    await demoClaim.waitFor({ state: 'detached' });
+    await expect(ordersClaim.isVisible()).resolves.toBe(true);
+    await expect(release.count()).resolves.toBe(0);
+    await expectAccessible(page, 'stale claims of one service');
+    await page.goBack();
+    await page.waitForURL((url) => !url.searchParams.has('service'));
+    await demoClaim.waitFor();
+    await expect(ordersClaim.isVisible()).resolves.toBe(true);
+    await page.goto(`${base}/claims?service=nobody`);
+    await page.getByText('There is no service "nobody": showing all services. The address has been corrected.').waitFor();
+    await page.waitForURL((url) => !url.searchParams.has('service'));
     await closeChecked(page);
   });
 
@@ -142,6 +172,8 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
               201, 'application/json', 'pay_x', now() - interval '27 hours', now() - interval '27 hours', now() - interval '1 hour'
        FROM generate_series(1, 40) AS i`,
     );
+    // Another service's policy beside the demo's two (the stale-claims test may have made it already).
+    await ensurePolicies(db.pool, 'orders', ORDERS_POLICY, 'system');
     const compliance = await pageAs('compliance');
     for (let attempt = 0; attempt < 20; attempt += 1) {
       await compliance.goto(`${base}/retention`);
@@ -149,7 +181,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       await sleep(1_000);
     }
     const policies = compliance.getByRole('region', { name: 'Policies against their promise' });
-    await expect(policies.getByText('Pass').count()).resolves.toBe(2);
+    await expect(policies.getByText('Pass').count()).resolves.toBe(3);
     await expect(compliance.getByText(/POST \/api\/v1\/payments \(demo\): youngest \d+(\.\d)? h old, window 24 h, margin/).first().isVisible()).resolves.toBe(true);
     await expect(compliance.getByRole('button', { name: /^Edit / }).count()).resolves.toBe(0);
     await expectAccessible(compliance, 'retention.png');
@@ -165,9 +197,6 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
 
     // The Service picker: one service's review, in the URL, Back returns to every service; a
     // service no policy names is said so and the address corrected.
-    await ensurePolicies(db.pool, 'orders', { 'POST /orders': { scopeMode: 'endpoint', retryWindowSeconds: 3_600, retentionSeconds: 7_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } }, 'system');
-    await compliance.goto(`${base}/retention`);
-    await expect(policies.getByText('Pass').count()).resolves.toBe(3);
     await compliance.getByLabel('Service').selectOption('orders');
     await compliance.waitForURL((url) => url.searchParams.get('service') === 'orders');
     await policies.getByRole('cell', { name: 'POST /orders' }).waitFor();
@@ -177,6 +206,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expectAccessible(compliance, 'retention of one service');
     await compliance.goBack();
     await compliance.waitForURL((url) => !url.searchParams.has('service'));
+    await policies.getByRole('cell', { name: 'POST /api/v1/payments' }).waitFor();
     await expect(policies.getByText('Pass').count()).resolves.toBe(3);
     await compliance.goto(`${base}/retention?service=nobody`);
     await compliance.getByText('There is no service "nobody": showing all services. The address has been corrected.').waitFor();

@@ -103,8 +103,8 @@ class InMemoryKeyReads implements KeyRecordReads {
     return Promise.resolve(found.slice(0, 20).map((row) => ({ principalId: row.principalId, principalName: this.names.get(row.principalId) ?? null, key: row.key, ...toRecord(row) })));
   }
 
-  staleClaims(limit: number): Promise<StaleClaim[]> {
-    const stale = this.rows.filter(isStale).sort((a, b) => (a.leaseExpiresAt?.getTime() ?? 0) - (b.leaseExpiresAt?.getTime() ?? 0));
+  staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
+    const stale = this.rows.filter((row) => isStale(row) && (service === undefined || row.service === service)).sort((a, b) => (a.leaseExpiresAt?.getTime() ?? 0) - (b.leaseExpiresAt?.getTime() ?? 0));
     return Promise.resolve(
       stale.slice(0, limit).map((row) => ({
         principalId: row.principalId,
@@ -260,9 +260,12 @@ function keyReadsContract(backendName: string, make: () => ContractBackend) {
         ...[1, 2, 3].map((minutes) => seedKey({ principalId: tenant, service: DEMO_SERVICE, scope: REFUNDS, key: `crashed-${minutes}`, state: 'in_progress', leaseExpiresAt: ago(minutes * MINUTE) })),
         seedKey({ principalId: tenant, service: DEMO_SERVICE, scope: REFUNDS, key: 'running', state: 'in_progress' }),
         seedKey({ principalId: tenant, service: DEMO_SERVICE, scope: REFUNDS, key: 'done' }),
+        seedKey({ principalId: tenant, service: 'orders', scope: REFUNDS, key: 'crashed-orders', state: 'in_progress', leaseExpiresAt: ago(2.5 * MINUTE) }),
       ]);
       const mine = (claims: StaleClaim[]) => claims.filter((claim) => claim.principalId === tenant);
-      const stale = mine(await backend.reads.staleClaims(500));
+      expect(mine(await backend.reads.staleClaims(500)).map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-orders', 'crashed-2', 'crashed-1']);
+      expect(mine(await backend.reads.staleClaims(500, 'orders')).map((claim) => claim.key)).toEqual(['crashed-orders']);
+      const stale = mine(await backend.reads.staleClaims(500, DEMO_SERVICE));
       expect(stale.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
       expect(stale[0]).toMatchObject({ service: DEMO_SERVICE, scope: REFUNDS, attempts: 1 });
       expect(stale[0]?.pastLeaseSeconds).toBeGreaterThan(170);
@@ -276,7 +279,7 @@ function keyReadsContract(backendName: string, make: () => ContractBackend) {
       await expect(backend.reads.releaseStaleClaim(id, by)).resolves.toMatchObject({ released: true });
       await expect(backend.reads.releaseStaleClaim(id, by)).resolves.toEqual({ released: false });
       expect((await backend.reads.keyRecords({ principalId: tenant, key: 'crashed-1' })).map((record) => [record.state, record.leaseExpiresAt])).toEqual([['failed', null]]);
-      expect(mine(await backend.reads.staleClaims(500)).map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2']);
+      expect(mine(await backend.reads.staleClaims(500, DEMO_SERVICE)).map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2']);
     });
   });
 }

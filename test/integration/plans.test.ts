@@ -172,8 +172,9 @@ describe('hot-path plans', () => {
     await reads.keyRecords({ principalId: '00000000-0000-0000-0000-000000000001', key: 'key-1' });
     await reads.keyRecords({ principalId: '00000000-0000-0000-0000-000000000004', key: 'key-4', service: 'orders' });
     await reads.staleClaims(100);
-    const [lookup, lookupOne, stale] = recorded.statements;
-    if (!lookup || !lookupOne || !stale) throw new Error('statements not recorded');
+    await reads.staleClaims(100, 'orders');
+    const [lookup, lookupOne, stale, staleOfOne] = recorded.statements;
+    if (!lookup || !lookupOne || !stale || !staleOfOne) throw new Error('statements not recorded');
     expect(lookup.text).not.toMatch(/response_body/);
     const client = await db.pool.connect();
     try {
@@ -184,8 +185,10 @@ describe('hot-path plans', () => {
           expect(keyScans.length).toBeGreaterThan(0);
           for (const keyScan of keyScans) expect(keyScan['Index Name']).toBe('idempotency_keys_pkey');
         }
-        const stalePlan = await explain(client, stale.text, stale.values, mode);
-        expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_stale_lease_idx')).toBe(true);
+        for (const statement of [stale, staleOfOne]) {
+          const stalePlan = await explain(client, statement.text, statement.values, mode);
+          expect(stalePlan.some((node) => node['Index Name'] === 'idempotency_keys_stale_lease_idx')).toBe(true);
+        }
         const cursor = { createdAtMicros: String((Date.now() - 600_000) * 1000), service: 'demo', scope, key: 'big-1' };
         for (const list of [
           { principalId: BIG_PRINCIPAL, reason: 'x', limit: 50 },

@@ -155,8 +155,8 @@ export interface KeyRecordReads {
   principalKeys(query: KeyListQuery): Promise<KeyPage>;
   /** The keys whose claim had this correlation id (a replay and a takeover keep it), newest first, at most 20. */
   correlationRecords(correlationId: string): Promise<CorrelationRecord[]>;
-  /** In-progress claims past their lease, oldest lease first. */
-  staleClaims(limit: number): Promise<StaleClaim[]>;
+  /** In-progress claims past their lease, oldest lease first: of every service, or of `service`. */
+  staleClaims(limit: number, service?: string): Promise<StaleClaim[]>;
   /**
    * Marks the key failed and retryable if it is in progress past its lease (a retry may then
    * run it again); released: false when it is not (absent, another principal's, running or
@@ -264,7 +264,7 @@ const CORRELATION_RECORDS_SQL = `SELECT k.principal_id, n.name AS principal_name
 
 /** Stale claims, oldest lease first: a range scan of the partial index idempotency_keys_stale_lease_idx. */
 const STALE_CLAIMS_SQL = `SELECT principal_id, service, scope, key, created_at, lease_expires_at, extract(epoch FROM now() - lease_expires_at)::float8 AS past, attempts, correlation_id
-           FROM retrysafe.idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now()
+           FROM retrysafe.idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < now() AND ($2::text IS NULL OR service = $2)
            ORDER BY lease_expires_at LIMIT $1`;
 
 /**
@@ -395,11 +395,11 @@ export class PostgresKeyReads implements KeyRecordReads {
     return rows.map((row) => ({ principalId: row.principal_id, principalName: row.principal_name, key: row.key, ...toKeyRecord(row) }));
   }
 
-  async staleClaims(limit: number): Promise<StaleClaim[]> {
+  async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
     const { rows } = await this.db.query<{ principal_id: string; service: string; scope: string; key: string; created_at: Date; lease_expires_at: Date; past: number; attempts: number; correlation_id: string }>({
       name: 'retrysafe_dashboard_stale_claims',
       text: STALE_CLAIMS_SQL,
-      values: [limit],
+      values: [limit, service ?? null],
     });
     return rows.map((row) => ({
       principalId: row.principal_id,

@@ -1,4 +1,5 @@
-// GET /api/admin/stale-claims?limit=: in-progress claims past their lease, oldest first (operator).
+// GET /api/admin/stale-claims?limit=&service=: in-progress claims past their lease, oldest first,
+// of every service or of one (operator).
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
@@ -11,7 +12,7 @@ async function get(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit) });
+  return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit, parsed.service) });
 }
 
 export const GET = handled('/api/admin/stale-claims', get);
