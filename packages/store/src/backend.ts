@@ -67,33 +67,21 @@ export interface IdempotencyBackend extends KeyOperations {
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
-function operationsOn(sql: StoreStatements, db: Queryable): KeyOperations {
-  return {
-    db,
-    claim: (claim) => sql.claim(db, claim),
-    read: (id) => sql.read(db, id),
-    takeOver: (claim, seen) => sql.takeOver(db, claim, seen),
-    complete: (values) => sql.complete(db, values),
-    fail: (id, attempts) => sql.fail(db, id, attempts),
-  };
-}
-
 /**
  * Postgres: the statements of the key table's layout (statements.ts), on the store's pool. A
  * transaction holds one pooled connection; on a pipelined pool (STORE_POOL_SETTINGS) its BEGIN
  * (with SET LOCAL lock_timeout) and the first claim leave in one round trip, and a rollback is
- * sent without waiting for it.
+ * sent without waiting for it. Methods rather than closures: nothing is allocated per request
+ * that the statements do not need.
  */
 export class PostgresBackend implements IdempotencyBackend {
   private readonly sql: StoreStatements;
-  private readonly outside: KeyOperations;
 
   constructor(
     private readonly pool: pg.Pool,
     layout: 'plain' | 'partitioned' = 'plain',
   ) {
     this.sql = statementsFor(layout);
-    this.outside = operationsOn(this.sql, pool);
   }
 
   get db(): Queryable {
@@ -101,23 +89,23 @@ export class PostgresBackend implements IdempotencyBackend {
   }
 
   claim(claim: ClaimValues): Promise<ClaimResult> {
-    return this.outside.claim(claim);
+    return this.sql.claim(this.pool, claim);
   }
 
   read(id: KeyIdentity): Promise<ExistingKey | null> {
-    return this.outside.read(id);
+    return this.sql.read(this.pool, id);
   }
 
   takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    return this.outside.takeOver(claim, seenAttempts);
+    return this.sql.takeOver(this.pool, claim, seenAttempts);
   }
 
   complete(values: CompletionValues): Promise<boolean> {
-    return this.outside.complete(values);
+    return this.sql.complete(this.pool, values);
   }
 
   fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return this.outside.fail(id, attempts);
+    return this.sql.fail(this.pool, id, attempts);
   }
 
   isLockTimeout(error: unknown): boolean {
@@ -127,46 +115,91 @@ export class PostgresBackend implements IdempotencyBackend {
   async transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
     const client = await this.pool.connect();
     const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
+    if (client.pipeline) return new PostgresTransaction(this.sql, client, client.query(begin).then(settledVoid));
     // Not pipelined: wait for the BEGIN before anything else is sent on the connection.
-    const begun = client.pipeline ? client.query(begin).then(() => undefined) : undefined;
-    if (!begun) {
-      try {
-        await client.query(begin);
-      } catch (error) {
-        client.release(error as Error);
-        throw error;
-      }
+    try {
+      await client.query(begin);
+    } catch (error) {
+      client.release(error as Error);
+      throw error;
     }
+    return new PostgresTransaction(this.sql, client, Promise.resolve());
+  }
+}
+
+function settledVoid(): void {
+  return undefined;
+}
+
+function ignore(): void {
+  return undefined;
+}
+
+/** One transaction on one pooled connection (PostgresBackend.transaction). */
+class PostgresTransaction implements BackendTransaction {
+  constructor(
+    private readonly sql: StoreStatements,
+    private readonly client: pg.PoolClient,
+    readonly begun: Promise<void>,
+  ) {
     // A rejected `begun` is the caller's to handle (it awaits it); this only keeps it from
     // counting as unhandled when the caller's own statement failed first.
-    begun?.catch(() => undefined);
-    return {
-      ...operationsOn(this.sql, client),
-      begun: begun ?? Promise.resolve(),
-      completeAndCommit: async (values) => {
-        if (!client.pipeline) {
-          await this.sql.complete(client, values);
-          await client.query('COMMIT');
-          return;
-        }
-        // The COMMIT leaves behind the completion, in the same round trip (each has its own
-        // Sync). Should the completion fail, the transaction is aborted and Postgres answers
-        // the COMMIT by rolling back: nothing of the work stays, and the completion's error
-        // is the one to report.
-        const [completed, committed] = await Promise.allSettled([this.sql.complete(client, values), client.query('COMMIT')]);
-        if (completed.status === 'rejected') throw completed.reason;
-        if (committed.status === 'rejected') throw committed.reason;
-      },
-      rollback: async () => {
-        await client.query('ROLLBACK');
-      },
-      abandon: () => {
-        void client.query('ROLLBACK').then(
-          () => client.release(),
-          (error: unknown) => client.release(error as Error),
-        );
-      },
-      release: (broken?: Error) => client.release(broken),
-    };
+    begun.catch(ignore);
+  }
+
+  get db(): Queryable {
+    return this.client;
+  }
+
+  claim(claim: ClaimValues): Promise<ClaimResult> {
+    return this.sql.claim(this.client, claim);
+  }
+
+  read(id: KeyIdentity): Promise<ExistingKey | null> {
+    return this.sql.read(this.client, id);
+  }
+
+  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    return this.sql.takeOver(this.client, claim, seenAttempts);
+  }
+
+  complete(values: CompletionValues): Promise<boolean> {
+    return this.sql.complete(this.client, values);
+  }
+
+  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return this.sql.fail(this.client, id, attempts);
+  }
+
+  async completeAndCommit(values: CompletionValues): Promise<void> {
+    const { client } = this;
+    if (!client.pipeline) {
+      await this.sql.complete(client, values);
+      await client.query('COMMIT');
+      return;
+    }
+    // The COMMIT leaves behind the completion, in the same round trip (each has its own
+    // Sync). Should the completion fail, the transaction is aborted and Postgres answers
+    // the COMMIT by rolling back: nothing of the work stays, and the completion's error
+    // is the one to report.
+    const [completed, committed] = await Promise.allSettled([this.sql.complete(client, values), client.query('COMMIT')]);
+    if (completed.status === 'rejected') throw completed.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+  }
+
+  async rollback(): Promise<void> {
+    await this.client.query('ROLLBACK');
+  }
+
+  abandon(): void {
+    const { client } = this;
+    void client.query('ROLLBACK').then(
+      () => client.release(),
+      (error: unknown) => client.release(error as Error),
+    );
+  }
+
+  release(broken?: Error): void {
+    this.client.release(broken);
   }
 }
