@@ -201,7 +201,7 @@ export class IdempotencyStore {
         const answer = await admitted;
         if (answer !== PROCEED) return answer;
       }
-      if (call.mode === 'transactional') return (await this.answerCommitted(call, claim)) ?? (await this.executeTransactional(call, claim));
+      if (call.mode === 'transactional') return await this.executeTransactional(call, claim);
       return await this.executeClaimFirst(call, claim);
     } catch (error) {
       this.reportUnexpected(claim, error);
@@ -325,24 +325,40 @@ export class IdempotencyStore {
   }
 
   /**
-   * Transactional mode, before any transaction: a key whose row is committed and completed (a
-   * replay) or that was used with another request (a mismatch) answers from one primary-key
+   * Transactional mode. First, before any transaction: a key whose row is committed and completed
+   * (a replay) or that was used with another request (a mismatch) answers from one primary-key
    * read, as in claim-first mode, without paying for a BEGIN and a ROLLBACK. Anything else (no
-   * row, one still running, failed or expired) returns null and goes through the claim inside
-   * the transaction, which alone decides: the read only answers what a committed row already says.
+   * row, one still running, failed or expired) goes through the claim inside the transaction,
+   * which alone decides: the read only answers what a committed row already says. Where the
+   * backend offers a session, the read and the first transaction share one connection (one pool
+   * checkout, and still one at a time: the read's connection is the transaction's).
    */
-  private async answerCommitted(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | null> {
-    const started = performance.now();
-    const existing = await this.backend.read(claim);
-    if (!existing || existing.expired) return null;
-    const decision = decide(existing, claim.fingerprint);
-    if (decision !== 'replay' && decision !== 'mismatch') return null;
-    return this.settle(decision, existing, claim, performance.now() - started, call, this.backend.db);
+  private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+    const session = this.backend.session ? await this.backend.session() : undefined;
+    let first: BackendTransaction | undefined;
+    try {
+      const started = performance.now();
+      const existing = await (session ?? this.backend).read(claim);
+      if (existing && !existing.expired) {
+        const decision = decide(existing, claim.fingerprint);
+        if (decision === 'replay' || decision === 'mismatch') {
+          // Let the connection go before answering: a re-derivation may need one of its own.
+          session?.release();
+          return await this.settle(decision, existing, claim, performance.now() - started, call, this.backend.db);
+        }
+      }
+      if (session) first = await session.transaction(call.policy.lockTimeoutMs);
+    } catch (error) {
+      session?.release(error as Error);
+      throw error;
+    }
+    return this.claimInTransaction(call, claim, first);
   }
 
-  private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+  /** The claim, the work and the completion in one transaction, retried when the row changed under the claim. */
+  private async claimInTransaction(call: IdempotentCall, claim: ClaimValues, first: BackendTransaction | undefined): Promise<StoreOutcome> {
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const tx = await this.backend.transaction(call.policy.lockTimeoutMs);
+      const tx = round === 0 && first ? first : await this.backend.transaction(call.policy.lockTimeoutMs);
       // While the transaction is open, the way out is abandon(): a rollback nothing an answer
       // says depends on (a replay, a 409 or 422, a 5xx whose work is undone), so the answer
       // does not wait for it. A duplicate arriving meanwhile waits on the row, as it would have.
