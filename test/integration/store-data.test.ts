@@ -179,4 +179,20 @@ describe.each(layouts)('store data (%s layout)', (layout) => {
     expect((await a.store.execute(call(principal(), 'k4', { policy }))).replayed).toBe(false);
     await Promise.all([quotaA.stop(), quotaB.stop()]);
   });
+
+  it('decides the quota without waiting only once the principal’s count is loaded, as check() does', async () => {
+    const quota = new LiveKeyQuota(db.pool, { service: TEST_SERVICE, flushIntervalMs: 60_000 });
+    const { store } = createTestStore(db.pool, { layout, quota });
+    const p = principal();
+    const policy = { ...testPolicy, liveKeyQuota: 2 };
+    expect(quota.checkLoaded(p, 'POST /payments', 2, policy.retentionMs)).toBeUndefined();
+    await store.execute(call(p, 'k1', { policy }));
+    expect(quota.checkLoaded(p, 'POST /payments', 2, policy.retentionMs)).toEqual({ allowed: true });
+    await store.execute(call(p, 'k2', { policy }));
+    const loaded = quota.checkLoaded(p, 'POST /payments', 2, policy.retentionMs);
+    expect(loaded).toEqual(await quota.check(p, 'POST /payments', 2, policy.retentionMs));
+    expect(loaded?.allowed).toBe(false);
+    await expect(store.execute(call(p, 'k3', { policy }))).rejects.toBeInstanceOf(KeyQuotaExceededError);
+    await quota.stop();
+  });
 });

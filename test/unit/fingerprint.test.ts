@@ -71,3 +71,17 @@ describe('canonical JSON', () => {
     expect(canonicalBody(input)).toBe('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}');
   });
 });
+
+describe('fingerprint known answers', () => {
+  // Computed by the release before the request path's CPU work (issue #12): stored fingerprints of
+  // existing keys must keep matching, so these bytes never change.
+  const secret = Buffer.from('retrysafe known-answer secret, 3', 'utf8');
+  it.each([
+    ['POST', 'POST /api/v1/payments', { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' }, 'd02311f3dd79139d9003d3340470b4640b3656cf01e14f94383409a532bc77c9'],
+    ['post', 'POST /orders', { sku: 'é-€-😀', quantity: 3, nested: { z: [1, 2.5, null, true], a: 'x' } }, 'fe28e0534cfc96eb5175ed92b450faa00d330d9cdb74e888291a4d46d09466a0'],
+    ['PUT', 'intent', [], '9a7a588ee3e94ff3a3062a58bca1fb0031ec8018f53ec8d1c226c4d70ae02421'],
+  ] as const)('%s %s', (method, endpoint, body, expected) => {
+    expect(secret).toHaveLength(32);
+    expect(fingerprint(secret, { method, endpoint, body }).toString('hex')).toBe(expected);
+  });
+});

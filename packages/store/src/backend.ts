@@ -55,6 +55,21 @@ export interface BackendTransaction extends KeyOperations {
   release(broken?: Error): void;
 }
 
+/**
+ * One connection held for one request (IdempotencyBackend.session): operations outside any
+ * transaction, then at most one transaction, which takes the connection over.
+ */
+export interface BackendSession extends KeyOperations {
+  /**
+   * Starts a transaction on this session's connection, as IdempotencyBackend.transaction does.
+   * The transaction then owns the connection (its release() gives it back): the session is spent
+   * and must not be released or used again, whether this succeeds or throws.
+   */
+  transaction(lockTimeoutMs: number): Promise<BackendTransaction>;
+  /** Gives the connection back unless a transaction took it over; `broken` discards it. */
+  release(broken?: Error): void;
+}
+
 export interface IdempotencyBackend extends KeyOperations {
   /**
    * Starts a transaction in which a claim or takeover that meets a concurrent holder of the key
@@ -63,37 +78,31 @@ export interface IdempotencyBackend extends KeyOperations {
   transaction(lockTimeoutMs: number): Promise<BackendTransaction>;
   /** Whether an operation failed because it waited its lock timeout out (a 409, not a 500). */
   isLockTimeout(error: unknown): boolean;
+  /**
+   * Optional: one connection for a transactional request's read of the committed row and its
+   * transaction, where the backend pools connections (Postgres: one pool checkout instead of two).
+   * Without it the store reads and begins separately, with the same round trips.
+   */
+  session?(): Promise<BackendSession>;
 }
 
 const LOCK_NOT_AVAILABLE = '55P03';
-
-function operationsOn(sql: StoreStatements, db: Queryable): KeyOperations {
-  return {
-    db,
-    claim: (claim) => sql.claim(db, claim),
-    read: (id) => sql.read(db, id),
-    takeOver: (claim, seen) => sql.takeOver(db, claim, seen),
-    complete: (values) => sql.complete(db, values),
-    fail: (id, attempts) => sql.fail(db, id, attempts),
-  };
-}
 
 /**
  * Postgres: the statements of the key table's layout (statements.ts), on the store's pool. A
  * transaction holds one pooled connection; on a pipelined pool (STORE_POOL_SETTINGS) its BEGIN
  * (with SET LOCAL lock_timeout) and the first claim leave in one round trip, and a rollback is
- * sent without waiting for it.
+ * sent without waiting for it. Methods rather than closures: nothing is allocated per request
+ * that the statements do not need.
  */
 export class PostgresBackend implements IdempotencyBackend {
   private readonly sql: StoreStatements;
-  private readonly outside: KeyOperations;
 
   constructor(
     private readonly pool: pg.Pool,
     layout: 'plain' | 'partitioned' = 'plain',
   ) {
     this.sql = statementsFor(layout);
-    this.outside = operationsOn(this.sql, pool);
   }
 
   get db(): Queryable {
@@ -101,23 +110,23 @@ export class PostgresBackend implements IdempotencyBackend {
   }
 
   claim(claim: ClaimValues): Promise<ClaimResult> {
-    return this.outside.claim(claim);
+    return this.sql.claim(this.pool, claim);
   }
 
   read(id: KeyIdentity): Promise<ExistingKey | null> {
-    return this.outside.read(id);
+    return this.sql.read(this.pool, id);
   }
 
   takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    return this.outside.takeOver(claim, seenAttempts);
+    return this.sql.takeOver(this.pool, claim, seenAttempts);
   }
 
   complete(values: CompletionValues): Promise<boolean> {
-    return this.outside.complete(values);
+    return this.sql.complete(this.pool, values);
   }
 
   fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return this.outside.fail(id, attempts);
+    return this.sql.fail(this.pool, id, attempts);
   }
 
   isLockTimeout(error: unknown): boolean {
@@ -125,61 +134,177 @@ export class PostgresBackend implements IdempotencyBackend {
   }
 
   async transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
-    const client = await this.pool.connect();
-    // While the transaction holds its connection (the endpoint's work runs meanwhile), a lost
-    // connection (a restart, a killed backend) is an 'error' event on the client, which the
-    // pool does not listen for on a checked-out client: unheard, it would end the process.
-    // Heard here, the next statement fails and the connection is discarded at release.
-    let lost: Error | undefined;
-    const onLost = (error: Error) => {
-      lost ??= error;
-    };
-    client.on('error', onLost);
-    const giveBack = (broken?: Error) => {
-      client.removeListener('error', onLost);
-      client.release(broken ?? lost);
-    };
-    const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
-    // Not pipelined: wait for the BEGIN before anything else is sent on the connection.
-    const begun = client.pipeline ? client.query(begin).then(() => undefined) : undefined;
-    if (!begun) {
-      try {
-        await client.query(begin);
-      } catch (error) {
-        giveBack(error as Error);
-        throw error;
-      }
-    }
+    return beginOn(this.sql, hold(await this.pool.connect()), lockTimeoutMs);
+  }
+
+  /** A pooled connection for one request (its read, then its transaction): one checkout. */
+  async session(): Promise<BackendSession> {
+    return new PostgresSession(this.sql, hold(await this.pool.connect()));
+  }
+}
+
+/** Begins a transaction on a checked-out connection, which the transaction then owns (released with it, or here on failure). */
+async function beginOn(sql: StoreStatements, client: pg.PoolClient, lockTimeoutMs: number): Promise<BackendTransaction> {
+  const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
+  if (client.pipeline) return new PostgresTransaction(sql, client, client.query(begin).then(settledVoid));
+  // Not pipelined: wait for the BEGIN before anything else is sent on the connection.
+  try {
+    await client.query(begin);
+  } catch (error) {
+    giveBack(client, error as Error);
+    throw error;
+  }
+  return new PostgresTransaction(sql, client, Promise.resolve());
+}
+
+/**
+ * While a request holds a connection (the endpoint's work runs meanwhile), a lost connection (a
+ * restart, a killed backend) is an 'error' event on the client, which the pool does not listen
+ * for on a checked-out client: unheard, it would end the process. Heard here, the next
+ * statement fails and the connection is discarded when it is given back.
+ */
+const heldClients = new WeakMap<pg.PoolClient, { lost: Error | undefined; onLost: (error: Error) => void }>();
+
+function hold(client: pg.PoolClient): pg.PoolClient {
+  const state: { lost: Error | undefined; onLost: (error: Error) => void } = {
+    lost: undefined,
+    onLost: (error) => {
+      state.lost ??= error;
+    },
+  };
+  client.on('error', state.onLost);
+  heldClients.set(client, state);
+  return client;
+}
+
+function giveBack(client: pg.PoolClient, broken?: Error): void {
+  const state = heldClients.get(client);
+  if (state) {
+    client.removeListener('error', state.onLost);
+    heldClients.delete(client);
+  }
+  client.release(broken ?? state?.lost);
+}
+
+function settledVoid(): void {
+  return undefined;
+}
+
+function ignore(): void {
+  return undefined;
+}
+
+/** One pooled connection for one request (PostgresBackend.session). */
+class PostgresSession implements BackendSession {
+  private spent = false;
+
+  constructor(
+    private readonly sql: StoreStatements,
+    private readonly client: pg.PoolClient,
+  ) {}
+
+  get db(): Queryable {
+    return this.client;
+  }
+
+  claim(claim: ClaimValues): Promise<ClaimResult> {
+    return this.sql.claim(this.client, claim);
+  }
+
+  read(id: KeyIdentity): Promise<ExistingKey | null> {
+    return this.sql.read(this.client, id);
+  }
+
+  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    return this.sql.takeOver(this.client, claim, seenAttempts);
+  }
+
+  complete(values: CompletionValues): Promise<boolean> {
+    return this.sql.complete(this.client, values);
+  }
+
+  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return this.sql.fail(this.client, id, attempts);
+  }
+
+  transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
+    if (this.spent) return Promise.reject(new Error('this session was released or its connection taken over'));
+    this.spent = true;
+    return beginOn(this.sql, this.client, lockTimeoutMs);
+  }
+
+  release(broken?: Error): void {
+    if (this.spent) return;
+    this.spent = true;
+    giveBack(this.client, broken);
+  }
+}
+
+/** One transaction on one pooled connection (PostgresBackend.transaction, or a session's). */
+class PostgresTransaction implements BackendTransaction {
+  constructor(
+    private readonly sql: StoreStatements,
+    private readonly client: pg.PoolClient,
+    readonly begun: Promise<void>,
+  ) {
     // A rejected `begun` is the caller's to handle (it awaits it); this only keeps it from
     // counting as unhandled when the caller's own statement failed first.
-    begun?.catch(() => undefined);
-    return {
-      ...operationsOn(this.sql, client),
-      begun: begun ?? Promise.resolve(),
-      completeAndCommit: async (values) => {
-        if (!client.pipeline) {
-          await this.sql.complete(client, values);
-          await client.query('COMMIT');
-          return;
-        }
-        // The COMMIT leaves behind the completion, in the same round trip (each has its own
-        // Sync). Should the completion fail, the transaction is aborted and Postgres answers
-        // the COMMIT by rolling back: nothing of the work stays, and the completion's error
-        // is the one to report.
-        const [completed, committed] = await Promise.allSettled([this.sql.complete(client, values), client.query('COMMIT')]);
-        if (completed.status === 'rejected') throw completed.reason;
-        if (committed.status === 'rejected') throw committed.reason;
-      },
-      rollback: async () => {
-        await client.query('ROLLBACK');
-      },
-      abandon: () => {
-        void client.query('ROLLBACK').then(
-          () => giveBack(),
-          (error: unknown) => giveBack(error as Error),
-        );
-      },
-      release: (broken?: Error) => giveBack(broken),
-    };
+    begun.catch(ignore);
+  }
+
+  get db(): Queryable {
+    return this.client;
+  }
+
+  claim(claim: ClaimValues): Promise<ClaimResult> {
+    return this.sql.claim(this.client, claim);
+  }
+
+  read(id: KeyIdentity): Promise<ExistingKey | null> {
+    return this.sql.read(this.client, id);
+  }
+
+  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    return this.sql.takeOver(this.client, claim, seenAttempts);
+  }
+
+  complete(values: CompletionValues): Promise<boolean> {
+    return this.sql.complete(this.client, values);
+  }
+
+  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return this.sql.fail(this.client, id, attempts);
+  }
+
+  async completeAndCommit(values: CompletionValues): Promise<void> {
+    const { client } = this;
+    if (!client.pipeline) {
+      await this.sql.complete(client, values);
+      await client.query('COMMIT');
+      return;
+    }
+    // The COMMIT leaves behind the completion, in the same round trip (each has its own
+    // Sync). Should the completion fail, the transaction is aborted and Postgres answers
+    // the COMMIT by rolling back: nothing of the work stays, and the completion's error
+    // is the one to report.
+    const [completed, committed] = await Promise.allSettled([this.sql.complete(client, values), client.query('COMMIT')]);
+    if (completed.status === 'rejected') throw completed.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+  }
+
+  async rollback(): Promise<void> {
+    await this.client.query('ROLLBACK');
+  }
+
+  abandon(): void {
+    const { client } = this;
+    void client.query('ROLLBACK').then(
+      () => giveBack(client),
+      (error: unknown) => giveBack(client, error as Error),
+    );
+  }
+
+  release(broken?: Error): void {
+    giveBack(this.client, broken);
   }
 }

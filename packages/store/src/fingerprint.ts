@@ -26,13 +26,18 @@ export function canonicalBody(body: unknown): string {
 export function fingerprint(secret: Buffer, request: CanonicalRequest): Buffer {
   // Length-prefixed fields, so no choice of values can make two requests collide.
   // One buffer of [length][bytes] fields, hashed in one update (the same bytes as field by field).
-  const fields = [request.method.toUpperCase(), request.endpoint, canonicalBody(request.body)];
-  const sizes = fields.map((field) => Buffer.byteLength(field, 'utf8'));
-  const message = Buffer.allocUnsafe(sizes.reduce((total, size) => total + 4 + size, 0));
-  let offset = 0;
-  fields.forEach((field, index) => {
-    offset = message.writeUInt32BE(sizes[index] ?? 0, offset);
-    offset += message.write(field, offset, 'utf8');
-  });
+  const method = request.method.toUpperCase();
+  const { endpoint } = request;
+  const body = canonicalBody(request.body);
+  const methodBytes = Buffer.byteLength(method, 'utf8');
+  const endpointBytes = Buffer.byteLength(endpoint, 'utf8');
+  const bodyBytes = Buffer.byteLength(body, 'utf8');
+  const message = Buffer.allocUnsafe(12 + methodBytes + endpointBytes + bodyBytes);
+  let offset = message.writeUInt32BE(methodBytes, 0);
+  offset += message.write(method, offset, 'utf8');
+  offset = message.writeUInt32BE(endpointBytes, offset);
+  offset += message.write(endpoint, offset, 'utf8');
+  offset = message.writeUInt32BE(bodyBytes, offset);
+  message.write(body, offset, 'utf8');
   return createHmac('sha256', secret).update(message).digest();
 }

@@ -38,7 +38,7 @@ export {
 export { validate, type SafeParser, type StandardSchemaV1, type Validated, type Validator } from './validator.js';
 export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type ScopeMode } from './policy.js';
 export { LiveKeyQuota, type QuotaDecision, type QuotaOptions } from './quota.js';
-export { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
+export { PostgresBackend, type BackendSession, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
 export {
   PostgresKeyReads,
   type CorrelationRecord,

@@ -23,6 +23,8 @@ export interface QuotaOptions {
 
 export type QuotaDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
+const ALLOWED: QuotaDecision = Object.freeze({ allowed: true });
+
 interface Entry {
   principalId: string;
   scope: string;
@@ -34,6 +36,8 @@ interface Entry {
   pending: Map<number, number>;
   inFlight: number;
   loaded: Promise<void> | null;
+  /** `loaded` has settled successfully: the counts are known. */
+  ready: boolean;
   lastUsedMs: number;
 }
 
@@ -73,14 +77,33 @@ export class LiveKeyQuota {
   /** Whether one more new key fits. Reads the database only the first time a principal is seen. */
   async check(principalId: string, scope: string, quota: number, windowMs: number): Promise<QuotaDecision> {
     const entry = this.entry(principalId, scope, windowMs);
-    entry.loaded ??= this.refresh([entry]).catch((error: unknown) => {
-      entry.loaded = null; // read again on the next request
-      throw error;
-    });
+    entry.loaded ??= this.refresh([entry]).then(
+      () => {
+        entry.ready = true;
+      },
+      (error: unknown) => {
+        entry.loaded = null; // read again on the next request
+        throw error;
+      },
+    );
     await entry.loaded;
+    return this.decide(entry, quota, windowMs);
+  }
+
+  /**
+   * check() without waiting: the decision when this principal's count is loaded (as it is from
+   * its second request on), undefined when check() must read it first. The request path's way
+   * to skip a promise per request.
+   */
+  checkLoaded(principalId: string, scope: string, quota: number, windowMs: number): QuotaDecision | undefined {
+    const entry = this.entry(principalId, scope, windowMs);
+    return entry.ready ? this.decide(entry, quota, windowMs) : undefined;
+  }
+
+  private decide(entry: Entry, quota: number, windowMs: number): QuotaDecision {
     let used = entry.knownTotal + entry.inFlight;
     for (const count of entry.pending.values()) used += count;
-    if (used < quota) return { allowed: true };
+    if (used < quota) return ALLOWED;
     const oldest = entry.oldestBucketMs ?? this.bucketStart(Date.now());
     const retryAfterMs = oldest + this.bucketMs + windowMs - Date.now();
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
@@ -180,7 +203,7 @@ GROUP BY 1, 2, 3`,
     const id = `${principalId}\0${scope}`;
     let entry = this.entries.get(id);
     if (!entry) {
-      entry = { principalId, scope, windowMs, knownTotal: 0, oldestBucketMs: null, pending: new Map(), inFlight: 0, loaded: null, lastUsedMs: 0 };
+      entry = { principalId, scope, windowMs, knownTotal: 0, oldestBucketMs: null, pending: new Map(), inFlight: 0, loaded: null, ready: false, lastUsedMs: 0 };
       this.entries.set(id, entry);
     }
     entry.windowMs = windowMs;

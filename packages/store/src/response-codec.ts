@@ -40,14 +40,14 @@ export const LEGACY_SERVICE = 'demo';
 const ivPool = Buffer.alloc(IV_BYTES * 341);
 let ivOffset = ivPool.length;
 
-function nextIv(): Buffer {
+/** Writes the next random IV into `target` at 0 (a copy: the pool is overwritten on the next refill). */
+function writeIv(target: Buffer): void {
   if (ivOffset + IV_BYTES > ivPool.length) {
     randomFillSync(ivPool);
     ivOffset = 0;
   }
+  ivPool.copy(target, 0, ivOffset, ivOffset + IV_BYTES);
   ivOffset += IV_BYTES;
-  // A copy: the pool is overwritten on the next refill.
-  return Buffer.from(ivPool.subarray(ivOffset - IV_BYTES, ivOffset));
 }
 
 function associatedData(row: RowIdentity): Buffer {
@@ -74,12 +74,19 @@ export class ResponseKeyRing {
   }
 
   seal(plaintext: Buffer, row: RowIdentity): SealedBody {
-    const iv = nextIv();
-    const cipher = createCipheriv('aes-256-gcm', this.current.key, iv);
+    // One buffer for the whole sealed body, the IV written into it first: GCM's ciphertext is as
+    // long as the plaintext, so the layout is known before encrypting.
+    const sealed = Buffer.allocUnsafe(IV_BYTES + TAG_BYTES + plaintext.length);
+    writeIv(sealed);
+    const cipher = createCipheriv('aes-256-gcm', this.current.key, sealed.subarray(0, IV_BYTES));
     cipher.setAAD(associatedData(row));
     const body = cipher.update(plaintext);
     const last = cipher.final();
-    return { keyId: this.current.id, ciphertext: Buffer.concat([iv, cipher.getAuthTag(), body, last], IV_BYTES + TAG_BYTES + body.length + last.length) };
+    if (body.length + last.length !== plaintext.length) throw new Error('AES-256-GCM changed the length of a body');
+    cipher.getAuthTag().copy(sealed, IV_BYTES);
+    body.copy(sealed, IV_BYTES + TAG_BYTES);
+    last.copy(sealed, IV_BYTES + TAG_BYTES + body.length);
+    return { keyId: this.current.id, ciphertext: sealed };
   }
 
   open(sealed: SealedBody, row: RowIdentity): Buffer {

@@ -16,12 +16,12 @@ import { isStorableText } from './storable.js';
 import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events.js';
 import { fingerprint } from './fingerprint.js';
 import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy.js';
-import type { LiveKeyQuota } from './quota.js';
+import type { LiveKeyQuota, QuotaDecision } from './quota.js';
 import type { ServicePolicies } from './service-policies.js';
 import { PolicyNotFoundError } from './errors.js';
 import type { ResponseKeyRing } from './response-codec.js';
 import { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
-import type { ClaimValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
+import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
 
 export interface StoredResponse {
   status: number;
@@ -142,9 +142,27 @@ function decide(existing: ExistingKey, requestFingerprint: Buffer): Decision {
 }
 
 interface Claimed {
+  kind: 'claimed';
   attempts: number;
   /** The key starts a new life (first claim, or takeover of an expired row): counts against the quota. */
   fresh: boolean;
+}
+
+/** The claim found the key and answered it (a replay), or threw its 409 or 422. */
+interface Settled {
+  kind: 'settled';
+  outcome: StoreOutcome;
+}
+
+/** The row changed under the claim (swept, or taken over by another attempt): claim again. */
+const AGAIN = 'again';
+
+/** The quota lets the request through. */
+const PROCEED = 'proceed';
+
+/** The answer of this attempt's own work (only what a StoreOutcome holds). */
+function answerOf(result: WorkResult, correlationId: string): StoreOutcome {
+  return { status: result.status, contentType: result.contentType, body: result.body, replayed: false, correlationId };
 }
 
 export class IdempotencyStore {
@@ -174,22 +192,21 @@ export class IdempotencyStore {
 
   /** Runs `call.work` at most once per scoped key (per the mode's guarantees) and returns its outcome or the replay. */
   async execute(call: IdempotentCall): Promise<StoreOutcome> {
+    // The request path is written for Node's CPU: no closure, spread or promise per request
+    // that it can do without (the store's own layer is a measurable share of a whole request).
     const claim = this.claimValues(call);
-    return this.guard(claim, async () => {
-      const admitted = await this.admit(call, claim);
-      if (admitted !== 'proceed') return admitted;
-      if (call.mode === 'transactional') return (await this.answerCommitted(call, claim)) ?? this.executeTransactional(call, claim);
-      const begun = await this.claimFirst(call, claim);
-      if (!begun.claimed) return begun.outcome;
-      let result: WorkResult;
-      try {
-        result = await call.work({ db: this.backend.db, correlationId: claim.correlationId });
-      } catch (error) {
-        await begun.abandon().catch((abandonError: unknown) => this.options.onAbandonFailed?.(abandonError, claim));
-        throw error;
+    try {
+      const admitted = this.admit(call, claim);
+      if (admitted !== PROCEED) {
+        const answer = await admitted;
+        if (answer !== PROCEED) return answer;
       }
-      return begun.finish(result);
-    });
+      if (call.mode === 'transactional') return await this.executeTransactional(call, claim);
+      return await this.executeClaimFirst(call, claim);
+    } catch (error) {
+      this.reportUnexpected(claim, error);
+      throw error;
+    }
   }
 
   /**
@@ -198,11 +215,24 @@ export class IdempotencyStore {
    */
   async begin(call: ClaimCall): Promise<Begun> {
     const claim = this.claimValues(call);
-    return this.guard(claim, async () => {
+    try {
       const admitted = await this.admit(call, claim);
-      if (admitted !== 'proceed') return { claimed: false, outcome: admitted };
-      return this.claimFirst(call, claim);
-    });
+      if (admitted !== PROCEED) return { claimed: false, outcome: admitted };
+      const step = await this.claimFirst(call, claim);
+      if (step.kind === 'settled') return { claimed: false, outcome: step.outcome };
+      const { attempts } = step;
+      return {
+        claimed: true,
+        correlationId: claim.correlationId,
+        finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
+        abandon: async () => {
+          await this.backend.fail(claim, attempts);
+        },
+      };
+    } catch (error) {
+      this.reportUnexpected(claim, error);
+      throw error;
+    }
   }
 
   private claimValues(call: ClaimCall): ClaimValues {
@@ -221,94 +251,121 @@ export class IdempotencyStore {
   }
 
   /** Reports unexpected failures as the `error` outcome; the typed answers report themselves. */
-  private async guard<T>(claim: ClaimValues, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
-      if (!(error instanceof KeyInUseError || error instanceof FingerprintMismatchError || error instanceof KeyQuotaExceededError)) {
-        this.report(claim, 'error');
-      }
-      throw error;
+  private reportUnexpected(claim: ClaimValues, error: unknown): void {
+    if (!(error instanceof KeyInUseError || error instanceof FingerprintMismatchError || error instanceof KeyQuotaExceededError)) {
+      this.report(claim, 'error');
     }
   }
 
-  /** The live-key quota: 'proceed', or the answer for a principal that may not create another key. */
-  private async admit(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | 'proceed'> {
+  /**
+   * The live-key quota: PROCEED, or the answer for a principal that may not create another key.
+   * Synchronous (a settled promise) once the principal's count is loaded, as it is after its first request.
+   */
+  private admit(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | typeof PROCEED> | typeof PROCEED {
     const { quota } = this.options;
-    if (!quota) return 'proceed';
-    const decision = await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
-    if (decision.allowed) return 'proceed';
+    if (!quota) return PROCEED;
+    const decision = quota.checkLoaded(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
+    if (decision?.allowed) return PROCEED;
+    return this.admitSlowly(call, claim, quota, decision);
+  }
+
+  private async admitSlowly(call: ClaimCall, claim: ClaimValues, quota: LiveKeyQuota, loaded: QuotaDecision | undefined): Promise<StoreOutcome | typeof PROCEED> {
+    const decision = loaded ?? (await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs));
+    if (decision.allowed) return PROCEED;
     // Over quota no new key may be created, but an existing one still answers as usual.
     const existing = await this.backend.read(claim);
     if (existing && !existing.expired) {
       const verdict = decide(existing, claim.fingerprint);
       // A crashed or failed attempt of an existing key is not a new key: let it run.
-      if (verdict === 'takeover') return 'proceed';
+      if (verdict === 'takeover') return PROCEED;
       return this.settle(verdict, existing, claim, undefined, call, this.backend.db);
     }
     this.report(claim, 'rejected');
     throw new KeyQuotaExceededError(decision.retryAfterSeconds);
   }
 
-  private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Begun> {
-    const { backend } = this;
+  /** Claim-first, whole: the claim (or its answer), the work with nothing held open, the completion. */
+  private async executeClaimFirst(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+    const step = await this.claimFirst(call, claim);
+    if (step.kind === 'settled') return step.outcome;
+    let result: WorkResult;
+    try {
+      result = await call.work({ db: this.backend.db, correlationId: claim.correlationId });
+    } catch (error) {
+      try {
+        await this.backend.fail(claim, step.attempts);
+      } catch (abandonError) {
+        this.options.onAbandonFailed?.(abandonError, claim);
+      }
+      throw error;
+    }
+    return this.finishClaimFirst(call, claim, step.attempts, result);
+  }
+
+  /** Claims the key outside any transaction, retrying when the row changed under the claim. */
+  private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Claimed | Settled> {
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const step = await this.claimOnce(backend, call, claim, (statement) => statement());
-      if (step.kind === 'again') continue;
-      if (step.kind === 'settled') return { claimed: false, outcome: step.outcome };
-      const claimed = step.claimed;
-      if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
-      const { attempts } = claimed;
-      return {
-        claimed: true,
-        correlationId: claim.correlationId,
-        finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
-        abandon: async () => {
-          await backend.fail(claim, attempts);
-        },
-      };
+      const step = await this.claimOnce(this.backend, call, claim, false);
+      if (step === AGAIN) continue;
+      if (step.kind === 'claimed' && step.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
+      return step;
     }
     throw new KeyInUseError(1);
   }
 
   private async finishClaimFirst(call: ClaimCall, claim: ClaimValues, attempts: number, result: WorkResult): Promise<StoreOutcome> {
-    const outcome = { ...result, replayed: false, correlationId: claim.correlationId };
     if (result.status >= 500) {
       // Not final: the key becomes failed and retryable, so a retry runs the work again.
       await this.backend.fail(claim, attempts);
-      return outcome;
+      return answerOf(result, claim.correlationId);
     }
-    const completed = await this.backend.complete({ ...claim, attempts, ...this.encode(result, claim, call.policy) });
+    const completed = await this.backend.complete(this.completion(claim, attempts, result, call.policy));
     if (!completed) this.options.onLeaseLost?.(claim);
-    return outcome;
+    return answerOf(result, claim.correlationId);
   }
 
   /**
-   * Transactional mode, before any transaction: a key whose row is committed and completed (a
-   * replay) or that was used with another request (a mismatch) answers from one primary-key
+   * Transactional mode. First, before any transaction: a key whose row is committed and completed
+   * (a replay) or that was used with another request (a mismatch) answers from one primary-key
    * read, as in claim-first mode, without paying for a BEGIN and a ROLLBACK. Anything else (no
-   * row, one still running, failed or expired) returns null and goes through the claim inside
-   * the transaction, which alone decides: the read only answers what a committed row already says.
+   * row, one still running, failed or expired) goes through the claim inside the transaction,
+   * which alone decides: the read only answers what a committed row already says. Where the
+   * backend offers a session, the read and the first transaction share one connection (one pool
+   * checkout, and still one at a time: the read's connection is the transaction's).
    */
-  private async answerCommitted(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | null> {
-    const started = performance.now();
-    const existing = await this.backend.read(claim);
-    if (!existing || existing.expired) return null;
-    const decision = decide(existing, claim.fingerprint);
-    if (decision !== 'replay' && decision !== 'mismatch') return null;
-    return this.settle(decision, existing, claim, performance.now() - started, call, this.backend.db);
+  private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+    const session = this.backend.session ? await this.backend.session() : undefined;
+    let first: BackendTransaction | undefined;
+    try {
+      const started = performance.now();
+      const existing = await (session ?? this.backend).read(claim);
+      if (existing && !existing.expired) {
+        const decision = decide(existing, claim.fingerprint);
+        if (decision === 'replay' || decision === 'mismatch') {
+          // Let the connection go before answering: a re-derivation may need one of its own.
+          session?.release();
+          return await this.settle(decision, existing, claim, performance.now() - started, call, this.backend.db);
+        }
+      }
+      if (session) first = await session.transaction(call.policy.lockTimeoutMs);
+    } catch (error) {
+      session?.release(error as Error);
+      throw error;
+    }
+    return this.claimInTransaction(call, claim, first);
   }
 
-  private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+  /** The claim, the work and the completion in one transaction, retried when the row changed under the claim. */
+  private async claimInTransaction(call: IdempotentCall, claim: ClaimValues, first: BackendTransaction | undefined): Promise<StoreOutcome> {
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const tx = await this.backend.transaction(call.policy.lockTimeoutMs);
+      const tx = round === 0 && first ? first : await this.backend.transaction(call.policy.lockTimeoutMs);
       // While the transaction is open, the way out is abandon(): a rollback nothing an answer
       // says depends on (a replay, a 409 or 422, a 5xx whose work is undone), so the answer
       // does not wait for it. A duplicate arriving meanwhile waits on the row, as it would have.
       let open = true;
       try {
         const step = await this.beginAndClaim(tx, call, claim);
-        if (step.kind === 'again') {
+        if (step === AGAIN) {
           open = false;
           try {
             await tx.rollback();
@@ -320,16 +377,14 @@ export class IdempotencyStore {
           continue;
         }
         if (step.kind === 'settled') return step.outcome;
-        const claimed = step.claimed;
         const response = await call.work({ db: tx.db, correlationId: claim.correlationId });
-        const outcome = { ...response, replayed: false, correlationId: claim.correlationId };
         // A server error is not final: nothing of this attempt survives, a retry runs again.
-        if (response.status >= 500) return outcome;
-        await tx.completeAndCommit({ ...claim, attempts: claimed.attempts, ...this.encode(response, claim, call.policy) });
+        if (response.status >= 500) return answerOf(response, claim.correlationId);
+        await tx.completeAndCommit(this.completion(claim, step.attempts, response, call.policy));
         open = false;
         tx.release();
-        if (claimed.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
-        return outcome;
+        if (step.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
+        return answerOf(response, claim.correlationId);
       } finally {
         if (open) tx.abandon();
       }
@@ -343,11 +398,11 @@ export class IdempotencyStore {
    * costs in claim-first mode. Should the beginning fail, a claim that then ran on its own
    * (committed) is marked failed, so nothing is left claimed outside a transaction.
    */
-  private async beginAndClaim(tx: BackendTransaction, call: ClaimCall, claim: ClaimValues): ReturnType<IdempotencyStore['claimOnce']> {
-    const [began, step] = await Promise.allSettled([tx.begun, this.claimOnce(tx, call, claim, (statement) => this.lockBounded(claim, statement, call.policy))]);
+  private async beginAndClaim(tx: BackendTransaction, call: ClaimCall, claim: ClaimValues): Promise<Claimed | Settled | typeof AGAIN> {
+    const [began, step] = await Promise.allSettled([tx.begun, this.claimOnce(tx, call, claim, true)]);
     if (began.status === 'rejected') {
-      if (step.status === 'fulfilled' && step.value.kind === 'claimed') {
-        await tx.fail(claim, step.value.claimed.attempts).catch((error: unknown) => this.options.onAbandonFailed?.(error, claim));
+      if (step.status === 'fulfilled' && step.value !== AGAIN && step.value.kind === 'claimed') {
+        await tx.fail(claim, step.value.attempts).catch((error: unknown) => this.options.onAbandonFailed?.(error, claim));
       }
       throw began.reason;
     }
@@ -357,42 +412,43 @@ export class IdempotencyStore {
 
   /**
    * One round of the claim: the claim statement, then for an existing key its dispatch
-   * (replay, mismatch, conflict) or the conditional takeover. 'again' when the row changed
+   * (replay, mismatch, conflict) or the conditional takeover. AGAIN when the row changed
    * under us (swept between claim and read, or another attempt took it over first).
-   * `bounded` wraps the statements that may wait on another transaction.
+   * `lockBounded`: the statements may wait on another transaction, at most lock_timeout (then a 409).
    */
-  private async claimOnce(
-    ops: KeyOperations,
-    call: ClaimCall,
-    claim: ClaimValues,
-    bounded: <T>(statement: () => Promise<T>) => Promise<T>,
-  ): Promise<{ kind: 'claimed'; claimed: Claimed } | { kind: 'settled'; outcome: StoreOutcome } | { kind: 'again' }> {
+  private async claimOnce(ops: KeyOperations, call: ClaimCall, claim: ClaimValues, lockBounded: boolean): Promise<Claimed | Settled | typeof AGAIN> {
     const started = performance.now();
-    const result = await bounded(() => ops.claim(claim));
+    let result: ClaimResult;
+    try {
+      result = await ops.claim(claim);
+    } catch (error) {
+      throw lockBounded ? this.lockTimeoutAsConflict(claim, error, call.policy) : error;
+    }
     const latency = performance.now() - started;
     if (result.claimed) {
       this.report(claim, 'new', latency);
-      return { kind: 'claimed', claimed: { attempts: result.attempts, fresh: true } };
+      return { kind: 'claimed', attempts: result.attempts, fresh: true };
     }
     const existing = result.existing ?? (await ops.read(claim));
-    if (!existing) return { kind: 'again' };
+    if (!existing) return AGAIN;
     const decision = decide(existing, claim.fingerprint);
     if (decision !== 'takeover') return { kind: 'settled', outcome: await this.settle(decision, existing, claim, latency, call, ops.db) };
-    const attempts = await bounded(() => ops.takeOver(claim, existing.attempts));
-    if (attempts === null) return { kind: 'again' };
+    let attempts: number | null;
+    try {
+      attempts = await ops.takeOver(claim, existing.attempts);
+    } catch (error) {
+      throw lockBounded ? this.lockTimeoutAsConflict(claim, error, call.policy) : error;
+    }
+    if (attempts === null) return AGAIN;
     this.report(claim, 'takeover', latency);
-    return { kind: 'claimed', claimed: { attempts, fresh: existing.expired } };
+    return { kind: 'claimed', attempts, fresh: existing.expired };
   }
 
-  /** Runs a statement that may wait for another transaction's row; past lock_timeout it is a 409. */
-  private async lockBounded<T>(claim: ClaimValues, statement: () => Promise<T>, policy: EndpointPolicy): Promise<T> {
-    try {
-      return await statement();
-    } catch (error) {
-      if (!this.backend.isLockTimeout(error)) throw error;
-      this.report(claim, 'conflict');
-      throw new KeyInUseError(Math.max(1, Math.ceil(policy.lockTimeoutMs / 1000)));
-    }
+  /** A statement that waited lock_timeout out is a 409 (reported as a conflict); any other error is itself. */
+  private lockTimeoutAsConflict(claim: ClaimValues, error: unknown, policy: EndpointPolicy): unknown {
+    if (!this.backend.isLockTimeout(error)) return error;
+    this.report(claim, 'conflict');
+    return new KeyInUseError(Math.max(1, Math.ceil(policy.lockTimeoutMs / 1000)));
   }
 
   /** Replay, mismatch or conflict for an existing row. */
@@ -432,15 +488,34 @@ export class IdempotencyStore {
     return { status: existing.responseStatus, contentType: existing.responseContentType, body, replayed: true, correlationId: existing.correlationId };
   }
 
-  private encode(result: WorkResult, id: KeyIdentity, policy: EndpointPolicy) {
+  /** The completion of a claimed attempt: the response sealed, or its reference when over the cap. */
+  private completion(claim: ClaimValues, attempts: number, result: WorkResult, policy: EndpointPolicy): CompletionValues {
     const size = result.body.length;
-    const base = { status: result.status, contentType: result.contentType, size };
+    let body: Buffer | null = null;
+    let keyId: string | null = null;
+    let reference: string | null = null;
     if (size <= policy.maxResponseBytes) {
-      const sealed = this.options.keyRing.seal(result.body, id);
-      return { ...base, body: sealed.ciphertext, keyId: sealed.keyId, reference: null };
+      const sealed = this.options.keyRing.seal(result.body, claim);
+      body = sealed.ciphertext;
+      keyId = sealed.keyId;
+    } else if (result.reference === undefined) {
+      throw new ResponseNotStorableError(size, policy.maxResponseBytes);
+    } else {
+      reference = result.reference;
     }
-    if (result.reference === undefined) throw new ResponseNotStorableError(size, policy.maxResponseBytes);
-    return { ...base, body: null, keyId: null, reference: result.reference };
+    return {
+      principalId: claim.principalId,
+      service: claim.service,
+      scope: claim.scope,
+      key: claim.key,
+      attempts,
+      status: result.status,
+      contentType: result.contentType,
+      body,
+      keyId,
+      size,
+      reference,
+    };
   }
 
   private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number): void {
