@@ -76,10 +76,12 @@ export const flowCountsSeries = retrysafe.table(
     count: bigint('count', { mode: 'number' }).notNull(),
   },
   // The primary key serves the flush upsert and the overview's read of one (step, service, scope)
-  // over a range; the (step, at) index serves the retention sweep.
+  // over a range; the partial time indexes serve the roll-up's expiry of the minute-like and of
+  // the hour-like steps (partial, so that no read of one step can take them for its range).
   (t) => [
     primaryKey({ name: 'flow_counts_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.outcome] }),
-    index('flow_counts_series_at_idx').on(t.step, t.at),
+    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
+    index('flow_counts_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
     check('flow_counts_series_outcome', outcomeCheck(t.outcome)),
     check('flow_counts_series_step', stepCheck(t.step)),
   ],
@@ -97,7 +99,8 @@ export const claimLatencySeries = retrysafe.table(
   },
   (t) => [
     primaryKey({ name: 'claim_latency_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.bucket] }),
-    index('claim_latency_series_at_idx').on(t.step, t.at),
+    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
+    index('claim_latency_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
     check('claim_latency_series_step', stepCheck(t.step)),
   ],
 );

@@ -273,7 +273,8 @@ async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Dat
            )
            SELECT service, scope FROM pairs
            WHERE service <> '${ALL}' AND scope <> '${ALL}'
-             AND EXISTS (SELECT 1 FROM flow_counts_series f WHERE f.step = $1 AND f.service = pairs.service AND f.scope = pairs.scope AND f.at >= $2 AND f.at < $3)
+             -- A probe per pair (a scalar subquery, never turned into a join over the range's rows).
+             AND (SELECT true FROM flow_counts_series f WHERE f.step = $1 AND f.service = pairs.service AND f.scope = pairs.scope AND f.at >= $2 AND f.at < $3 LIMIT 1)
            ORDER BY service, scope`,
     values: [step, from, to],
   });

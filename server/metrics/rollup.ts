@@ -3,7 +3,7 @@
 // what it adds), and hour buckets older than the hour retention are deleted. One instance
 // at a time (a transaction-scoped advisory lock); each table pair in one transaction.
 import type pg from 'pg';
-import { PRINCIPAL_TOP_K, SERIES_STEPS } from '@retrysafe/store';
+import { PRINCIPAL_TOP_K } from '@retrysafe/store';
 import { inTransaction } from '../../db/transaction';
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
@@ -63,13 +63,14 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     }
     // The overview's series (migration 0021) are complete at every step from the flush: they only
     // expire, the minute-like steps (1 h, 6 h and 24 h ranges) with the minute buckets, the hour
-    // and 6-hour steps (7 d, 30 d) with the hour buckets. Each a range of the (step, at) index.
+    // and 6-hour steps (7 d, 30 d) with the hour buckets. Each a range of its partial time index
+    // (the predicates here are the indexes' own).
     for (const table of ['flow_counts_series', 'claim_latency_series'] as const) {
-      for (const [expiring, retentionMs] of [
-        [SERIES_STEPS.filter((step) => step < 3_600), options.minuteRetentionMs],
-        [SERIES_STEPS.filter((step) => step >= 3_600), options.hourRetentionMs],
+      for (const [steps, retentionMs] of [
+        ['step < 3600', options.minuteRetentionMs],
+        ['step >= 3600', options.hourRetentionMs],
       ] as const) {
-        const expired = await client.query(`DELETE FROM ${table} WHERE step = ANY($1::int[]) AND at < now() - $2::bigint * interval '1 millisecond'`, [expiring, retentionMs]);
+        const expired = await client.query(`DELETE FROM ${table} WHERE ${steps} AND at < now() - $1::bigint * interval '1 millisecond'`, [retentionMs]);
         seriesRowsExpired += expired.rowCount ?? 0;
       }
     }

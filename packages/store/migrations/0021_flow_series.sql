@@ -11,8 +11,10 @@
 -- other reader uses (alerts, baseline, roll-up), never hold a '*' row.
 --
 -- Indexes: the primary key (step, service, scope, at, ...) serves the flush upsert and the
--- overview's read of one (step, service, scope) over a time range, a range of the key; the
--- (step, at) index serves the retention sweep.
+-- overview's read of one (step, service, scope) over a time range, a range of the key; the two
+-- partial time indexes serve the roll-up's expiry of the minute-like steps (60, 300, 900 s) and
+-- of the hour-like ones (3600, 21600 s). They are partial so that no planner, even on a young
+-- table, takes them for a read of one step's range (which would read every scope's rows).
 CREATE TABLE "retrysafe"."claim_latency_series" (
 	"step" integer NOT NULL,
 	"service" text NOT NULL,
@@ -36,8 +38,10 @@ CREATE TABLE "retrysafe"."flow_counts_series" (
 	CONSTRAINT "flow_counts_series_step" CHECK ("retrysafe"."flow_counts_series"."step" IN (60, 300, 900, 3600, 21600))
 );
 --> statement-breakpoint
-CREATE INDEX "claim_latency_series_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("step","at");--> statement-breakpoint
-CREATE INDEX "flow_counts_series_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("step","at");
+CREATE INDEX "claim_latency_series_minutes_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE "retrysafe"."claim_latency_series"."step" < 3600;--> statement-breakpoint
+CREATE INDEX "claim_latency_series_hours_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE "retrysafe"."claim_latency_series"."step" >= 3600;--> statement-breakpoint
+CREATE INDEX "flow_counts_series_minutes_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE "retrysafe"."flow_counts_series"."step" < 3600;--> statement-breakpoint
+CREATE INDEX "flow_counts_series_hours_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE "retrysafe"."flow_counts_series"."step" >= 3600;
 --> statement-breakpoint
 -- Existing installs: the series start from what the minute and hour tables keep (hours only for
 -- the hour and 6-hour steps; minutes for every step), so past data reads the new way at once.
