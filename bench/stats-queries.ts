@@ -13,6 +13,7 @@ import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
 import { readPrincipalsBehind } from '../server/metrics/principals';
+import { rebuildSeries } from '../server/metrics/series';
 import { readCorrelationRecords } from '../server/idempotency/correlation';
 import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
@@ -60,7 +61,8 @@ export interface IndexCost {
 }
 
 /**
- * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours, and the
+ * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours (and the
+ * overview's pre-aggregated series of them), and the
  * principals' rows at their bound: every (scope, minute) of the last 2 h, every (scope, hour) of
  * the 2 days before and every (scope, day) before that, plus the service's and the store's merged rows ('*'), with 20 principals (of 5,000)
  * for claims, conflicts, mismatches and takeovers and 5 for rejections and errors.
@@ -92,6 +94,9 @@ export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
     FROM generate_series(2, 35) AS d, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
     INSERT INTO principal_names (principal_id, name)
     SELECT ${principal('i')}, 'Tenant ' || i FROM generate_series(0, ${ACTIVE_PRINCIPALS - 1}) AS i;`);
+  // The overview's series (migration 0021) as the flush writes them beside those buckets: every
+  // step of the overview's ranges for each scope, the service and the store.
+  await rebuildSeries(pool);
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost; correlationIndexCost: IndexCost }> {

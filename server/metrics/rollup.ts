@@ -61,18 +61,9 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const expired = await client.query(`DELETE FROM ${hourTable} WHERE hour < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += expired.rowCount ?? 0;
     }
-    // The overview's series (migration 0021) are complete at every step from the flush: they only
-    // expire, the minute-like steps (1 h, 6 h and 24 h ranges) with the minute buckets, the hour
-    // and 6-hour steps (7 d, 30 d) with the hour buckets. Each a range of its partial time index
-    // (the predicates here are the indexes' own).
-    for (const table of ['flow_counts_series', 'claim_latency_series'] as const) {
-      for (const [steps, retentionMs] of [
-        ['step < 3600', options.minuteRetentionMs],
-        ['step >= 3600', options.hourRetentionMs],
-      ] as const) {
-        const expired = await client.query(`DELETE FROM ${table} WHERE ${steps} AND at < now() - $1::bigint * interval '1 millisecond'`, [retentionMs]);
-        seriesRowsExpired += expired.rowCount ?? 0;
-      }
+    for (const expiry of seriesExpiry(options)) {
+      const expired = await client.query(expiry.text, expiry.values);
+      seriesRowsExpired += expired.rowCount ?? 0;
     }
     minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
@@ -86,6 +77,24 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     }
     return { ran: true, minuteRowsRolledUp, hourRowsExpired, seriesRowsExpired };
   });
+}
+
+/**
+ * The overview's series (migration 0021) are complete at every step from the flush: they only
+ * expire, the minute-like steps (1 h, 6 h and 24 h ranges) with the minute buckets, the hour and
+ * 6-hour steps (7 d, 30 d) with the hour buckets. Each statement is a range of its partial time
+ * index (the predicates here are the indexes' own).
+ */
+export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 'hourRetentionMs'>): { text: string; values: [number] }[] {
+  return (['flow_counts_series', 'claim_latency_series'] as const).flatMap((table) =>
+    ([
+      ['step < 3600', options.minuteRetentionMs],
+      ['step >= 3600', options.hourRetentionMs],
+    ] as const).map(([steps, retentionMs]) => ({
+      text: `DELETE FROM ${table} WHERE ${steps} AND at < now() - $1::bigint * interval '1 millisecond'`,
+      values: [retentionMs] as [number],
+    })),
+  );
 }
 
 /**

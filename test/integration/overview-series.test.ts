@@ -11,11 +11,12 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { FlowRecorder, observeAll, SERIES_STEPS, type ClaimOutcome } from '@retrysafe/store';
 import { MIGRATIONS_FOLDER, migrateDatabase, readJournal } from '../../db/migrate';
-import { planNodes, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, planNodes, recordingQueryable, type PlanNode } from '../../db/plan';
 import { readAlertInputs } from '../../server/metrics/alerts';
 import { knownOverviewNames } from '../../server/metrics/overview-names';
 import { overviewQuery, overviewRanges, overviewSteps, readOverview, type Overview, type OverviewRange } from '../../server/metrics/overview';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
+import { seriesExpiry } from '../../server/metrics/rollup';
 import { rebuildSeries } from '../../server/metrics/series';
 import { createTestDatabase, useTestDatabase } from '../helpers/database';
 
@@ -192,6 +193,22 @@ describe('overview series', () => {
     await db.pool.query('ANALYZE flow_counts_series; ANALYZE claim_latency_series');
     // 51 pairs and the three merged levels.
     await check('loaded', 51 + 3);
+    // The roll-up's expiry of the series, as it runs every minute (the oldest minutes of the six
+    // hours): a range of each partial time index.
+    const client = await db.pool.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        for (const expiry of seriesExpiry({ minuteRetentionMs: 6 * 3_600_000 - 120_000, hourRetentionMs: 35 * 86_400_000 })) {
+          const plan = await explain(client, expiry.text, expiry.values, mode);
+          const scans = plan.filter((node) => /_series/.test(node['Relation Name'] ?? node['Index Name'] ?? '') && node['Node Type'] !== 'ModifyTable');
+          const where = { mode, text: expiry.text };
+          expect({ ...where, seqScans: scans.filter((node) => node['Node Type'] === 'Seq Scan').length }).toEqual({ ...where, seqScans: 0 });
+          expect({ ...where, partialIndex: scans.some((node) => /_series_(minutes|hours)_at_idx$/.test(node['Index Name'] ?? '')) }).toEqual({ ...where, partialIndex: true });
+        }
+      }
+    } finally {
+      client.release();
+    }
   });
 });
 
