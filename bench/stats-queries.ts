@@ -8,7 +8,7 @@
 import pg from 'pg';
 import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { readAlertInputs } from '../server/metrics/alerts';
-import { overviewQuery, readOverview } from '../server/metrics/overview';
+import { overviewQuery, overviewRanges, overviewSteps, readOverview, readOverviewSeries } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
@@ -172,6 +172,14 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   for (const range of ['1h', '24h', '7d', '30d'] as const) {
     await measureComposite(`overview ${range}`, (db) => readOverview(db, overviewQuery.parse({ range })));
     await measureComposite(`overview ${range}, one scope`, (db) => readOverview(db, overviewQuery.parse({ range, service: BENCH_SERVICE, scope: SCOPE_PICKED })));
+  }
+  // The flow and latency series alone (migration 0021), as the overview reads them.
+  for (const range of ['1h', '24h', '7d', '30d'] as const) {
+    const step = overviewSteps[range];
+    const to = new Date(Math.floor(Date.now() / (step * 1000)) * step * 1000 + step * 1000);
+    const from = new Date(to.getTime() - overviewRanges[range] * 1000);
+    await measureComposite(`series ${range}, all scopes`, (db) => readOverviewSeries(db, { step, from, to }));
+    await measureComposite(`series ${range}, one scope`, (db) => readOverviewSeries(db, { step, from, to, service: BENCH_SERVICE, scope: SCOPE_PICKED }));
   }
   // The principals table alone, as the overview reads it (the totals only set the bound).
   const totals = { claims: 1e6, conflict: 1e4, mismatch: 1e4, rejected: 1e3, takeover: 1e3, error: 1e3 };

@@ -109,23 +109,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   // service's (service, '*'), or a scope's (one row per service that has it). Each is a range of
   // the series' primary key (step, service, scope, at), so the rows read are bounded by the
   // range's steps, not by the number of scopes; they include the current minute's last flush.
-  const scopes = await readSeriesScopes(db, step, window.from, window.to);
+  const { scopes, counts, latency } = await readOverviewSeries(db, { step, from: window.from, to: window.to, service: query.service, scope: query.scope });
   const serviceNames = [...new Set(scopes.map((row) => row.service))];
-  const levelServices =
-    query.service !== undefined ? [query.service] : query.scope !== undefined ? [...new Set(scopes.filter((row) => row.scope === query.scope).map((row) => row.service))] : [ALL];
-  const params = [step, window.from, window.to, levelServices, query.scope ?? ALL];
-  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>({
-    name: 'dashboard_overview_flow_series',
-    text: `SELECT at AS t, outcome, sum(count) AS n FROM flow_counts_series
-           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
-    values: params,
-  });
-  const latency = await db.query<{ t: Date; bucket: number; n: string }>({
-    name: 'dashboard_overview_latency_series',
-    text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
-           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
-    values: params,
-  });
   const samples = await db.query<{
     t: Date;
     estimated_rows: string;
@@ -167,16 +152,16 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
 
   const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
   for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
-  for (const row of counts.rows) {
+  for (const row of counts) {
     const point = flow.get(row.t.getTime());
     if (point) point.counts[row.outcome] += Number(row.n);
   }
-  for (const row of latency.rows) {
+  for (const row of latency) {
     const point = flow.get(row.t.getTime());
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
   const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
-  for (const row of counts.rows) {
+  for (const row of counts) {
     totals.claims += Number(row.n);
     if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
   }
@@ -279,4 +264,32 @@ async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Dat
     values: [step, from, to],
   });
   return rows;
+}
+
+/**
+ * The flow and latency series of one range (its step, from, to) and the (service, scope) pairs
+ * with flow in it: three statements, each a range of a series table's primary key.
+ */
+export async function readOverviewSeries(
+  db: Queryable,
+  range: { step: number; from: Date; to: Date; service?: string | undefined; scope?: string | undefined },
+): Promise<{ scopes: { service: string; scope: string }[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; bucket: number; n: string }[] }> {
+  const scopes = await readSeriesScopes(db, range.step, range.from, range.to);
+  // The level: the store's ('*', '*'), a service's (service, '*'), or a scope's in each service that has it.
+  const levelServices =
+    range.service !== undefined ? [range.service] : range.scope !== undefined ? [...new Set(scopes.filter((row) => row.scope === range.scope).map((row) => row.service))] : [ALL];
+  const params = [range.step, range.from, range.to, levelServices, range.scope ?? ALL];
+  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>({
+    name: 'dashboard_overview_flow_series',
+    text: `SELECT at AS t, outcome, sum(count) AS n FROM flow_counts_series
+           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+    values: params,
+  });
+  const latency = await db.query<{ t: Date; bucket: number; n: string }>({
+    name: 'dashboard_overview_latency_series',
+    text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
+           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+    values: params,
+  });
+  return { scopes, counts: counts.rows, latency: latency.rows };
 }
