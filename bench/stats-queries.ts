@@ -8,11 +8,12 @@
 import pg from 'pg';
 import { PostgresKeyReads, principalKeysStatement, storeStatementTexts } from '@retrysafe/store/postgres';
 import { readAlertInputs } from '../server/metrics/alerts';
-import { overviewQuery, readOverview } from '../server/metrics/overview';
+import { overviewQuery, overviewRanges, overviewSteps, readOverview, readOverviewSeries } from '../server/metrics/overview';
 import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
 import { readPrincipalsBehind } from '../server/metrics/principals';
+import { rebuildSeries } from '../server/metrics/series';
 import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
@@ -58,7 +59,8 @@ export interface IndexCost {
 }
 
 /**
- * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours, and the
+ * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours (and the
+ * overview's pre-aggregated series of them), and the
  * principals' rows at their bound: every (scope, minute) of the last 2 h, every (scope, hour) of
  * the 2 days before and every (scope, day) before that, plus the service's and the store's merged rows ('*'), with 20 principals (of 5,000)
  * for claims, conflicts, mismatches and takeovers and 5 for rejections and errors.
@@ -90,6 +92,9 @@ export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
     FROM generate_series(2, 35) AS d, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
     INSERT INTO principal_names (principal_id, name)
     SELECT ${principal('i')}, 'Tenant ' || i FROM generate_series(0, ${ACTIVE_PRINCIPALS - 1}) AS i;`);
+  // The overview's series (migration 0021) as the flush writes them beside those buckets: every
+  // step of the overview's ranges for each scope, the service and the store.
+  await rebuildSeries(pool);
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost; correlationIndexCost: IndexCost }> {
@@ -165,6 +170,14 @@ export async function benchStatsQueries(database: BenchDatabase, log: (line: str
   for (const range of ['1h', '24h', '7d', '30d'] as const) {
     await measureComposite(`overview ${range}`, (db) => readOverview(db, overviewQuery.parse({ range })));
     await measureComposite(`overview ${range}, one scope`, (db) => readOverview(db, overviewQuery.parse({ range, service: BENCH_SERVICE, scope: SCOPE_PICKED })));
+  }
+  // The flow and latency series alone (migration 0021), as the overview reads them.
+  for (const range of ['1h', '24h', '7d', '30d'] as const) {
+    const step = overviewSteps[range];
+    const to = new Date(Math.floor(Date.now() / (step * 1000)) * step * 1000 + step * 1000);
+    const from = new Date(to.getTime() - overviewRanges[range] * 1000);
+    await measureComposite(`series ${range}, all scopes`, (db) => readOverviewSeries(db, { step, from, to }));
+    await measureComposite(`series ${range}, one scope`, (db) => readOverviewSeries(db, { step, from, to, service: BENCH_SERVICE, scope: SCOPE_PICKED }));
   }
   // The principals table alone, as the overview reads it (the totals only set the bound).
   const totals = { claims: 1e6, conflict: 1e4, mismatch: 1e4, rejected: 1e3, takeover: 1e3, error: 1e3 };

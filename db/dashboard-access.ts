@@ -57,6 +57,8 @@ const readOnly = [
   'principal_flow_minute',
   'principal_flow_hour',
   'principal_names',
+  'flow_counts_series',
+  'claim_latency_series',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [

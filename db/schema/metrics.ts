@@ -58,6 +58,53 @@ export const claimLatencyHour = retrysafe.table(
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
+// The overview's steps (SERIES_STEPS in packages/store/src/recorder.ts).
+const stepCheck = (column: unknown) => sql`${column} IN (60, 300, 900, 3600, 21600)`;
+
+// The overview's series, pre-aggregated at flush (packages/store/src/recorder.ts): per step of
+// the overview's ranges, the counts of each (service, scope), of each service over its scopes
+// (scope '*') and of the store (service and scope '*'). Only the overview reads them; every other
+// reader keeps the per-scope minute and hour tables, which never hold a '*' row.
+export const flowCountsSeries = retrysafe.table(
+  'flow_counts_series',
+  {
+    step: integer('step').notNull(),
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    at: timestamp('at', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // The primary key serves the flush upsert and the overview's read of one (step, service, scope)
+  // over a range; the partial time indexes serve the roll-up's expiry of the minute-like and of
+  // the hour-like steps (partial, so that no read of one step can take them for its range).
+  (t) => [
+    primaryKey({ name: 'flow_counts_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.outcome] }),
+    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
+    index('flow_counts_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
+    check('flow_counts_series_outcome', outcomeCheck(t.outcome)),
+    check('flow_counts_series_step', stepCheck(t.step)),
+  ],
+);
+
+export const claimLatencySeries = retrysafe.table(
+  'claim_latency_series',
+  {
+    step: integer('step').notNull(),
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    at: timestamp('at', { withTimezone: true }).notNull(),
+    bucket: smallint('bucket').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [
+    primaryKey({ name: 'claim_latency_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.bucket] }),
+    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
+    index('claim_latency_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
+    check('claim_latency_series_step', stepCheck(t.step)),
+  ],
+);
+
 export const storeStats = retrysafe.table(
   'store_stats',
   {

@@ -347,9 +347,12 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
      FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope ORDER BY minute`,
     [minutes],
   );
-  const latency = await db.query<{ minute: Date; service: string; scope: string; bucket: number; count: string }>(
-    `SELECT minute, service, scope, bucket, sum(count) AS count FROM claim_latency_minute
-     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope, bucket`,
+  // Each (minute, service, scope)'s histogram as two arrays (its buckets and their counts): one
+  // row per scope and minute rather than one per latency bucket, which at 50 scopes was most of
+  // the time this read took (the rows, not the index range, cost).
+  const latency = await db.query<{ minute: Date; service: string; scope: string; buckets: number[]; counts: string[] }>(
+    `SELECT minute, service, scope, array_agg(bucket) AS buckets, array_agg(count) AS counts FROM claim_latency_minute
+     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope`,
     [minutes],
   );
   const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
@@ -357,7 +360,7 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
   for (const row of latency.rows) {
     for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.service}\0${row.scope}`]) {
       const buckets = histograms.get(key) ?? emptyHistogram();
-      buckets[row.bucket] = (buckets[row.bucket] ?? 0) + Number(row.count);
+      row.buckets.forEach((bucket, i) => (buckets[bucket] = (buckets[bucket] ?? 0) + Number(row.counts[i] ?? 0)));
       histograms.set(key, buckets);
     }
   }

@@ -1,11 +1,12 @@
 // The dashboard's overview for a time range: flow rates per second and as a share of
 // claims, claim latency percentiles from the merged histograms, the store series against
 // its baseline, the last sweep and the current alerts. Aggregates only: no key, response
-// body or fingerprint is read. Every query is a primary-key range scan on a time column.
+// body or fingerprint is read. The flow and latency series read the pre-aggregated series of the
+// range's step (migration 0021), one primary-key range each, whatever the number of scopes.
 import { z } from 'zod';
 import { storableText } from '../storable';
 import { serviceNameSchema } from '../service-name';
-import { claimOutcomes, type ClaimOutcome } from '@retrysafe/store';
+import { ALL, claimOutcomes, SERIES_STEPS, type ClaimOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { evaluateChecks, type Check } from './checks';
@@ -18,13 +19,15 @@ import { readPrincipalsBehind, troubleOutcomes, type PrincipalsBehind } from './
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
 
-/** Step per range (seconds), so a chart has 60 to 170 points. Hour buckets past a day. */
-const steps: Record<OverviewRange, number> = { '1h': 60, '6h': 300, '24h': 900, '7d': 3_600, '30d': 21_600 };
+/** Step per range (seconds), so a chart has 60 to 170 points: each one of the series' steps (SERIES_STEPS). */
+export const overviewSteps: Record<OverviewRange, (typeof SERIES_STEPS)[number]> = { '1h': 60, '6h': 300, '24h': 900, '7d': 3_600, '30d': 21_600 };
+const steps = overviewSteps;
 
 export const overviewQuery = z.strictObject({
   range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
   service: serviceNameSchema.optional(),
-  scope: storableText().min(1).max(200).optional(),
+  // '*' names the series merged over every scope, never a scope.
+  scope: storableText().min(1).max(200).refine((scope) => scope !== ALL, "'*' is not a scope").optional(),
 });
 export type OverviewQuery = z.infer<typeof overviewQuery>;
 
@@ -94,7 +97,6 @@ const finite = (value: number) => (Number.isFinite(value) ? value : null);
 export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds, sweepIntervalSeconds?: number): Promise<Overview> {
   const rangeSeconds = overviewRanges[query.range];
   const step = steps[query.range];
-  const hourly = rangeSeconds > 86_400;
   const { rows: clock } = await db.query<{ to: Date; from: Date; now: Date }>(
     `SELECT now() AS now, date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
             date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' - $2::int * interval '1 second' AS from`,
@@ -102,33 +104,13 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   );
   const window = clock[0];
   if (!window) throw new Error('no clock');
-  // Ranges past a day read the hour buckets for the rolled-up past and the minute buckets for
-  // what is not rolled up yet (the last 48 h by default), in one statement each: the roll-up
-  // moves a count from one table to the other in one transaction, so one snapshot sees it in
-  // exactly one of them. Each side is a range scan of its table's primary key (time first).
-  const params = [step, window.from, window.to, query.scope ?? null, query.service ?? null];
-  const series = (columns: string, minuteTable: string, hourTable: string, from = '$2', to = '$3') =>
-    hourly
-      ? `SELECT hour AS at, ${columns} FROM ${hourTable} WHERE hour >= ${from} AND hour < ${to}
-         UNION ALL
-         SELECT minute AS at, ${columns} FROM ${minuteTable} WHERE minute >= ${from} AND minute < ${to}`
-      : `SELECT minute AS at, ${columns} FROM ${minuteTable} WHERE minute >= ${from} AND minute < ${to}`;
-  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>(
-    `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, outcome, sum(count) AS n
-     FROM (${series('service, scope, outcome, count', 'flow_counts_minute', 'flow_counts_hour')}) AS f
-     WHERE ($4::text IS NULL OR scope = $4) AND ($5::text IS NULL OR service = $5) GROUP BY 1, 2`,
-    params,
-  );
-  const latency = await db.query<{ t: Date; bucket: number; n: string }>(
-    `SELECT date_bin($1::int * interval '1 second', at, 'epoch') AS t, bucket, sum(count) AS n
-     FROM (${series('service, scope, bucket, count', 'claim_latency_minute', 'claim_latency_hour')}) AS f
-     WHERE ($4::text IS NULL OR scope = $4) AND ($5::text IS NULL OR service = $5) GROUP BY 1, 2`,
-    params,
-  );
-  const scopes = await db.query<{ service: string; scope: string }>(
-    `SELECT DISTINCT service, scope FROM (${series('service, scope', 'flow_counts_minute', 'flow_counts_hour', '$1', '$2')}) AS f ORDER BY service, scope`,
-    [window.from, window.to],
-  );
+  // The series pre-aggregated at flush for this range's step (migration 0021): one row per step
+  // and outcome (or latency bucket) of one (service, scope) level: the store's ('*', '*'), a
+  // service's (service, '*'), or a scope's (one row per service that has it). Each is a range of
+  // the series' primary key (step, service, scope, at), so the rows read are bounded by the
+  // range's steps, not by the number of scopes; they include the current minute's last flush.
+  const { scopes, counts, latency } = await readOverviewSeries(db, { step, from: window.from, to: window.to, service: query.service, scope: query.scope });
+  const serviceNames = [...new Set(scopes.map((row) => row.service))];
   const samples = await db.query<{
     t: Date;
     estimated_rows: string;
@@ -170,20 +152,20 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
 
   const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
   for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
-  for (const row of counts.rows) {
+  for (const row of counts) {
     const point = flow.get(row.t.getTime());
     if (point) point.counts[row.outcome] += Number(row.n);
   }
-  for (const row of latency.rows) {
+  for (const row of latency) {
     const point = flow.get(row.t.getTime());
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
   const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
-  for (const row of counts.rows) {
+  for (const row of counts) {
     totals.claims += Number(row.n);
     if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
   }
-  const services = [...new Set(scopes.rows.map((row) => row.service))];
+  const services = serviceNames;
   const principals = await readPrincipalsBehind(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services, totals });
   const scopeSample = (await readLatestScopeFigures(db, window.to)).filter((figure) => figure.sampledAt >= window.from);
   return {
@@ -194,7 +176,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     service: query.service ?? null,
     services,
     scope: query.scope ?? null,
-    scopes: [...new Set(scopes.rows.filter((row) => query.service === undefined || row.service === query.service).map((row) => row.scope))].sort(),
+    scopes: [...new Set(scopes.filter((row) => query.service === undefined || row.service === query.service).map((row) => row.scope))].sort(),
     flow: [...flow.entries()].map(([t, point]) => {
       const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
       const perSecond = zeroes();
@@ -256,4 +238,58 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
     principals,
   };
+}
+
+/**
+ * The (service, scope) pairs with flow in [from, to) at this step, never the merged '*' rows:
+ * a skip scan of the series' primary key (one index descent per pair kept at the step, however
+ * many rows each has), each pair kept when a probe of its key finds a row in the range.
+ */
+async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Date): Promise<{ service: string; scope: string }[]> {
+  const { rows } = await db.query<{ service: string; scope: string }>({
+    name: 'dashboard_overview_series_scopes',
+    text: `WITH RECURSIVE pairs AS (
+             (SELECT service, scope FROM flow_counts_series WHERE step = $1 ORDER BY service, scope LIMIT 1)
+             UNION ALL
+             SELECT next.service, next.scope FROM pairs CROSS JOIN LATERAL (
+               SELECT service, scope FROM flow_counts_series WHERE step = $1 AND (service, scope) > (pairs.service, pairs.scope)
+               ORDER BY service, scope LIMIT 1
+             ) AS next
+           )
+           SELECT service, scope FROM pairs
+           WHERE service <> '${ALL}' AND scope <> '${ALL}'
+             -- A probe per pair (a scalar subquery, never turned into a join over the range's rows).
+             AND (SELECT true FROM flow_counts_series f WHERE f.step = $1 AND f.service = pairs.service AND f.scope = pairs.scope AND f.at >= $2 AND f.at < $3 LIMIT 1)
+           ORDER BY service, scope`,
+    values: [step, from, to],
+  });
+  return rows;
+}
+
+/**
+ * The flow and latency series of one range (its step, from, to) and the (service, scope) pairs
+ * with flow in it: three statements, each a range of a series table's primary key.
+ */
+export async function readOverviewSeries(
+  db: Queryable,
+  range: { step: number; from: Date; to: Date; service?: string | undefined; scope?: string | undefined },
+): Promise<{ scopes: { service: string; scope: string }[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; bucket: number; n: string }[] }> {
+  const scopes = await readSeriesScopes(db, range.step, range.from, range.to);
+  // The level: the store's ('*', '*'), a service's (service, '*'), or a scope's in each service that has it.
+  const levelServices =
+    range.service !== undefined ? [range.service] : range.scope !== undefined ? [...new Set(scopes.filter((row) => row.scope === range.scope).map((row) => row.service))] : [ALL];
+  const params = [range.step, range.from, range.to, levelServices, range.scope ?? ALL];
+  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>({
+    name: 'dashboard_overview_flow_series',
+    text: `SELECT at AS t, outcome, sum(count) AS n FROM flow_counts_series
+           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+    values: params,
+  });
+  const latency = await db.query<{ t: Date; bucket: number; n: string }>({
+    name: 'dashboard_overview_latency_series',
+    text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
+           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+    values: params,
+  });
+  return { scopes, counts: counts.rows, latency: latency.rows };
 }

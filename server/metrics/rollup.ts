@@ -30,14 +30,17 @@ export interface RollupResult {
   ran: boolean;
   minuteRowsRolledUp: number;
   hourRowsExpired: number;
+  /** Rows of the overview's series past their retention. */
+  seriesRowsExpired: number;
 }
 
 export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): Promise<RollupResult> {
   return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ROLLUP_LOCK_KEY.toString()]);
-    if (!rows[0]?.locked) return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0 };
+    if (!rows[0]?.locked) return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0 };
     let minuteRowsRolledUp = 0;
     let hourRowsExpired = 0;
+    let seriesRowsExpired = 0;
     for (const [minuteTable, hourTable, key] of [
       ['flow_counts_minute', 'flow_counts_hour', 'outcome'],
       ['claim_latency_minute', 'claim_latency_hour', 'bucket'],
@@ -58,6 +61,10 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const expired = await client.query(`DELETE FROM ${hourTable} WHERE hour < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += expired.rowCount ?? 0;
     }
+    for (const expiry of seriesExpiry(options)) {
+      const expired = await client.query(expiry.text, expiry.values);
+      seriesRowsExpired += expired.rowCount ?? 0;
+    }
     minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     // Hour index range.
@@ -68,8 +75,26 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const samples = await client.query(`DELETE FROM ${table} WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += samples.rowCount ?? 0;
     }
-    return { ran: true, minuteRowsRolledUp, hourRowsExpired };
+    return { ran: true, minuteRowsRolledUp, hourRowsExpired, seriesRowsExpired };
   });
+}
+
+/**
+ * The overview's series (migration 0021) are complete at every step from the flush: they only
+ * expire, the minute-like steps (1 h, 6 h and 24 h ranges) with the minute buckets, the hour and
+ * 6-hour steps (7 d, 30 d) with the hour buckets. Each statement is a range of its partial time
+ * index (the predicates here are the indexes' own).
+ */
+export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 'hourRetentionMs'>): { text: string; values: [number] }[] {
+  return (['flow_counts_series', 'claim_latency_series'] as const).flatMap((table) =>
+    ([
+      ['step < 3600', options.minuteRetentionMs],
+      ['step >= 3600', options.hourRetentionMs],
+    ] as const).map(([steps, retentionMs]) => ({
+      text: `DELETE FROM ${table} WHERE ${steps} AND at < now() - $1::bigint * interval '1 millisecond'`,
+      values: [retentionMs] as [number],
+    })),
+  );
 }
 
 /**

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { knownOverviewNames } from '../../server/metrics/overview-names';
+import { rebuildSeries } from '../../server/metrics/series';
 import { correctOverviewSearch } from '../../components/overview/search-params';
 import { useTestDatabase } from '../helpers/database';
 
@@ -26,6 +27,7 @@ describe('overview checks', () => {
        INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
        VALUES (gen_random_uuid(), 'demo', 'POST /api/v1/refunds', 'crashed-1', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '3 minutes', now() + interval '1 day')`,
     );
+    await rebuildSeries(db.pool);
   });
   afterAll(async () => {
     await dashboard.end();
@@ -59,6 +61,7 @@ describe('overview checks', () => {
     await db.pool.query(
       `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES (date_bin('5 minutes', now(), 'epoch'), 'demo', 'POST /partial', 'new', 600)`,
     );
+    await rebuildSeries(db.pool);
     const six = await readOverview(dashboard, overviewQuery.parse({ range: '6h', scope: 'POST /partial' }));
     const last = six.flow.at(-1);
     const elapsed = (new Date(six.now).getTime() - new Date(last?.t ?? 0).getTime()) / 1000;

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { bucketOf, FlowRecorder } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '../../server/metrics/rollup';
+import { rebuildSeries } from '../../server/metrics/series';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { sampleStoreStats } from '../../server/metrics/sampler';
 import { useTestDatabase } from '../helpers/database';
@@ -30,6 +31,8 @@ describe('overview', () => {
          (date_trunc('minute', now()) - interval '2 minutes', 'demo', 'POST /a', 900, 90000, 1),
          (date_trunc('minute', now()) - interval '2 minutes', 'orders', 'POST /b', 600, 6000, 1);`.replace('$1', String(bucketOf(1))).replaceAll('$2', String(bucketOf(40))),
     );
+    // The series as the flush writes them beside those buckets.
+    await rebuildSeries(db.pool);
     const all = await readOverview(db.pool, overviewQuery.parse({ range: '1h' }));
     expect(all.stepSeconds).toBe(60);
     expect(all.flow).toHaveLength(60);
@@ -72,6 +75,7 @@ describe('overview', () => {
     await db.pool.query(
       `INSERT INTO flow_counts_hour (hour, service, scope, outcome, count) VALUES (date_trunc('hour', now()) - interval '3 days', 'demo', 'POST /hourly', 'new', 7200)`,
     );
+    await rebuildSeries(db.pool);
     const week = await readOverview(db.pool, overviewQuery.parse({ range: '7d', scope: 'POST /hourly' }));
     expect(week.stepSeconds).toBe(3_600);
     expect(week.flow.reduce((sum, point) => sum + point.counts.new, 0)).toBe(7200);

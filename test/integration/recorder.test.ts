@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ALL, BUCKET_COUNT, bucketOf, percentileOf, type ClaimOutcome } from '@retrysafe/store';
 import { FlowRecorder } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '../../server/metrics/rollup';
+import { rebuildSeries } from '../../server/metrics/series';
 import { useTestDatabase } from '../helpers/database';
 import { flowEvents } from '../helpers/flow-events';
 
@@ -70,7 +71,7 @@ describe('flow recorder', () => {
   });
 
   it('rolls minute buckets up into hours without double counting, then expires hours', async () => {
-    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour');
+    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour, flow_counts_series, claim_latency_series');
     await db.pool.query(`
       INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
       SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'demo', 'POST /x', 'new', 2 FROM generate_series(0, 59) AS m;
@@ -78,11 +79,25 @@ describe('flow recorder', () => {
       SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'demo', 'POST /x', 10, 3 FROM generate_series(0, 59) AS m;
       INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES (date_trunc('minute', now()), 'demo', 'POST /x', 'new', 5);
       INSERT INTO flow_counts_hour (hour, service, scope, outcome, count) VALUES (date_trunc('hour', now() - interval '60 days'), 'demo', 'POST /x', 'new', 9);`);
+    await rebuildSeries(db.pool);
     const options = { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000 };
     const first = await rollUpFlowMetrics(db.pool, options);
     const second = await rollUpFlowMetrics(db.pool, options);
-    expect(first).toEqual({ ran: true, minuteRowsRolledUp: 120, hourRowsExpired: 1 });
-    expect(second).toEqual({ ran: true, minuteRowsRolledUp: 0, hourRowsExpired: 0 });
+    // The series expire by step: the 3-day-old minutes at the 60, 300 and 900 s steps (60 + 12 + 4
+    // bins, three levels, counts and latency), the 60-day-old hour at the 3600 and 21600 s steps.
+    expect(first).toEqual({ ran: true, minuteRowsRolledUp: 120, hourRowsExpired: 1, seriesRowsExpired: 2 * 3 * (60 + 12 + 4) + 2 * 3 });
+    expect(second).toEqual({ ran: true, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0 });
+    // The move from minutes to hours leaves the series as they were: the store's, per step.
+    const series = await db.pool.query<{ step: number; count: string }>(
+      "SELECT step, sum(count) AS count FROM flow_counts_series WHERE service = '*' AND scope = '*' GROUP BY step ORDER BY step",
+    );
+    expect(series.rows).toEqual([
+      { step: 60, count: '5' },
+      { step: 300, count: '5' },
+      { step: 900, count: '5' },
+      { step: 3600, count: '125' },
+      { step: 21600, count: '125' },
+    ]);
     const hours = await db.pool.query<{ count: string }>('SELECT count FROM flow_counts_hour');
     expect(hours.rows).toEqual([{ count: '120' }]);
     const latency = await db.pool.query<{ bucket: number; count: string }>('SELECT bucket, count FROM claim_latency_hour');

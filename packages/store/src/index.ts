@@ -62,7 +62,7 @@ export { LEGACY_SERVICE, ResponseKeyRing, type ResponseKey, type RowIdentity, ty
 export { parseResponseKeys } from './response-keys.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
 export { claimOutcomes, ignoreFlow, principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
-export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, type PrincipalRow, type RecorderOptions } from './recorder.js';
+export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, SERIES_STEPS, type PrincipalRow, type RecorderOptions } from './recorder.js';
 export { namePrincipal } from './principal-names.js';
 export { mergeHeavyHitters, MisraGries, type HeavyHitter } from './heavy-hitters.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';

@@ -11,6 +11,16 @@
 // and the store's merged over services (service '*', scope '*'). Each stored count is short
 // of the truth by at most N/(k+1) per flush, N that flush's events of the outcome in the row's
 // bucket; summed over flushes and instances, by at most N/(k+1) for N the bucket's events.
+//
+// The same flush adds the overview's series (flow_counts_series, claim_latency_series,
+// migration 0021): the flushed minute counts binned to each of the overview's steps, for each
+// (service, scope), each service over its scopes (scope '*') and the store (both '*'), so that
+// every range of the overview reads one row per step and outcome (or latency bucket) however
+// many scopes there are. Aggregating at flush costs the flush five steps x three levels of
+// upserts on rows that are few (one per bucket, not per claim), computed by the database from
+// the arrays it already receives; the request path is untouched. The alternative, building the
+// coarse buckets in the roll-up, would need a watermark and the minute rows past it for what a
+// late flush adds, which every reader would have to combine.
 import type pg from 'pg';
 import { principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
 import { MisraGries, mergeHeavyHitters } from './heavy-hitters.js';
@@ -21,6 +31,8 @@ import { periodicTask, type PeriodicTask } from './periodic.js';
 export const PRINCIPAL_TOP_K = 20;
 /** The scope (and service) of the rows merged over every scope (and service). */
 export const ALL = '*';
+/** The overview's steps (seconds), one per range: the series are pre-aggregated at each (migration 0021). */
+export const SERIES_STEPS = [60, 300, 900, 3_600, 21_600] as const;
 
 const tracked = new Set<string>(principalOutcomes);
 
@@ -159,11 +171,33 @@ WITH principals AS (
   SELECT to_timestamp(m / 1000.0), v, s, o, c FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c)
   ORDER BY 1, 2, 3, 4
   ON CONFLICT (minute, service, scope, outcome) DO UPDATE SET count = flow_counts_minute.count + EXCLUDED.count
+), latency AS (
+  INSERT INTO retrysafe.claim_latency_minute (minute, service, scope, bucket, count)
+  SELECT to_timestamp(m / 1000.0), v, s, b, c FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c)
+  ORDER BY 1, 2, 3, 4
+  ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count
+), steps AS (
+  SELECT step FROM unnest($17::int[]) AS st(step)
+), counted_series AS (
+  -- Each (step, service, scope), each service over its scopes and the store; the outer sum folds
+  -- a scope or service really named '*' into the merged row rather than upserting a row twice.
+  INSERT INTO retrysafe.flow_counts_series (step, service, scope, at, outcome, count)
+  SELECT step, v, s, at, o, sum(c) FROM (
+    SELECT step, CASE WHEN grouping(v) = 1 THEN '*' ELSE v END AS v, CASE WHEN grouping(s) = 1 THEN '*' ELSE s END AS s,
+           date_bin(step * interval '1 second', to_timestamp(m / 1000.0), timestamptz 'epoch') AS at, o, sum(c) AS c
+    FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c) CROSS JOIN steps
+    GROUP BY step, 4, o, GROUPING SETS ((v, s), (v), ())
+  ) AS binned GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT (step, service, scope, at, outcome) DO UPDATE SET count = flow_counts_series.count + EXCLUDED.count
 )
-INSERT INTO retrysafe.claim_latency_minute (minute, service, scope, bucket, count)
-SELECT to_timestamp(m / 1000.0), v, s, b, c FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c)
-ORDER BY 1, 2, 3, 4
-ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency_minute.count + EXCLUDED.count`,
+INSERT INTO retrysafe.claim_latency_series (step, service, scope, at, bucket, count)
+SELECT step, v, s, at, b, sum(c) FROM (
+  SELECT step, CASE WHEN grouping(v) = 1 THEN '*' ELSE v END AS v, CASE WHEN grouping(s) = 1 THEN '*' ELSE s END AS s,
+         date_bin(step * interval '1 second', to_timestamp(m / 1000.0), timestamptz 'epoch') AS at, b, sum(c) AS c
+  FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c) CROSS JOIN steps
+  GROUP BY step, 4, b, GROUPING SETS ((v, s), (v), ())
+) AS binned GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+ON CONFLICT (step, service, scope, at, bucket) DO UPDATE SET count = claim_latency_series.count + EXCLUDED.count`,
         values: [
           counts.map((cell) => cell.minute),
           counts.map((cell) => cell.scope),
@@ -181,6 +215,7 @@ ON CONFLICT (minute, service, scope, bucket) DO UPDATE SET count = claim_latency
           principals.map((row) => row.outcome),
           principals.map((row) => row.principalId),
           principals.map((row) => row.count),
+          SERIES_STEPS,
         ],
       });
     } catch (error) {

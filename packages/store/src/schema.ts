@@ -5,7 +5,7 @@
 import type { Queryable } from './statements.js';
 
 /** 4: the principals behind outcomes (migration 0020); 3: the store's own schema, retrysafe (0017); 2: services (0016). */
-export const STORE_SCHEMA_VERSION = 4;
+export const STORE_SCHEMA_VERSION = 5;
 
 const HOW_TO_MIGRATE =
   "migrate the database with `npx retrysafe migrate` (DATABASE_URL set; from this package) or the Retrysafe server's `npm run cli -- migrate` (or `npm start`)";
