@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
+import { isStorableText } from '../storable';
 import type { EndpointPolicy } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { durationWords, policyValueWords } from './policy-words';
@@ -235,11 +236,28 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
         action: 'policy.change_refused',
         target: { service: change.service, endpoint: change.endpoint, version: change.expectedVersion },
         reason: change.reason.trim().slice(0, 1000) || null,
-        details: { refusal: error.message, code: error.code, previous: standing ? fieldsOf(standing) : null, proposed: change.fields, acknowledged: change.acknowledgeBreakingChange === true },
+        details: { refusal: error.message, code: error.code, previous: standing ? fieldsOf(standing) : null, proposed: proposedForAudit(change.fields), acknowledged: change.acknowledgeBreakingChange === true },
       });
     });
     throw error;
   }
+}
+
+/**
+ * What a refused change proposed, as the audit log can hold it: the proposal is whatever the
+ * caller sent (a refusal is often of bad input), so text Postgres cannot store (a NUL, a lone
+ * surrogate) is named rather than written, long text is cut, and only plain values are kept.
+ */
+function proposedForAudit(fields: Record<string, unknown>): Record<string, unknown> {
+  const proposed: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields).slice(0, 20)) {
+    if (!isStorableText(name)) continue;
+    const field = name.slice(0, 100);
+    if (typeof value === 'string') proposed[field] = isStorableText(value) ? value.slice(0, 200) : '(text that cannot be stored)';
+    else if (typeof value === 'number' || typeof value === 'boolean' || value === null) proposed[field] = value;
+    else proposed[field] = `(${Array.isArray(value) ? 'a list' : typeof value}, not a policy value)`;
+  }
+  return proposed;
 }
 
 async function applyPolicyChange(pool: Transactional, change: PolicyChange): Promise<PolicyChangeResult> {

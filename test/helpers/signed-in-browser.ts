@@ -30,7 +30,7 @@ export function useSignedInBrowser(db: TestDatabase, options: { domain: string; 
     browser = await launchBrowser();
     cookies = await signInEveryRole(db, server.baseUrl, options.domain);
     await mkdir(SCREENSHOTS_DIR, { recursive: true });
-  }, 120_000);
+  }, 300_000); // the first server of a run may build the app while other test files wait for it
   afterAll(async () => {
     await browser?.close();
     await server?.stop();

@@ -106,6 +106,17 @@ describe('endpoint policies', () => {
     expect(changed.rows[0]?.details).toMatchObject({ breaking: true, acknowledged: true });
   });
 
+  it('audits the refusal of a change whose proposal Postgres cannot store, naming what it was', async () => {
+    const e = 'POST /api/policies-hostile';
+    const hostile = { scopeMode: 'x\udc00y', liveKeyQuota: '../../etc/passwd', retentionSeconds: { nested: true }, 'bad\u0000name': 1 };
+    await expect(changePolicy(db.pool, { service: S, endpoint: e, expectedVersion: 1, fields: hostile, reason: 'hostile input', actor: 'mallory' })).rejects.toBeInstanceOf(InvalidPolicyError);
+    const { rows } = await db.pool.query<{ details: { proposed: Record<string, unknown> } }>(
+      "SELECT details FROM audit_log WHERE action = 'policy.change_refused' AND target->>'endpoint' = $1",
+      [e],
+    );
+    expect(rows.map((row) => row.details.proposed)).toEqual([{ scopeMode: '(text that cannot be stored)', liveKeyQuota: '../../etc/passwd', retentionSeconds: '(object, not a policy value)' }]);
+  });
+
   it('treats shortening the window as breaking: refused without acknowledgement, flagged with it', async () => {
     const e = endpoint();
     await ensurePolicies(db.pool, S, { [e]: base }, 'system');
