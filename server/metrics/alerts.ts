@@ -321,12 +321,43 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
 }
 
 /**
- * The last `minutes` of the series, the policies and the last finished sweep, for
- * evaluateAlerts (primary-key ranges). `sweepIntervalSeconds` is the server's
- * SWEEP_INTERVAL_SECONDS (its default when not given).
+ * The latency histograms readAlertInputs reads, each (minute, service, scope)'s as two arrays (its
+ * buckets and their counts): one row per scope and minute rather than one per latency bucket, which
+ * at 50 scopes was most of the time this read took (the rows, not the index range, cost).
+ * Only the minutes a histogram is used in: every scope's last `recentMinutes` here (a range of the
+ * primary key, which leads with minute), the rest of the window only for the scopes idle in them
+ * (alertIdleLatencyText). $1 now, $2 the window's minutes, $3 recentMinutes. "minute < 'infinity'"
+ * holds for every row: it makes the condition a two-sided range, which a planner without
+ * statistics (a young table) takes for a small share of the rows and serves by the index rather
+ * than by a Seq Scan.
  */
-export async function readAlertInputs(db: Queryable, options: { minutes?: number; sweepIntervalSeconds?: number } = {}): Promise<AlertInputs> {
-  const { minutes = 30, sweepIntervalSeconds = 60 } = options;
+export const alertLatencyText = `SELECT minute, service, scope, array_agg(bucket) AS buckets, array_agg(count) AS counts FROM claim_latency_minute
+     WHERE minute >= $1::timestamptz - least($2::int, $3::int) * interval '1 minute' AND minute < 'infinity'
+     GROUP BY minute, service, scope`;
+
+/**
+ * The older minutes' histograms of the scopes ($4, $5) with no claim in the last `recentMinutes`,
+ * whose checks fall back to their last busy minutes (server/metrics/checks.ts): for each, the
+ * primary key's minute range with its service and scope as index conditions. Only run when some
+ * scope is idle (a busy store has none), so it costs nothing on the usual path.
+ */
+export const alertIdleLatencyText = `SELECT l.minute, l.service, l.scope, array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts
+     FROM unnest($4::text[], $5::text[]) AS idle(service, scope)
+     JOIN claim_latency_minute l ON l.service = idle.service AND l.scope = idle.scope
+       AND l.minute >= $1::timestamptz - $2::int * interval '1 minute' AND l.minute < $1::timestamptz - least($2::int, $3::int) * interval '1 minute'
+     GROUP BY l.minute, l.service, l.scope`;
+
+/**
+ * The last `minutes` of the series, the policies and the last finished sweep, for
+ * evaluateAlerts and evaluateChecks (primary-key ranges). `sweepIntervalSeconds` is the server's
+ * SWEEP_INTERVAL_SECONDS (its default when not given); `thresholds` the ones the alerts are
+ * judged by (the latency read is bounded by their claimP99Minutes).
+ */
+export async function readAlertInputs(
+  db: Queryable,
+  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds } = {},
+): Promise<AlertInputs> {
+  const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds } = options;
   const clock = await db.query<{ now: Date }>('SELECT now() AS now');
   const now = clock.rows[0]?.now ?? new Date();
   const stats = await db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
@@ -341,23 +372,44 @@ export async function readAlertInputs(db: Queryable, options: { minutes?: number
   );
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   // Per minute, service and scope (a range of each table's primary key); all scopes are their sum.
+  // Every minute of the window: a rule fires only when the window had a busy minute. (On
+  // 'infinity', see alertLatencyText.)
   const counts = await db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
     `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
             sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
-     FROM flow_counts_minute WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope ORDER BY minute`,
-    [minutes],
+     FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
+     GROUP BY minute, service, scope ORDER BY minute`,
+    [now, minutes],
   );
-  // Each (minute, service, scope)'s histogram as two arrays (its buckets and their counts): one
-  // row per scope and minute rather than one per latency bucket, which at 50 scopes was most of
-  // the time this read took (the rows, not the index range, cost).
-  const latency = await db.query<{ minute: Date; service: string; scope: string; buckets: number[]; counts: string[] }>(
-    `SELECT minute, service, scope, array_agg(bucket) AS buckets, array_agg(count) AS counts FROM claim_latency_minute
-     WHERE minute >= now() - $1::int * interval '1 minute' GROUP BY minute, service, scope`,
-    [minutes],
-  );
+  // A histogram is used by the p99 rule over its window (claimP99Minutes, and the minute before
+  // it that heldFor accepts as the window's start) and by the checks' p99 over the same minutes;
+  // only a choice with no claim in them shows its last busy minutes instead, and every scope of
+  // such a choice is idle in them too.
+  const recentMinutes = thresholds.claimP99Minutes + 1;
+  const recentFrom = now.getTime() - thresholds.claimP99Minutes * 60_000;
+  const active = new Set(counts.rows.filter((row) => row.minute.getTime() >= recentFrom && Number(row.claims) > 0).map((row) => `${row.service}\0${row.scope}`));
+  const idle = new Map<string, { service: string; scope: string }>();
+  for (const row of counts.rows) {
+    const id = `${row.service}\0${row.scope}`;
+    if (!active.has(id)) idle.set(id, { service: row.service, scope: row.scope });
+  }
+  type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
+  const latency = await db.query<LatencyRow>(alertLatencyText, [now, minutes, recentMinutes]);
+  const idleLatency =
+    idle.size === 0
+      ? []
+      : (
+          await db.query<LatencyRow>(alertIdleLatencyText, [
+            now,
+            minutes,
+            recentMinutes,
+            [...idle.values()].map((scope) => scope.service),
+            [...idle.values()].map((scope) => scope.scope),
+          ])
+        ).rows;
   const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
   const histograms = new Map<string, number[]>();
-  for (const row of latency.rows) {
+  for (const row of [...latency.rows, ...idleLatency]) {
     for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.service}\0${row.scope}`]) {
       const buckets = histograms.get(key) ?? emptyHistogram();
       row.buckets.forEach((bucket, i) => (buckets[bucket] = (buckets[bucket] ?? 0) + Number(row.counts[i] ?? 0)));

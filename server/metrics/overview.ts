@@ -144,7 +144,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
      WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
     [query.service ?? null, query.scope ?? null],
   );
-  const alertInputs = await readAlertInputs(db, { sweepIntervalSeconds });
+  const alertInputs = await readAlertInputs(db, { sweepIntervalSeconds, thresholds });
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
   const alerts = evaluateAlerts(alertInputs, thresholds).filter(
     (alert) => alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),

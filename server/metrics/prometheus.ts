@@ -138,7 +138,7 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds }), thresholds)) this.set(
+      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds, thresholds }), thresholds)) this.set(
           alert.scope === null || alert.service === null
             ? { name: alert.name, severity: alert.severity }
             : { name: alert.name, severity: alert.severity, service: alert.service, scope: alert.scope },

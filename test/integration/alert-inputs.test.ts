@@ -1,8 +1,10 @@
 // The two alerts added with the Prometheus rules, from the real tables: quota rejections in
 // the flow minute buckets and the last finished sweep reach evaluateAlerts through
 // readAlertInputs, the overview shows them, and /api/metrics exports them as firing.
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
+import { planNodes, recordingQueryable, type PlanNode } from '../../db/plan';
+import { alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { useTestDatabase } from '../helpers/database';
@@ -66,5 +68,115 @@ describe('alert inputs', () => {
     expect(await forScope({})).toContain('conflict_rate@orders:POST /refunds');
     const text = await createPrometheusMetrics(db.pool, undefined, { sweepIntervalSeconds: 3_600 }).registry.metrics();
     expect(text).toMatch(/^retrysafe_alert_firing\{name="conflict_rate",severity="warning",service="orders",scope="POST \/refunds"\} 1$/m);
+  });
+});
+
+/** A scan node of a plan run with EXPLAIN ANALYZE. */
+type AnalyzedNode = PlanNode & { 'Actual Rows'?: number; 'Actual Loops'?: number };
+
+/** EXPLAIN (ANALYZE) of `text` prepared with `values` under a plan cache mode: every node. */
+async function analyze(client: pg.Client, text: string, values: readonly unknown[], mode: 'force_custom_plan' | 'force_generic_plan'): Promise<AnalyzedNode[]> {
+  await client.query(`SET plan_cache_mode = ${mode}`);
+  try {
+    const literal = (value: unknown): string => {
+      if (value instanceof Date) return client.escapeLiteral(value.toISOString());
+      if (Array.isArray(value)) return client.escapeLiteral(`{${value.map((item) => `"${String(item)}"`).join(',')}}`);
+      if (typeof value === 'number') return String(value);
+      throw new Error(`no literal for ${typeof value}`);
+    };
+    await client.query(`PREPARE latency_plan AS ${text}`);
+    const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE latency_plan(${values.map(literal).join(', ')})`);
+    const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
+    if (!plan) throw new Error('no plan');
+    return planNodes(plan);
+  } finally {
+    await client.query('DEALLOCATE ALL');
+    await client.query('RESET plan_cache_mode');
+  }
+}
+
+describe('alert inputs: the latency histograms read', () => {
+  const db = useTestDatabase();
+  const scopes = 50;
+  const buckets = 21;
+
+  it("reads the p99 window's minutes of every scope through the primary key, not the whole 30 minutes, on a young table and an analyzed one", async () => {
+    // 30 minutes of 50 busy scopes, 21 latency buckets each: the bench's shape.
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'demo', 'POST /s-' || s, 'new', 100
+       FROM generate_series(0, 29) AS m, generate_series(1, ${scopes}) AS s;
+       INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'demo', 'POST /s-' || s, b, 5
+       FROM generate_series(0, 29) AS m, generate_series(1, ${scopes}) AS s, generate_series(5, ${4 + buckets}) AS b`,
+    );
+    // The p99 window (5 min) and the minute before it that the rule accepts as its start, plus
+    // the minute now is in: at most 7 minutes of each scope's buckets (the old read took 30).
+    const bound = (alertThresholds.claimP99Minutes + 2) * scopes * buckets;
+    for (const analyzed of [false, true]) {
+      if (analyzed) await db.pool.query('ANALYZE flow_counts_minute, claim_latency_minute');
+      const recorded = recordingQueryable(db.pool);
+      const inputs = await readAlertInputs(recorded.db);
+      expect(inputs.flowByScope).toHaveLength(scopes);
+      const statement = recorded.statements.find((recordedStatement) => recordedStatement.text === alertLatencyText);
+      expect(statement).toBeDefined();
+      // Its own connection: DEALLOCATE ALL would drop the pool's named statements.
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+          const nodes = await analyze(client, alertLatencyText, statement?.values ?? [], mode);
+          const onLatency = nodes.filter((node) => node['Relation Name'] === 'claim_latency_minute');
+          const offKey = onLatency.filter((node) => node['Node Type'] === 'Seq Scan' || (node['Index Name'] !== undefined && node['Index Name'] !== 'claim_latency_minute_pkey'));
+          expect({ analyzed, mode, offKey }).toEqual({ analyzed, mode, offKey: [] });
+          const read = onLatency.reduce((sum, node) => sum + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1), 0);
+          expect(read).toBeGreaterThan(0);
+          expect(read).toBeLessThanOrEqual(bound);
+        }
+      } finally {
+        await client.end();
+      }
+      // Every scope's p99 window still has its histograms.
+      const latest = inputs.flowByScope?.[0]?.points.at(-1);
+      expect(latest?.latency.reduce((sum, count) => sum + count, 0)).toBe(5 * buckets);
+    }
+  });
+
+  it("keeps an idle scope's last busy minutes for its p99 check, and judges the busy ones on their window alone", async () => {
+    // POST /idle: busy 12 to 20 minutes ago at 102 ms, nothing since (no minute to judge, so its
+    // check passes, showing those minutes). POST /busy: busy all
+    // along, at 3.2 ms in the last 5 minutes and 102 ms before (outside its p99 window).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'orders', s, 'new', 50
+       FROM (SELECT 'POST /idle' AS s, m FROM generate_series(12, 20) AS m UNION ALL SELECT 'POST /busy', m FROM generate_series(0, 25) AS m) AS t;
+       INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'orders', s, CASE WHEN s = 'POST /busy' AND m < 5 THEN 10 ELSE 20 END, 50
+       FROM (SELECT 'POST /idle' AS s, m FROM generate_series(12, 20) AS m UNION ALL SELECT 'POST /busy', m FROM generate_series(0, 25) AS m) AS t`,
+    );
+    const p99Check = async (scope: string) =>
+      (await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'orders', scope }))).checks.find((check) => check.name === 'claim_p99');
+    expect(await p99Check('POST /idle')).toMatchObject({ firing: false, value: '102 ms (last busy minutes)' });
+    expect(await p99Check('POST /busy')).toMatchObject({ firing: false, value: '3.2 ms' });
+    const orders = (await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'orders' }))).checks.find((check) => check.name === 'claim_p99');
+    expect(orders).toMatchObject({ value: '3.2 ms' });
+    // The idle scope's older minutes: its own primary-key range, the busy scopes' not read.
+    const recorded = recordingQueryable(db.pool);
+    await readAlertInputs(recorded.db);
+    const idle = recorded.statements.find((statement) => statement.text === alertIdleLatencyText);
+    expect(idle?.values.slice(3)).toEqual([['orders'], ['POST /idle']]);
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        const nodes = await analyze(client, alertIdleLatencyText, idle?.values ?? [], mode);
+        const onLatency = nodes.filter((node) => node['Relation Name'] === 'claim_latency_minute');
+        expect(onLatency.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+        expect([...new Set(nodes.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]).toEqual(['claim_latency_minute_pkey']);
+        expect(onLatency.reduce((sum, node) => sum + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1), 0)).toBe(9);
+      }
+    } finally {
+      await client.end();
+    }
   });
 });
