@@ -248,8 +248,9 @@ export async function changePolicy(pool: Transactional, change: PolicyChange): P
  * caller sent (a refusal is often of bad input), so text Postgres cannot store (a NUL, a lone
  * surrogate) is named rather than written, long text is cut, and only plain values are kept.
  */
-function proposedForAudit(fields: Record<string, unknown>): Record<string, unknown> {
+function proposedForAudit(fields: unknown): Record<string, unknown> {
   const proposed: Record<string, unknown> = {};
+  if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) return proposed;
   for (const [name, value] of Object.entries(fields).slice(0, 20)) {
     if (!isStorableText(name)) continue;
     const field = name.slice(0, 100);
