@@ -88,6 +88,38 @@ export interface IdempotencyBackend extends KeyOperations {
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
+/** The five key operations, each one of the layout's statements on one connection or pool. */
+abstract class PostgresKeyOperations implements KeyOperations {
+  constructor(
+    protected readonly sql: StoreStatements,
+    private readonly on: Queryable,
+  ) {}
+
+  get db(): Queryable {
+    return this.on;
+  }
+
+  claim(claim: ClaimValues): Promise<ClaimResult> {
+    return this.sql.claim(this.on, claim);
+  }
+
+  read(id: KeyIdentity): Promise<ExistingKey | null> {
+    return this.sql.read(this.on, id);
+  }
+
+  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    return this.sql.takeOver(this.on, claim, seenAttempts);
+  }
+
+  complete(values: CompletionValues): Promise<boolean> {
+    return this.sql.complete(this.on, values);
+  }
+
+  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return this.sql.fail(this.on, id, attempts);
+  }
+}
+
 /**
  * Postgres: the statements of the key table's layout (statements.ts), on the store's pool. A
  * transaction holds one pooled connection; on a pipelined pool (STORE_POOL_SETTINGS) its BEGIN
@@ -95,38 +127,12 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * sent without waiting for it. Methods rather than closures: nothing is allocated per request
  * that the statements do not need.
  */
-export class PostgresBackend implements IdempotencyBackend {
-  private readonly sql: StoreStatements;
-
+export class PostgresBackend extends PostgresKeyOperations implements IdempotencyBackend {
   constructor(
     private readonly pool: pg.Pool,
     layout: 'plain' | 'partitioned' = 'plain',
   ) {
-    this.sql = statementsFor(layout);
-  }
-
-  get db(): Queryable {
-    return this.pool;
-  }
-
-  claim(claim: ClaimValues): Promise<ClaimResult> {
-    return this.sql.claim(this.pool, claim);
-  }
-
-  read(id: KeyIdentity): Promise<ExistingKey | null> {
-    return this.sql.read(this.pool, id);
-  }
-
-  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    return this.sql.takeOver(this.pool, claim, seenAttempts);
-  }
-
-  complete(values: CompletionValues): Promise<boolean> {
-    return this.sql.complete(this.pool, values);
-  }
-
-  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return this.sql.fail(this.pool, id, attempts);
+    super(statementsFor(layout), pool);
   }
 
   isLockTimeout(error: unknown): boolean {
@@ -195,36 +201,14 @@ function ignore(): void {
 }
 
 /** One pooled connection for one request (PostgresBackend.session). */
-class PostgresSession implements BackendSession {
+class PostgresSession extends PostgresKeyOperations implements BackendSession {
   private spent = false;
 
   constructor(
-    private readonly sql: StoreStatements,
+    sql: StoreStatements,
     private readonly client: pg.PoolClient,
-  ) {}
-
-  get db(): Queryable {
-    return this.client;
-  }
-
-  claim(claim: ClaimValues): Promise<ClaimResult> {
-    return this.sql.claim(this.client, claim);
-  }
-
-  read(id: KeyIdentity): Promise<ExistingKey | null> {
-    return this.sql.read(this.client, id);
-  }
-
-  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    return this.sql.takeOver(this.client, claim, seenAttempts);
-  }
-
-  complete(values: CompletionValues): Promise<boolean> {
-    return this.sql.complete(this.client, values);
-  }
-
-  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return this.sql.fail(this.client, id, attempts);
+  ) {
+    super(sql, client);
   }
 
   transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
@@ -241,39 +225,16 @@ class PostgresSession implements BackendSession {
 }
 
 /** One transaction on one pooled connection (PostgresBackend.transaction, or a session's). */
-class PostgresTransaction implements BackendTransaction {
+class PostgresTransaction extends PostgresKeyOperations implements BackendTransaction {
   constructor(
-    private readonly sql: StoreStatements,
+    sql: StoreStatements,
     private readonly client: pg.PoolClient,
     readonly begun: Promise<void>,
   ) {
+    super(sql, client);
     // A rejected `begun` is the caller's to handle (it awaits it); this only keeps it from
     // counting as unhandled when the caller's own statement failed first.
     begun.catch(ignore);
-  }
-
-  get db(): Queryable {
-    return this.client;
-  }
-
-  claim(claim: ClaimValues): Promise<ClaimResult> {
-    return this.sql.claim(this.client, claim);
-  }
-
-  read(id: KeyIdentity): Promise<ExistingKey | null> {
-    return this.sql.read(this.client, id);
-  }
-
-  takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    return this.sql.takeOver(this.client, claim, seenAttempts);
-  }
-
-  complete(values: CompletionValues): Promise<boolean> {
-    return this.sql.complete(this.client, values);
-  }
-
-  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return this.sql.fail(this.client, id, attempts);
   }
 
   async completeAndCommit(values: CompletionValues): Promise<void> {
