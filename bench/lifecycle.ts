@@ -25,12 +25,27 @@ import { loadCompletedKeys, BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolic
 import { runClosedLoop, type RunResult } from './measure';
 
 type Layout = 'plain' | 'partitioned';
+
+/** A comma-separated environment variable of known values (all of them when unset). */
+function parseList<const T extends string>(name: string, known: readonly T[]): T[] {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return [...known];
+  const wanted = raw.split(',').map((item) => item.trim());
+  const unknown = wanted.filter((item) => !(known as readonly string[]).includes(item));
+  if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(', ')} (known: ${known.join(', ')})`);
+  return known.filter((item) => wanted.includes(item));
+}
 type Keys = 'new' | 'replay';
 
 const CALLERS = (process.env.BENCH_CALLERS ?? '1,8,32').split(',').map(Number);
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
 const LARGE_ROWS = Number(process.env.BENCH_LIFECYCLE_ROWS ?? 10_000_000);
 const SUSTAINED_MS = Number(process.env.BENCH_SUSTAINED_SECONDS ?? 300) * 1000;
+// Which layouts and tables to measure ('plain,partitioned', 'empty,large'): a subset reruns
+// some cells without the others (each cell's ratio is against raw in the same run); the
+// sustained run is skipped when BENCH_SUSTAINED_SECONDS is 0.
+const LAYOUTS = parseList('BENCH_LAYOUTS', ['plain', 'partitioned'] as const);
+const TABLES = parseList('BENCH_TABLES', ['empty', 'large'] as const);
 const WINDOW_MS = 30_000;
 const ENDPOINT = BENCH_ENDPOINT;
 const REPLAY_KEYS_PER_CALLER = 200;
@@ -245,13 +260,14 @@ async function loadLarge(harness: Harness, log: (line: string) => void): Promise
 export async function benchLifecycle(adminUrl: string, log: (line: string) => void): Promise<LifecycleReport> {
   countStatements();
   const report: LifecycleReport = { cases: [], replayRatios: [], plansAt10M: [] };
-  for (const layout of ['plain', 'partitioned'] as const) {
+  for (const layout of LAYOUTS) {
     const database = await openBenchDatabase({ layout, adminUrl });
     const owner = new pg.Pool({ connectionString: database.url, max: 4 });
     const harness: Harness = { url: database.url, owner, layout, run: randomUUID().slice(0, 8) };
     try {
-      for (const table of ['empty table', `${(LARGE_ROWS / 1e6).toFixed(0)} M keys`]) {
-        if (table !== 'empty table') {
+      for (const size of TABLES) {
+        const table = size === 'empty' ? 'empty table' : `${(LARGE_ROWS / 1e6).toFixed(0)} M keys`;
+        if (size === 'large') {
           await loadLarge(harness, log);
           const plans = new pg.Pool({ connectionString: database.url, max: 1, options: STORE_SESSION_OPTIONS });
           const findings = await checkRequestPathPlans(plans, layout, { principalId: '00000000-0000-0000-0000-000000000007', service: BENCH_SERVICE, scope: ENDPOINT, key: 'old-7' });
@@ -272,7 +288,7 @@ export async function benchLifecycle(adminUrl: string, log: (line: string) => vo
       await database.close();
     }
   }
-  report.sustained = await benchSustained(adminUrl, log);
+  if (SUSTAINED_MS > 0) report.sustained = await benchSustained(adminUrl, log);
   return report;
 }
 
