@@ -337,15 +337,23 @@ export const alertLatencyText = `SELECT minute, service, scope, array_agg(bucket
 
 /**
  * The older minutes' histograms of the scopes ($4, $5) with no claim in the last `recentMinutes`,
- * whose checks fall back to their last busy minutes (server/metrics/checks.ts): for each, the
- * primary key's minute range with its service and scope as index conditions. Only run when some
- * scope is idle (a busy store has none), so it costs nothing on the usual path.
+ * whose checks fall back to their last busy minutes (server/metrics/checks.ts): for each idle
+ * scope and each whole minute of the rest of the window, one probe of the primary key on
+ * (minute, service, scope), so it reads that scope's rows and no other's. The probe is a LATERAL
+ * aggregate, which the planner cannot flatten into a join: a join of the idle list with the
+ * table let it choose, by statistics, a Seq Scan or a range of every scope's minutes instead.
+ * Only run when some scope is idle (a busy store has none), so it costs nothing on the usual
+ * path; at most (window minutes) probes per idle scope. Minutes are whole (the recorder's flush).
  */
-export const alertIdleLatencyText = `SELECT l.minute, l.service, l.scope, array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts
+export const alertIdleLatencyText = `SELECT m.minute, idle.service, idle.scope, h.buckets, h.counts
      FROM unnest($4::text[], $5::text[]) AS idle(service, scope)
-     JOIN claim_latency_minute l ON l.service = idle.service AND l.scope = idle.scope
-       AND l.minute >= $1::timestamptz - $2::int * interval '1 minute' AND l.minute < $1::timestamptz - least($2::int, $3::int) * interval '1 minute'
-     GROUP BY l.minute, l.service, l.scope`;
+     CROSS JOIN generate_series(date_trunc('minute', $1::timestamptz - $2::int * interval '1 minute'), $1::timestamptz - least($2::int, $3::int) * interval '1 minute', interval '1 minute') AS m(minute)
+     CROSS JOIN LATERAL (
+       SELECT array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts FROM claim_latency_minute l
+       WHERE l.minute = m.minute AND l.service = idle.service AND l.scope = idle.scope
+     ) AS h
+     WHERE m.minute >= $1::timestamptz - $2::int * interval '1 minute' AND m.minute < $1::timestamptz - least($2::int, $3::int) * interval '1 minute'
+       AND h.buckets IS NOT NULL`;
 
 /**
  * The last `minutes` of the series, the policies and the last finished sweep, for
