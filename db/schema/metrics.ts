@@ -76,12 +76,16 @@ export const flowCountsSeries = retrysafe.table(
     count: bigint('count', { mode: 'number' }).notNull(),
   },
   // The primary key serves the flush upsert and the overview's read of one (step, service, scope)
-  // over a range; the partial time indexes serve the roll-up's expiry of the minute-like and of
-  // the hour-like steps (partial, so that no read of one step can take them for its range).
+  // over a range; the partial time indexes serve only the roll-up's expiry of the minute-like and
+  // of the hour-like steps (seriesExpiry in server/metrics/rollup.ts, which states their
+  // predicates). Each predicate also names a column no reader states and no upsert changes
+  // (outcome, bucket), true of every row: a read of one step (`step = 60`, a constant in a custom
+  // plan) implies `step < 3600` alone, and on rows in time order, as the flush writes them, the
+  // planner then took the time index for the read's range, reading every scope's rows.
   (t) => [
     primaryKey({ name: 'flow_counts_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.outcome] }),
-    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
-    index('flow_counts_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
+    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600 AND ${t.outcome} > ''`),
+    index('flow_counts_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600 AND ${t.outcome} > ''`),
     check('flow_counts_series_outcome', outcomeCheck(t.outcome)),
     check('flow_counts_series_step', stepCheck(t.step)),
   ],
@@ -99,8 +103,9 @@ export const claimLatencySeries = retrysafe.table(
   },
   (t) => [
     primaryKey({ name: 'claim_latency_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.bucket] }),
-    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600`),
-    index('claim_latency_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600`),
+    // As flow_counts_series's: the expiry's alone (bucket >= 0 holds for every row).
+    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600 AND ${t.bucket} >= 0`),
+    index('claim_latency_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600 AND ${t.bucket} >= 0`),
     check('claim_latency_series_step', stepCheck(t.step)),
   ],
 );

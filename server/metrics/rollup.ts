@@ -86,12 +86,17 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
  * index (the predicates here are the indexes' own).
  */
 export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 'hourRetentionMs'>): { text: string; values: [number] }[] {
-  return (['flow_counts_series', 'claim_latency_series'] as const).flatMap((table) =>
+  // The partial time indexes' whole predicates (migration 0022): the column beside the step is
+  // true of every row and stated by no reader, so only this statement can use them.
+  return ([
+    ['flow_counts_series', "outcome > ''"],
+    ['claim_latency_series', 'bucket >= 0'],
+  ] as const).flatMap(([table, everyRow]) =>
     ([
       ['step < 3600', options.minuteRetentionMs],
       ['step >= 3600', options.hourRetentionMs],
     ] as const).map(([steps, retentionMs]) => ({
-      text: `DELETE FROM ${table} WHERE ${steps} AND at < now() - $1::bigint * interval '1 millisecond'`,
+      text: `DELETE FROM ${table} WHERE ${steps} AND ${everyRow} AND at < now() - $1::bigint * interval '1 millisecond'`,
       values: [retentionMs] as [number],
     })),
   );

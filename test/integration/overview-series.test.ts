@@ -159,9 +159,13 @@ describe('overview series', () => {
             const nodes = await analyze(client, statement.text, statement.values, mode);
             const scans = nodes.filter((node) => /_series/.test(node['Relation Name'] ?? node['Index Name'] ?? ''));
             const where = { label, mode, statement: statement.text.replace(/\s+/g, ' ').slice(0, 80) };
-            expect({ ...where, scans: scans.map((node) => node['Node Type']).filter((type) => !/^Index (Only )?Scan$/.test(type)) }).toEqual({ ...where, scans: [] });
-            expect({ ...where, indexes: [...new Set(scans.map((node) => node['Index Name']))].filter((name) => !/_series_pkey$/.test(name ?? '')) }).toEqual({ ...where, indexes: [] });
-            const read = scans.reduce((acc, node) => acc + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1) + (node['Rows Removed by Filter'] ?? 0), 0);
+            // An index scan of the key, or a bitmap of the same range (on rows in time order,
+            // as the flush writes them, the key's heap order is scattered and a bitmap cheaper).
+            expect({ ...where, scans: scans.map((node) => node['Node Type']).filter((type) => !/^(Index (Only )?Scan|Bitmap (Heap|Index) Scan)$/.test(type)) }).toEqual({ ...where, scans: [] });
+            expect({ ...where, indexes: [...new Set(scans.flatMap((node) => (node['Node Type'] === 'Bitmap Heap Scan' ? [] : [node['Index Name']])))].filter((name) => !/_series_pkey$/.test(name ?? '')) }).toEqual({ ...where, indexes: [] });
+            const read = scans
+              .filter((node) => node['Node Type'] !== 'Bitmap Index Scan')
+              .reduce((acc, node) => acc + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0), 0);
             const step = Number(statement.values[0]);
             const steps = Math.max(...ranges.filter((range) => overviewSteps[range] === step).map((range) => overviewRanges[range] / step));
             // A series read: at most one row per step and outcome or latency bucket (36), per
@@ -190,6 +194,15 @@ describe('overview series', () => {
        FROM generate_series(0, 359) AS m, generate_series(0, 49) AS n, generate_series(8, 13) AS b;`,
     );
     await rebuildSeries(db.pool);
+    // The rows in time order, as the flush writes them minute by minute (the rebuild writes them
+    // in key order, which no live install has: the time indexes' correlation decides the
+    // expiry's generic plan, whose cutoff the planner cannot see).
+    for (const table of ['flow_counts_series', 'claim_latency_series']) {
+      await db.pool.query(
+        `CREATE TEMP TABLE in_time_order AS SELECT * FROM ${table} ORDER BY at, step, service, scope;
+         TRUNCATE ${table}; INSERT INTO ${table} SELECT * FROM in_time_order; DROP TABLE in_time_order`,
+      );
+    }
     await db.pool.query('ANALYZE flow_counts_series; ANALYZE claim_latency_series');
     // 51 pairs and the three merged levels.
     await check('loaded', 51 + 3);
