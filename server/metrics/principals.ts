@@ -105,28 +105,40 @@ const ROWS_SHOWN = 20;
  * rows for the rest, each one range of its table's primary key (service, scope, time first);
  * plus the stale claims per principal, a range of the stale-lease index. Ranked by the sum of
  * their trouble and stale claims; at most 20.
+ *
+ * One statement ranks every principal of the range and returns only the 20 (their counts per
+ * outcome and their stale claims), rather than every principal's counts for the app to rank;
+ * every stale claim of the selection counts toward its principal's weight.
  */
 export async function readPrincipalsBehind(db: Queryable, selection: PrincipalsSelection): Promise<PrincipalsBehind> {
   const services = selection.service !== null ? [selection.service] : selection.scope !== null ? selection.services : [ALL];
   const scope = selection.scope ?? ALL;
-  const flow = await db.query<{ principal_id: string; outcome: PrincipalOutcome; n: string }>({
+  const { rows } = await db.query<{ principal_id: string; outcome: PrincipalOutcome | null; n: string | null; stale: string }>({
     name: 'dashboard_principals_behind',
-    text: `SELECT principal_id, outcome, sum(count) AS n FROM (
-             SELECT principal_id, outcome, count FROM principal_flow_minute
-             WHERE service = ANY($1::text[]) AND scope = $2 AND minute >= $3 AND minute < $4
-             UNION ALL
-             SELECT principal_id, outcome, count FROM principal_flow_hour
-             WHERE service = ANY($1::text[]) AND scope = $2 AND hour >= $3 AND hour < $4
-           ) f GROUP BY 1, 2`,
-    values: [services, scope, selection.from, selection.to],
-  });
-  const stale = await db.query<{ principal_id: string; n: string }>({
-    name: 'dashboard_stale_claims_by_principal',
-    text: `SELECT principal_id, count(*) AS n FROM idempotency_keys
-           WHERE ${STALE_LEASE_INDEX_PREDICATE} AND state = 'in_progress' AND lease_expires_at < now()
-             AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)
-           GROUP BY principal_id ORDER BY n DESC LIMIT ${ROWS_SHOWN}`,
-    values: [selection.service, selection.scope],
+    text: `WITH stale AS (
+             SELECT principal_id, count(*) AS n FROM idempotency_keys
+             WHERE ${STALE_LEASE_INDEX_PREDICATE} AND state = 'in_progress' AND lease_expires_at < now()
+               AND ($5::text IS NULL OR service = $5) AND ($6::text IS NULL OR scope = $6)
+             GROUP BY principal_id
+           ), flow AS (
+             SELECT principal_id, outcome, sum(count) AS n FROM (
+               SELECT principal_id, outcome, count FROM principal_flow_minute
+               WHERE service = ANY($1::text[]) AND scope = $2 AND minute >= $3 AND minute < $4
+               UNION ALL
+               SELECT principal_id, outcome, count FROM principal_flow_hour
+               WHERE service = ANY($1::text[]) AND scope = $2 AND hour >= $3 AND hour < $4
+             ) u GROUP BY 1, 2
+           ), ranked AS (
+             SELECT principal_id FROM (
+               SELECT principal_id, n FROM flow WHERE outcome <> 'claims'
+               UNION ALL
+               SELECT principal_id, n FROM stale
+             ) t GROUP BY principal_id HAVING sum(n) > 0
+             ORDER BY sum(n) DESC, principal_id LIMIT ${ROWS_SHOWN}
+           )
+           SELECT r.principal_id, f.outcome, f.n, coalesce(s.n, 0) AS stale
+           FROM ranked r LEFT JOIN flow f ON f.principal_id = r.principal_id LEFT JOIN stale s ON s.principal_id = r.principal_id`,
+    values: [services, scope, selection.from, selection.to, selection.service, selection.scope],
   });
   const byPrincipal = new Map<string, { counts: Record<PrincipalOutcome, number>; staleClaims: number }>();
   const entry = (principalId: string) => {
@@ -137,8 +149,11 @@ export async function readPrincipalsBehind(db: Queryable, selection: PrincipalsS
     }
     return found;
   };
-  for (const row of flow.rows) entry(row.principal_id).counts[row.outcome] += Number(row.n);
-  for (const row of stale.rows) entry(row.principal_id).staleClaims = Number(row.n);
+  for (const row of rows) {
+    const found = entry(row.principal_id);
+    if (row.outcome !== null) found.counts[row.outcome] += Number(row.n);
+    found.staleClaims = Number(row.stale);
+  }
   const weight = (value: { counts: Record<PrincipalOutcome, number>; staleClaims: number }) =>
     troubleOutcomes.reduce((sum, outcome) => sum + value.counts[outcome], 0) + value.staleClaims;
   const ranked = [...byPrincipal]

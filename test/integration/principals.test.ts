@@ -10,7 +10,7 @@ import { createTenant } from '../../server/demo/tenants';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { correlationLookupSchema, lookUpCorrelation } from '../../server/idempotency/correlation';
 import { postgresKeyAccess } from '../helpers/key-access';
-import { principalSearchQuery, searchPrincipals } from '../../server/metrics/principals';
+import { principalSearchQuery, readPrincipalsBehind, searchPrincipals } from '../../server/metrics/principals';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { explainPrepared as explain, recordingQueryable } from '../../db/plan';
 import { useTestDatabase } from '../helpers/database';
@@ -197,5 +197,54 @@ describe('principals', () => {
     // One scope name without a service: that scope in every service.
     const byScope = await read({ scope: 'POST /orders' });
     expect(byScope.principals.principals.map((row) => row.name)).toEqual(['Tenant C']);
+  });
+
+  it('ranks the same top 20 as a ranking of every principal of the range, stale claims included', async () => {
+    await db.pool.query("TRUNCATE principal_flow_minute, principal_flow_hour; DELETE FROM idempotency_keys WHERE service = 'rank'");
+    // 60 principals in one scope over 30 minutes: principal i has (i * 7) % 23 conflicts, i % 5
+    // mismatches and 50 claims; the 25 with the fewest conflicts also hold stale claims, some
+    // enough to rank on them alone.
+    const principals = Array.from({ length: 60 }, (_, i) => `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`);
+    const conflicts = (i: number) => (i * 7) % 23;
+    const mismatches = (i: number) => i % 5;
+    const staleOf = (i: number) => (i < 25 ? (i % 9) * 2 : 0);
+    await db.pool.query(
+      `INSERT INTO principal_flow_minute (service, scope, minute, outcome, principal_id, count)
+       SELECT 'rank', 'POST /r', date_trunc('minute', now()) - (i % 30) * interval '1 minute', o, p::uuid, c
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(p, i1), LATERAL (SELECT (i1 - 1)::int AS i) AS ii,
+            LATERAL (VALUES ('conflict', ((i * 7) % 23)::bigint), ('mismatch', (i % 5)::bigint), ('claims', 50::bigint)) AS v(o, c)
+       WHERE c > 0`,
+      [principals],
+    );
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
+       SELECT p::uuid, 'rank', 'POST /r', 'stuck-' || i || '-' || n, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '1 minute', now() + interval '1 day'
+       FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS t(p, s, i), generate_series(1, s) AS n`,
+      [principals, principals.map((_, i) => staleOf(i))],
+    );
+    const to = new Date(Date.now() + 60_000);
+    const totals = { claims: 3000, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
+    const behind = await readPrincipalsBehind(dashboard, { from: new Date(to.getTime() - 3_600_000), to, service: 'rank', scope: 'POST /r', services: ['rank'], totals });
+    // Every principal's weight, ranked as the table ranks (weight, then id).
+    const expected = principals
+      .map((principalId, i) => ({ principalId, weight: conflicts(i) + mismatches(i) + staleOf(i), i }))
+      .filter((row) => row.weight > 0)
+      .sort((a, b) => b.weight - a.weight || (a.principalId < b.principalId ? -1 : 1))
+      .slice(0, 20);
+    expect(behind.principals.map((row) => row.principalId)).toEqual(expected.map((row) => row.principalId));
+    for (const [index, row] of behind.principals.entries()) {
+      const i = expected[index]?.i ?? -1;
+      expect({ i, conflict: row.counts.conflict, mismatch: row.counts.mismatch, claims: row.counts.claims, stale: row.staleClaims }).toEqual({
+        i,
+        conflict: conflicts(i),
+        mismatch: mismatches(i),
+        claims: 50,
+        stale: staleOf(i),
+      });
+    }
+    // Some principal ranks on its stale claims alone (outside the 20 heaviest by flow).
+    const byFlow = principals.map((principalId, i) => ({ principalId, flow: conflicts(i) + mismatches(i) })).sort((a, b) => b.flow - a.flow || (a.principalId < b.principalId ? -1 : 1));
+    const flowTop = new Set(byFlow.slice(0, 20).map((row) => row.principalId));
+    expect(behind.principals.some((row) => !flowTop.has(row.principalId))).toBe(true);
   });
 });
