@@ -39,6 +39,8 @@ type Keys = 'new' | 'replay';
 
 const CALLERS = (process.env.BENCH_CALLERS ?? '1,8,32').split(',').map(Number);
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+/** Alternating rounds per figure (BENCH_SECONDS is split between them). */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const LARGE_ROWS = Number(process.env.BENCH_LIFECYCLE_ROWS ?? 10_000_000);
 const SUSTAINED_MS = Number(process.env.BENCH_SUSTAINED_SECONDS ?? 300) * 1000;
 // Which layouts and tables to measure ('plain,partitioned', 'empty,large'): a subset reruns
@@ -90,13 +92,34 @@ export interface Measured extends RunResult {
   flightsPerRequest: number;
 }
 
+/**
+ * Rounds of one side as one figure: requests a second over all rounds' time, per-request figures
+ * weighted by each round's requests, p50 and p99 the mean of the rounds'.
+ */
+function combineRuns(runs: Measured[]): Measured {
+  const operations = runs.reduce((sum, run) => sum + run.operations, 0);
+  const seconds = runs.reduce((sum, run) => sum + run.seconds, 0);
+  const weighted = (pick: (run: Measured) => number) => runs.reduce((sum, run) => sum + pick(run) * run.operations, 0) / Math.max(1, operations);
+  const mean = (pick: (run: Measured) => number) => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length;
+  return {
+    operations,
+    seconds,
+    perSecond: operations / seconds,
+    p50Ms: mean((run) => run.p50Ms),
+    p99Ms: mean((run) => run.p99Ms),
+    cpuUsPerRequest: weighted((run) => run.cpuUsPerRequest),
+    statementsPerRequest: weighted((run) => run.statementsPerRequest),
+    flightsPerRequest: weighted((run) => run.flightsPerRequest),
+  };
+}
+
 /** A closed-loop run that also reads Node CPU and the wire counters over its measured window. */
-async function measure(callers: number, operation: (worker: number, iteration: number) => Promise<void>): Promise<Measured> {
+async function measure(callers: number, durationMs: number, operation: (worker: number, iteration: number) => Promise<void>): Promise<Measured> {
   let cpu = process.cpuUsage();
   let before = { ...wire };
   let after = { ...wire };
   let used = { user: 0, system: 0 };
-  const run = await runClosedLoop(callers, DURATION_MS, operation, 300, (edge) => {
+  const run = await runClosedLoop(callers, durationMs, operation, 300, (edge) => {
     if (edge === 'open') {
       cpu = process.cpuUsage();
       before = { ...wire };
@@ -221,11 +244,23 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     if (outcome.replayed !== (keys === 'replay')) throw new Error(`expected ${keys === 'replay' ? 'a replay' : 'a new key'}`);
   };
 
+  // Raw and store in alternating rounds (raw first, then store first, ...), so neither side
+  // always runs on the larger table, after the other's warm-up, or into the same checkpoint.
   const cases: LifecycleCase[] = [];
   for (const mode of MODES) {
     for (const keys of ['new', 'replay'] as const) {
-      const rawRun = await measure(callers, (worker, i) => raw(mode, keys, worker, i));
-      const storeRun = await measure(callers, (worker, i) => viaStore(mode, keys, worker, i));
+      const rawRuns: Measured[] = [];
+      const storeRuns: Measured[] = [];
+      let iteration = 0;
+      for (let round = 0; round < ROUNDS; round += 1) {
+        const sides = [
+          async () => rawRuns.push(await measure(callers, DURATION_MS / ROUNDS, (worker) => raw(mode, keys, worker, (iteration += 1)))),
+          async () => storeRuns.push(await measure(callers, DURATION_MS / ROUNDS, (worker) => viaStore(mode, keys, worker, (iteration += 1)))),
+        ];
+        for (const side of round % 2 === 0 ? sides : sides.reverse()) await side();
+      }
+      const rawRun = combineRuns(rawRuns);
+      const storeRun = combineRuns(storeRuns);
       cases.push({ layout, table, callers, mode, keys, raw: rawRun, store: storeRun, storeVsRaw: storeRun.perSecond / rawRun.perSecond });
     }
   }
