@@ -170,7 +170,10 @@ export const principalFlowMinute = retrysafe.table(
   // the minute index serves the roll-up's move of old minutes.
   (t) => [
     primaryKey({ name: 'principal_flow_minute_pkey', columns: [t.service, t.scope, t.minute, t.outcome, t.principalId] }),
-    index('principal_flow_minute_minute_idx').on(t.minute),
+    // Only the roll-up's move states `outcome > ''` (true of every row): with the plain time
+    // index, a generic plan of the principals table's read took it for its range and read every
+    // scope's rows (see migration 0022).
+    index('principal_flow_minute_minute_idx').on(t.minute).where(sql`${t.outcome} > ''`),
     check('principal_flow_minute_outcome', principalOutcomeCheck(t.outcome)),
   ],
 );
@@ -189,7 +192,7 @@ export const principalFlowHour = retrysafe.table(
   // As the minute table's; the hour index serves the expiry delete.
   (t) => [
     primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
-    index('principal_flow_hour_hour_idx').on(t.hour),
+    index('principal_flow_hour_hour_idx').on(t.hour).where(sql`${t.outcome} > ''`),
     check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
   ],
 );

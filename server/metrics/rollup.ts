@@ -67,8 +67,8 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     }
     minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
-    // Hour index range.
-    const principalHours = await client.query('DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval \'1 millisecond\'', [options.hourRetentionMs]);
+    // Hour index range (its predicate, outcome > '', is true of every row: migration 0022).
+    const principalHours = await client.query("DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval '1 millisecond' AND outcome > ''", [options.hourRetentionMs]);
     hourRowsExpired += principalHours.rowCount ?? 0;
     // The store statistics series is kept as long as the hour buckets. Primary key range.
     for (const table of ['store_stats', 'store_stats_scopes'] as const) {
@@ -108,12 +108,13 @@ export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 
  * counts summed per principal, the (k+1)-th largest subtracted from the k largest, the rest
  * dropped. A merge keeps each count within N/(k+1) of the truth (N the hour's events of that
  * outcome), so the hour tables stay bounded however many principals there are. Served by the
- * minute index (the move) and the hour table's primary key (the upsert).
+ * minute index (the move; its predicate outcome > '' is true of every row and stated only here)
+ * and the hour table's primary key (the upsert).
  */
 async function rollUpPrincipals(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<number> {
   const { rows } = await client.query<{ n: string }>(
     `WITH moved AS (
-       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond')
+       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond') AND outcome > ''
        RETURNING service, scope, minute, outcome, principal_id, count
      ), summed AS (
        SELECT service, scope, date_trunc('hour', minute) AS hour, outcome, principal_id, sum(count) AS count FROM moved GROUP BY 1, 2, 3, 4, 5
@@ -148,7 +149,7 @@ async function rollUpPrincipalDays(client: Pick<pg.PoolClient, 'query'>, retenti
        SELECT DISTINCT service, scope, date_trunc('day', hour) AS day FROM principal_flow_hour
        WHERE hour < date_trunc('day', now() - $1::bigint * interval '1 millisecond')
          AND hour >= date_trunc('day', now() - $1::bigint * interval '1 millisecond') - interval '2 days'
-         AND hour <> date_trunc('day', hour)
+         AND hour <> date_trunc('day', hour) AND outcome > ''
      ), moved AS (
        DELETE FROM principal_flow_hour h USING days d
        WHERE h.service = d.service AND h.scope = d.scope AND h.hour >= d.day AND h.hour < d.day + interval '1 day'

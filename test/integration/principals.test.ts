@@ -12,7 +12,7 @@ import { correlationLookupSchema, lookUpCorrelation } from '../../server/idempot
 import { postgresKeyAccess } from '../helpers/key-access';
 import { principalSearchQuery, readPrincipalsBehind, searchPrincipals } from '../../server/metrics/principals';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
-import { explainPrepared as explain, recordingQueryable } from '../../db/plan';
+import { explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../db/plan';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, testPolicy } from '../helpers/store';
 
@@ -246,5 +246,50 @@ describe('principals', () => {
     const byFlow = principals.map((principalId, i) => ({ principalId, flow: conflicts(i) + mismatches(i) })).sort((a, b) => b.flow - a.flow || (a.principalId < b.principalId ? -1 : 1));
     const flowTop = new Set(byFlow.slice(0, 20).map((row) => row.principalId));
     expect(behind.principals.some((row) => !flowTop.has(row.principalId))).toBe(true);
+  });
+
+  it("reads the principals table from one primary-key range per table, never the roll-up's time indexes, young or loaded, custom or generic", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+    const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
+    const ranges = [1, 24, 168, 720].map((hours) => ({ from: new Date(to.getTime() - hours * 3_600_000), to }));
+    const totals = { claims: 1, conflict: 1, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
+    const check = async (label: string) => {
+      for (const range of ranges) {
+        for (const [service, scope] of [[null, null], ['load', 'POST /s-3']] as const) {
+          const recorded = recordingQueryable(dashboard);
+          await readPrincipalsBehind(recorded.db, { ...range, service, scope, services: ['load'], totals });
+          const statement = recorded.statements.find((candidate) => candidate.text.includes('principal_flow_minute'));
+          expect(statement).toBeDefined();
+          const client = await db.pool.connect();
+          try {
+            for (const mode of ['force_custom_plan', 'force_generic_plan'] as PlanCacheMode[]) {
+              const nodes = await explain(client, statement?.text ?? '', statement?.values ?? [], mode);
+              // Each scan of either table: its primary key (an index scan, or a bitmap of it).
+              const scans = nodes.filter((node) => /^principal_flow_/.test(node['Relation Name'] ?? node['Index Name'] ?? ''));
+              const where = { label, mode, hours: (range.to.getTime() - range.from.getTime()) / 3_600_000, scope };
+              expect({ ...where, scans: scans.map((node) => `${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`).filter((scan) => !/_pkey$/.test(scan) && !/^Bitmap Heap Scan /.test(scan)) }).toEqual({ ...where, scans: [] });
+            }
+          } finally {
+            client.release();
+          }
+        }
+      }
+    };
+    // Young: never analyzed, empty.
+    await check('young');
+    // Loaded: 30 scopes (and the merged rows) of ten principals for three outcomes, two hours of
+    // minutes and two days of hours, then analyzed.
+    await db.pool.query(
+      `INSERT INTO principal_flow_minute (service, scope, minute, outcome, principal_id, count)
+       SELECT v, s, date_trunc('minute', now()) - m * interval '1 minute', o, ('00000000-0000-0000-0000-' || lpad(p::text, 12, '0'))::uuid, 1 + p
+       FROM generate_series(0, 119) AS m, (SELECT 'load' AS v, 'POST /s-' || n AS s FROM generate_series(0, 29) AS n UNION ALL SELECT '*', '*') AS g,
+            unnest(ARRAY['claims', 'conflict', 'mismatch']) AS o, generate_series(0, 9) AS p;
+       INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+       SELECT v, s, date_trunc('hour', now()) - h * interval '1 hour', o, ('00000000-0000-0000-0000-' || lpad(p::text, 12, '0'))::uuid, 10 + p
+       FROM generate_series(3, 50) AS h, (SELECT 'load' AS v, 'POST /s-' || n AS s FROM generate_series(0, 29) AS n UNION ALL SELECT '*', '*') AS g,
+            unnest(ARRAY['claims', 'conflict', 'mismatch']) AS o, generate_series(0, 9) AS p;
+       ANALYZE principal_flow_minute, principal_flow_hour`,
+    );
+    await check('loaded');
   });
 });
