@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLastFinishedSweep } from '../retention/review';
+import { readTogether } from './read-together';
 
 export type Severity = 'warning' | 'critical';
 
@@ -368,32 +369,45 @@ export async function readAlertInputs(
   const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds } = options;
   const clock = await db.query<{ now: Date }>('SELECT now() AS now');
   const now = clock.rows[0]?.now ?? new Date();
-  const stats = await db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
-    `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds FROM store_stats
-     WHERE sampled_at >= now() - $1::int * interval '1 minute' ORDER BY sampled_at`,
-    [minutes],
-  );
-  // The oldest stale claim now, through the partial index (its lease is the range start).
-  const stale = await db.query<{ seconds: number | null }>(
-    `SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 AS seconds FROM idempotency_keys
-     WHERE state = 'in_progress' AND lease_expires_at < now()`,
-  );
-  const oldestStale = stale.rows[0]?.seconds ?? 0;
-  // Per minute, service and scope (a range of each table's primary key); all scopes are their sum.
-  // Every minute of the window: a rule fires only when the window had a busy minute. (On
-  // 'infinity', see alertLatencyText.)
-  const counts = await db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
-    `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
-            sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
-     FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
-     GROUP BY minute, service, scope ORDER BY minute`,
-    [now, minutes],
-  );
   // A histogram is used by the p99 rule over its window (claimP99Minutes, and the minute before
   // it that heldFor accepts as the window's start) and by the checks' p99 over the same minutes;
   // only a choice with no claim in them shows its last busy minutes instead, and every scope of
   // such a choice is idle in them too.
   const recentMinutes = thresholds.claimP99Minutes + 1;
+  type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
+  // Independent reads, at once on a pool (readTogether).
+  const [stats, stale, counts, latency, policies, lastSweep] = await readTogether(db, [
+    () =>
+      db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
+        `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds FROM store_stats
+         WHERE sampled_at >= now() - $1::int * interval '1 minute' ORDER BY sampled_at`,
+        [minutes],
+      ),
+    // The oldest stale claim now, through the partial index (its lease is the range start).
+    () =>
+      db.query<{ seconds: number | null }>(
+        `SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 AS seconds FROM idempotency_keys
+         WHERE state = 'in_progress' AND lease_expires_at < now()`,
+      ),
+    // Per minute, service and scope (a range of each table's primary key); all scopes are their
+    // sum. Every minute of the window: a rule fires only when the window had a busy minute. (On
+    // 'infinity', see alertLatencyText.)
+    () =>
+      db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
+        `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
+                sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
+         FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
+         GROUP BY minute, service, scope ORDER BY minute`,
+        [now, minutes],
+      ),
+    () => db.query<LatencyRow>(alertLatencyText, [now, minutes, recentMinutes]),
+    () =>
+      db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
+        'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
+      ),
+    () => readLastFinishedSweep(db),
+  ]);
+  const oldestStale = stale.rows[0]?.seconds ?? 0;
   const recentFrom = now.getTime() - thresholds.claimP99Minutes * 60_000;
   const active = new Set(counts.rows.filter((row) => row.minute.getTime() >= recentFrom && Number(row.claims) > 0).map((row) => `${row.service}\0${row.scope}`));
   const idle = new Map<string, { service: string; scope: string }>();
@@ -401,8 +415,6 @@ export async function readAlertInputs(
     const id = `${row.service}\0${row.scope}`;
     if (!active.has(id)) idle.set(id, { service: row.service, scope: row.scope });
   }
-  type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
-  const latency = await db.query<LatencyRow>(alertLatencyText, [now, minutes, recentMinutes]);
   const idleLatency =
     idle.size === 0
       ? []
@@ -447,9 +459,6 @@ export async function readAlertInputs(
     sum.rejections += point.rejections;
     overall.set(at, sum);
   }
-  const policies = await db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
-    'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
-  );
   return {
     now,
     store: stats.rows.map((row, index) => ({
@@ -462,6 +471,6 @@ export async function readAlertInputs(
     flow: [...overall.values()],
     flowByScope: [...flowByScope.values()],
     policies: policies.rows.map((row) => ({ service: row.service, endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
-    sweep: { lastFinishedAt: (await readLastFinishedSweep(db))?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
+    sweep: { lastFinishedAt: lastSweep?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
   };
 }

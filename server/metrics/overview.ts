@@ -15,6 +15,7 @@ import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
 import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';
 import { readPrincipalsBehind, troubleOutcomes, type PrincipalsBehind } from './principals';
+import { readTogether } from './read-together';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -109,9 +110,19 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   // service's (service, '*'), or a scope's (one row per service that has it). Each is a range of
   // the series' primary key (step, service, scope, at), so the rows read are bounded by the
   // range's steps, not by the number of scopes; they include the current minute's last flush.
-  const { scopes, counts, latency } = await readOverviewSeries(db, { step, from: window.from, to: window.to, service: query.service, scope: query.scope });
-  const serviceNames = [...new Set(scopes.map((row) => row.service))];
-  const samples = await db.query<{
+  // Then the principals behind the trouble, which need the series' services and totals.
+  const seriesAndPrincipals = async () => {
+    const series = await readOverviewSeries(db, { step, from: window.from, to: window.to, service: query.service, scope: query.scope });
+    const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
+    for (const row of series.counts) {
+      totals.claims += Number(row.n);
+      if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
+    }
+    const services = [...new Set(series.scopes.map((row) => row.service))];
+    const principals = await readPrincipalsBehind(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services, totals });
+    return { ...series, services, principals };
+  };
+  type Sample = {
     t: Date;
     estimated_rows: string;
     baseline_rows: string;
@@ -121,30 +132,37 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     oldest_row_age_seconds: number | null;
     cleanup_lag_seconds: number;
     stale_claims: number;
-  }>(
+  };
+  // Independent reads, at once on a pool (readTogether): the answer takes about as long as the
+  // slowest chain (the alert inputs, or the series and then the principals), not their sum.
+  const [{ scopes, counts, latency, services, principals }, samples, lastSweep, since, stale, alertInputs, scopeFigures] = await readTogether(db, [
+    seriesAndPrincipals,
     // The last sample of each step: one backward primary-key probe per step, so a 30-day range
     // reads 120 samples rather than 43,000.
-    `SELECT g.t, s.estimated_rows, s.baseline_rows, s.table_bytes, s.index_bytes, s.toast_bytes,
-            s.oldest_row_age_seconds, s.cleanup_lag_seconds, s.stale_claims
-     FROM generate_series($2::timestamptz, $3::timestamptz - $1::int * interval '1 second', $1::int * interval '1 second') AS g(t)
-     CROSS JOIN LATERAL (
-       SELECT * FROM store_stats WHERE sampled_at >= g.t AND sampled_at < g.t + $1::int * interval '1 second'
-       ORDER BY sampled_at DESC LIMIT 1
-     ) s ORDER BY g.t`,
-    [step, window.from, window.to],
-  );
-  const lastSweep = await readLastFinishedSweep(db);
-  // The earliest bucket still kept: a primary-key probe at each table's start.
-  const since = await db.query<{ since: Date | null }>(
-    `SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since`,
-  );
-  // Stale claims of the choice, through the partial index idempotency_keys_stale_lease_idx.
-  const stale = await db.query<{ n: number; oldest: number | null }>(
-    `SELECT count(*)::int AS n, extract(epoch FROM now() - min(lease_expires_at))::float8 AS oldest FROM idempotency_keys
-     WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
-    [query.service ?? null, query.scope ?? null],
-  );
-  const alertInputs = await readAlertInputs(db, { sweepIntervalSeconds, thresholds });
+    () =>
+      db.query<Sample>(
+        `SELECT g.t, s.estimated_rows, s.baseline_rows, s.table_bytes, s.index_bytes, s.toast_bytes,
+                s.oldest_row_age_seconds, s.cleanup_lag_seconds, s.stale_claims
+         FROM generate_series($2::timestamptz, $3::timestamptz - $1::int * interval '1 second', $1::int * interval '1 second') AS g(t)
+         CROSS JOIN LATERAL (
+           SELECT * FROM store_stats WHERE sampled_at >= g.t AND sampled_at < g.t + $1::int * interval '1 second'
+           ORDER BY sampled_at DESC LIMIT 1
+         ) s ORDER BY g.t`,
+        [step, window.from, window.to],
+      ),
+    () => readLastFinishedSweep(db),
+    // The earliest bucket still kept: a primary-key probe at each table's start.
+    () => db.query<{ since: Date | null }>(`SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since`),
+    // Stale claims of the choice, through the partial index idempotency_keys_stale_lease_idx.
+    () =>
+      db.query<{ n: number; oldest: number | null }>(
+        `SELECT count(*)::int AS n, extract(epoch FROM now() - min(lease_expires_at))::float8 AS oldest FROM idempotency_keys
+         WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
+        [query.service ?? null, query.scope ?? null],
+      ),
+    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds }),
+    () => readLatestScopeFigures(db, window.to),
+  ]);
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
   const alerts = evaluateAlerts(alertInputs, thresholds).filter(
     (alert) => alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
@@ -160,14 +178,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     const point = flow.get(row.t.getTime());
     if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
   }
-  const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
-  for (const row of counts) {
-    totals.claims += Number(row.n);
-    if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
-  }
-  const services = serviceNames;
-  const principals = await readPrincipalsBehind(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services, totals });
-  const scopeSample = (await readLatestScopeFigures(db, window.to)).filter((figure) => figure.sampledAt >= window.from);
+  const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
   return {
     range: query.range,
     stepSeconds: step,
