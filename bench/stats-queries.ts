@@ -13,6 +13,7 @@ import { readBaseline } from '../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../server/metrics/scope-sample';
 import { readStoreFigures } from '../server/metrics/store-figures';
 import { readPrincipalsBehind } from '../server/metrics/principals';
+import { storeSeriesInTimeOrder } from '../test/helpers/series';
 import { rebuildSeries } from '../server/metrics/series';
 import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
 import { ensurePolicies } from '../server/retention/policies';
@@ -96,12 +97,7 @@ export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
   // step of the overview's ranges for each scope, the service and the store; in time order, as a
   // live install holds them (the rebuild writes them in key order, which changes the plans).
   await rebuildSeries(pool);
-  for (const table of ['flow_counts_series', 'claim_latency_series']) {
-    await pool.query(
-      `CREATE TEMP TABLE in_time_order AS SELECT * FROM ${table} ORDER BY at, step, service, scope;
-       TRUNCATE ${table}; INSERT INTO ${table} SELECT * FROM in_time_order; DROP TABLE in_time_order`,
-    );
-  }
+  await storeSeriesInTimeOrder(pool);
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost; correlationIndexCost: IndexCost }> {

@@ -29,8 +29,26 @@ export function summarisePlan(nodes: PlanNode[]): string {
 
 let counter = 0;
 
-/** EXPLAIN of `text` prepared and executed with `values`, as a prepared statement would run. */
-export async function explainPrepared(client: pg.PoolClient, text: string, values: readonly unknown[] = [], mode: PlanCacheMode = 'force_custom_plan'): Promise<PlanNode[]> {
+/** A plan node of EXPLAIN ANALYZE: what a scan read (rows per loop, loops, rows filtered out). */
+export type AnalyzedPlanNode = PlanNode & {
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Index Cond'?: string;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+};
+
+/**
+ * EXPLAIN of `text` prepared and executed with `values`, as a prepared statement would run;
+ * with `analyze`, EXPLAIN ANALYZE (the statement runs: use it for reads).
+ */
+export async function explainPrepared(
+  client: Pick<pg.ClientBase, 'query' | 'escapeLiteral'>,
+  text: string,
+  values: readonly unknown[] = [],
+  mode: PlanCacheMode = 'force_custom_plan',
+  options: { analyze?: boolean } = {},
+): Promise<AnalyzedPlanNode[]> {
   counter += 1;
   const name = `explain_${process.pid}_${counter}`;
   // EXPLAIN takes no bind parameters: the values go in as literals.
@@ -48,7 +66,7 @@ export async function explainPrepared(client: pg.PoolClient, text: string, value
   try {
     await client.query(`PREPARE ${name} AS ${text}`);
     const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
-      `EXPLAIN (FORMAT JSON) EXECUTE ${name}${values.length > 0 ? `(${values.map(literal).join(', ')})` : ''}`,
+      `EXPLAIN (${options.analyze ? 'ANALYZE, ' : ''}FORMAT JSON) EXECUTE ${name}${values.length > 0 ? `(${values.map(literal).join(', ')})` : ''}`,
     );
     await client.query(`DEALLOCATE ${name}`);
     const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;

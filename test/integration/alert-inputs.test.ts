@@ -3,7 +3,7 @@
 // readAlertInputs, the overview shows them, and /api/metrics exports them as firing.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { planNodes, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared, recordingQueryable, type PlanCacheMode } from '../../db/plan';
 import { alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
@@ -71,29 +71,9 @@ describe('alert inputs', () => {
   });
 });
 
-/** A scan node of a plan run with EXPLAIN ANALYZE. */
-type AnalyzedNode = PlanNode & { 'Actual Rows'?: number; 'Actual Loops'?: number; 'Index Cond'?: string; 'Rows Removed by Filter'?: number; 'Rows Removed by Index Recheck'?: number };
-
-/** EXPLAIN (ANALYZE) of `text` prepared with `values` under a plan cache mode: every node. */
-async function analyze(client: pg.Client, text: string, values: readonly unknown[], mode: 'force_custom_plan' | 'force_generic_plan'): Promise<AnalyzedNode[]> {
-  await client.query(`SET plan_cache_mode = ${mode}`);
-  try {
-    const literal = (value: unknown): string => {
-      if (value instanceof Date) return client.escapeLiteral(value.toISOString());
-      if (Array.isArray(value)) return client.escapeLiteral(`{${value.map((item) => `"${String(item)}"`).join(',')}}`);
-      if (typeof value === 'number') return String(value);
-      throw new Error(`no literal for ${typeof value}`);
-    };
-    await client.query(`PREPARE latency_plan AS ${text}`);
-    const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE latency_plan(${values.map(literal).join(', ')})`);
-    const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
-    if (!plan) throw new Error('no plan');
-    return planNodes(plan);
-  } finally {
-    await client.query('DEALLOCATE ALL');
-    await client.query('RESET plan_cache_mode');
-  }
-}
+/** EXPLAIN ANALYZE of `text` prepared with `values` under a plan cache mode: every node. */
+const analyze = (client: Pick<pg.ClientBase, 'query' | 'escapeLiteral'>, text: string, values: readonly unknown[], mode: PlanCacheMode) =>
+  explainPrepared(client, text, values, mode, { analyze: true });
 
 describe('alert inputs: the latency histograms read', () => {
   const db = useTestDatabase();
@@ -120,7 +100,7 @@ describe('alert inputs: the latency histograms read', () => {
       expect(inputs.flowByScope).toHaveLength(scopes);
       const statement = recorded.statements.find((recordedStatement) => recordedStatement.text === alertLatencyText);
       expect(statement).toBeDefined();
-      // Its own connection: DEALLOCATE ALL would drop the pool's named statements.
+      // Its own connection, so the plan cache mode it sets never reaches the pool's.
       const client = new pg.Client({ connectionString: db.url });
       await client.connect();
       try {

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { FlowRecorder, observeAll, SERIES_STEPS, type ClaimOutcome } from '@retrysafe/store';
 import { MIGRATIONS_FOLDER, migrateDatabase, readJournal } from '../../db/migrate';
-import { explainPrepared as explain, planNodes, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared, explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../db/plan';
 import { readAlertInputs } from '../../server/metrics/alerts';
 import { knownOverviewNames } from '../../server/metrics/overview-names';
 import { overviewQuery, overviewRanges, overviewSteps, readOverview, type Overview, type OverviewRange } from '../../server/metrics/overview';
@@ -19,37 +19,15 @@ import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { seriesExpiry } from '../../server/metrics/rollup';
 import { rebuildSeries } from '../../server/metrics/series';
 import { createTestDatabase, useTestDatabase } from '../helpers/database';
+import { storeSeriesInTimeOrder } from '../helpers/series';
 
 const ranges = Object.keys(overviewRanges) as OverviewRange[];
 const total = (overview: Overview, outcome?: ClaimOutcome) =>
   overview.flow.reduce((sum, point) => sum + (outcome === undefined ? point.claims : point.counts[outcome]), 0);
 
-/** A scan node of a plan run with EXPLAIN ANALYZE. */
-type AnalyzedNode = PlanNode & { 'Actual Rows'?: number; 'Actual Loops'?: number; 'Rows Removed by Filter'?: number; 'Rows Removed by Index Recheck'?: number };
-
-/** EXPLAIN (ANALYZE) of `text` prepared with `values` under a plan cache mode: every node. */
-async function analyze(client: pg.PoolClient, text: string, values: readonly unknown[], mode: 'force_custom_plan' | 'force_generic_plan'): Promise<AnalyzedNode[]> {
-  await client.query(`SET plan_cache_mode = ${mode}`);
-  try {
-    const literal = (value: unknown): string => {
-      if (value instanceof Date) return client.escapeLiteral(value.toISOString());
-      if (Array.isArray(value)) return client.escapeLiteral(`{${value.map((item) => `"${String(item)}"`).join(',')}}`);
-      if (typeof value === 'number') return String(value);
-      if (typeof value === 'string') return client.escapeLiteral(value);
-      throw new Error(`no literal for ${typeof value}`);
-    };
-    await client.query(`PREPARE series_plan AS ${text}`);
-    const { rows } = await client.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
-      `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE series_plan${values.length > 0 ? `(${values.map(literal).join(', ')})` : ''}`,
-    );
-    const plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
-    if (!plan) throw new Error('no plan');
-    return planNodes(plan);
-  } finally {
-    await client.query('DEALLOCATE ALL');
-    await client.query('RESET plan_cache_mode');
-  }
-}
+/** EXPLAIN ANALYZE of `text` prepared with `values` under a plan cache mode: every node. */
+const analyze = (client: Pick<pg.ClientBase, 'query' | 'escapeLiteral'>, text: string, values: readonly unknown[], mode: PlanCacheMode) =>
+  explainPrepared(client, text, values, mode, { analyze: true });
 
 describe('overview series', () => {
   const db = useTestDatabase();
@@ -194,15 +172,9 @@ describe('overview series', () => {
        FROM generate_series(0, 359) AS m, generate_series(0, 49) AS n, generate_series(8, 13) AS b;`,
     );
     await rebuildSeries(db.pool);
-    // The rows in time order, as the flush writes them minute by minute (the rebuild writes them
-    // in key order, which no live install has: the time indexes' correlation decides the
+    // In time order, as the flush writes them (the time indexes' correlation decides the
     // expiry's generic plan, whose cutoff the planner cannot see).
-    for (const table of ['flow_counts_series', 'claim_latency_series']) {
-      await db.pool.query(
-        `CREATE TEMP TABLE in_time_order AS SELECT * FROM ${table} ORDER BY at, step, service, scope;
-         TRUNCATE ${table}; INSERT INTO ${table} SELECT * FROM in_time_order; DROP TABLE in_time_order`,
-      );
-    }
+    await storeSeriesInTimeOrder(db.pool);
     await db.pool.query('ANALYZE flow_counts_series; ANALYZE claim_latency_series');
     // 51 pairs and the three merged levels.
     await check('loaded', 51 + 3);
