@@ -5,7 +5,7 @@ import type { FlowEvent } from '@retrysafe/store';
 import type { EndpointPolicy } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
-import { IdempotencyStore, type WorkResult } from '@retrysafe/store';
+import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 
 /** The service a test store answers for unless told otherwise: the demo's (the single service before services existed). */
@@ -61,6 +61,21 @@ export function createTestStore(
 
 export function jsonResult(status: number, value: unknown, reference?: string): WorkResult {
   return { status, contentType: 'application/json', body: Buffer.from(JSON.stringify(value)), reference };
+}
+
+/** Key 'k' of POST /x with body {a: 1}, answered 201 {ok: true}, for `principalId` in `mode`. */
+export function simpleCall(principalId: string, mode: IdempotentCall['mode'], extra: Partial<IdempotentCall> = {}): IdempotentCall {
+  return {
+    principalId,
+    key: 'k',
+    endpoint: 'POST /x',
+    method: 'POST',
+    body: { a: 1 },
+    policy: testPolicy,
+    mode,
+    work: () => Promise.resolve(jsonResult(201, { ok: true })),
+    ...extra,
+  };
 }
 
 export const principal = () => randomUUID();

@@ -10,7 +10,7 @@ import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { FingerprintMismatchError, type IdempotentCall } from '@retrysafe/store';
 import { jsonResult } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, principal, testPolicy } from '../helpers/store';
+import { createTestStore, principal, simpleCall as call, testPolicy } from '../helpers/store';
 
 describe.each(layouts)('store connections (%s layout)', (layout) => {
   const db = useTestDatabase(layout);
@@ -31,17 +31,6 @@ describe.each(layouts)('store connections (%s layout)', (layout) => {
     return { pool, counts };
   };
 
-  const call = (p: string, mode: IdempotentCall['mode'], extra: Partial<IdempotentCall> = {}): IdempotentCall => ({
-    principalId: p,
-    key: 'k',
-    endpoint: 'POST /x',
-    method: 'POST',
-    body: { a: 1 },
-    policy: testPolicy,
-    mode,
-    work: () => Promise.resolve(jsonResult(201, { ok: true })),
-    ...extra,
-  });
 
   it('transactional: a new key takes one checkout for its read and its transaction; a replay one for its read', async () => {
     const { pool, counts } = storePool(2);

@@ -12,7 +12,7 @@ import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { KeyInUseError } from '@retrysafe/store';
 import type { IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, simpleCall as call, testPolicy } from '../helpers/store';
 
 describe.each(layouts)('store round trips (%s layout)', (layout) => {
   const db = useTestDatabase(layout);
@@ -63,16 +63,6 @@ describe.each(layouts)('store round trips (%s layout)', (layout) => {
     return { statements: wire.statements - before.statements, flights: wire.flights - before.flights };
   };
 
-  const call = (p: string, mode: IdempotentCall['mode']): IdempotentCall => ({
-    principalId: p,
-    key: 'k',
-    endpoint: 'POST /x',
-    method: 'POST',
-    body: { a: 1 },
-    policy: testPolicy,
-    mode,
-    work: () => Promise.resolve(jsonResult(201, { ok: true })),
-  });
 
   it('claim-first: 2 for a new key, 1 for a replay', async () => {
     const { store } = createTestStore(storePool, { layout });
