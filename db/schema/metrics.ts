@@ -58,6 +58,13 @@ export const claimLatencyHour = retrysafe.table(
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
+// Predicates true of every row, on a column no reader states and no upsert changes: they make
+// the roll-up's time indexes its own (migration 0022). Only the roll-up (server/metrics/rollup.ts)
+// states them, beside a series index's step range.
+export const FLOW_SERIES_EVERY_ROW = "outcome > ''";
+export const LATENCY_SERIES_EVERY_ROW = 'bucket >= 0';
+export const PRINCIPAL_TIME_INDEX_PREDICATE = "outcome > ''";
+
 // The overview's steps (SERIES_STEPS in packages/store/src/recorder.ts).
 const stepCheck = (column: unknown) => sql`${column} IN (60, 300, 900, 3600, 21600)`;
 
@@ -84,8 +91,8 @@ export const flowCountsSeries = retrysafe.table(
   // planner then took the time index for the read's range, reading every scope's rows.
   (t) => [
     primaryKey({ name: 'flow_counts_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.outcome] }),
-    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600 AND ${t.outcome} > ''`),
-    index('flow_counts_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600 AND ${t.outcome} > ''`),
+    index('flow_counts_series_minutes_at_idx').on(t.at).where(sql.raw(`step < 3600 AND ${FLOW_SERIES_EVERY_ROW}`)),
+    index('flow_counts_series_hours_at_idx').on(t.at).where(sql.raw(`step >= 3600 AND ${FLOW_SERIES_EVERY_ROW}`)),
     check('flow_counts_series_outcome', outcomeCheck(t.outcome)),
     check('flow_counts_series_step', stepCheck(t.step)),
   ],
@@ -104,8 +111,8 @@ export const claimLatencySeries = retrysafe.table(
   (t) => [
     primaryKey({ name: 'claim_latency_series_pkey', columns: [t.step, t.service, t.scope, t.at, t.bucket] }),
     // As flow_counts_series's: the expiry's alone (bucket >= 0 holds for every row).
-    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql`${t.step} < 3600 AND ${t.bucket} >= 0`),
-    index('claim_latency_series_hours_at_idx').on(t.at).where(sql`${t.step} >= 3600 AND ${t.bucket} >= 0`),
+    index('claim_latency_series_minutes_at_idx').on(t.at).where(sql.raw(`step < 3600 AND ${LATENCY_SERIES_EVERY_ROW}`)),
+    index('claim_latency_series_hours_at_idx').on(t.at).where(sql.raw(`step >= 3600 AND ${LATENCY_SERIES_EVERY_ROW}`)),
     check('claim_latency_series_step', stepCheck(t.step)),
   ],
 );
@@ -173,7 +180,7 @@ export const principalFlowMinute = retrysafe.table(
     // Only the roll-up's move states `outcome > ''` (true of every row): with the plain time
     // index, a generic plan of the principals table's read took it for its range and read every
     // scope's rows (see migration 0022).
-    index('principal_flow_minute_minute_idx').on(t.minute).where(sql`${t.outcome} > ''`),
+    index('principal_flow_minute_minute_idx').on(t.minute).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
     check('principal_flow_minute_outcome', principalOutcomeCheck(t.outcome)),
   ],
 );
@@ -192,7 +199,7 @@ export const principalFlowHour = retrysafe.table(
   // As the minute table's; the hour index serves the expiry delete.
   (t) => [
     primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
-    index('principal_flow_hour_hour_idx').on(t.hour).where(sql`${t.outcome} > ''`),
+    index('principal_flow_hour_hour_idx').on(t.hour).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
     check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
   ],
 );

@@ -5,6 +5,7 @@
 import type pg from 'pg';
 import { PRINCIPAL_TOP_K } from '@retrysafe/store';
 import { inTransaction } from '../../db/transaction';
+import { FLOW_SERIES_EVERY_ROW, LATENCY_SERIES_EVERY_ROW, PRINCIPAL_TIME_INDEX_PREDICATE } from '../../db/schema/metrics';
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
 const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;
@@ -68,7 +69,7 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
     minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
     // Hour index range (its predicate, outcome > '', is true of every row: migration 0022).
-    const principalHours = await client.query("DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval '1 millisecond' AND outcome > ''", [options.hourRetentionMs]);
+    const principalHours = await client.query(`DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval '1 millisecond' AND ${PRINCIPAL_TIME_INDEX_PREDICATE}`, [options.hourRetentionMs]);
     hourRowsExpired += principalHours.rowCount ?? 0;
     // The store statistics series is kept as long as the hour buckets. Primary key range.
     for (const table of ['store_stats', 'store_stats_scopes'] as const) {
@@ -89,8 +90,8 @@ export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 
   // The partial time indexes' whole predicates (migration 0022): the column beside the step is
   // true of every row and stated by no reader, so only this statement can use them.
   return ([
-    ['flow_counts_series', "outcome > ''"],
-    ['claim_latency_series', 'bucket >= 0'],
+    ['flow_counts_series', FLOW_SERIES_EVERY_ROW],
+    ['claim_latency_series', LATENCY_SERIES_EVERY_ROW],
   ] as const).flatMap(([table, everyRow]) =>
     ([
       ['step < 3600', options.minuteRetentionMs],
@@ -114,7 +115,7 @@ export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 
 async function rollUpPrincipals(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<number> {
   const { rows } = await client.query<{ n: string }>(
     `WITH moved AS (
-       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond') AND outcome > ''
+       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond') AND ${PRINCIPAL_TIME_INDEX_PREDICATE}
        RETURNING service, scope, minute, outcome, principal_id, count
      ), summed AS (
        SELECT service, scope, date_trunc('hour', minute) AS hour, outcome, principal_id, sum(count) AS count FROM moved GROUP BY 1, 2, 3, 4, 5
@@ -149,7 +150,7 @@ async function rollUpPrincipalDays(client: Pick<pg.PoolClient, 'query'>, retenti
        SELECT DISTINCT service, scope, date_trunc('day', hour) AS day FROM principal_flow_hour
        WHERE hour < date_trunc('day', now() - $1::bigint * interval '1 millisecond')
          AND hour >= date_trunc('day', now() - $1::bigint * interval '1 millisecond') - interval '2 days'
-         AND hour <> date_trunc('day', hour) AND outcome > ''
+         AND hour <> date_trunc('day', hour) AND ${PRINCIPAL_TIME_INDEX_PREDICATE}
      ), moved AS (
        DELETE FROM principal_flow_hour h USING days d
        WHERE h.service = d.service AND h.scope = d.scope AND h.hour >= d.day AND h.hour < d.day + interval '1 day'

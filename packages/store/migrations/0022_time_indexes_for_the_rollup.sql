@@ -10,15 +10,16 @@
 -- upsert changes, true of every row (outcome > '', bucket >= 0); the roll-up states the whole
 -- predicate (server/metrics/rollup.ts). These tables are bounded (steps, scopes and principals
 -- kept x retention), so rebuilding the indexes is quick.
+
 DROP INDEX "retrysafe"."claim_latency_series_minutes_at_idx";--> statement-breakpoint
 DROP INDEX "retrysafe"."claim_latency_series_hours_at_idx";--> statement-breakpoint
 DROP INDEX "retrysafe"."flow_counts_series_minutes_at_idx";--> statement-breakpoint
 DROP INDEX "retrysafe"."flow_counts_series_hours_at_idx";--> statement-breakpoint
 DROP INDEX "retrysafe"."principal_flow_hour_hour_idx";--> statement-breakpoint
 DROP INDEX "retrysafe"."principal_flow_minute_minute_idx";--> statement-breakpoint
-CREATE INDEX "claim_latency_series_minutes_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE "retrysafe"."claim_latency_series"."step" < 3600 AND "retrysafe"."claim_latency_series"."bucket" >= 0;--> statement-breakpoint
-CREATE INDEX "claim_latency_series_hours_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE "retrysafe"."claim_latency_series"."step" >= 3600 AND "retrysafe"."claim_latency_series"."bucket" >= 0;--> statement-breakpoint
-CREATE INDEX "flow_counts_series_minutes_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE "retrysafe"."flow_counts_series"."step" < 3600 AND "retrysafe"."flow_counts_series"."outcome" > '';--> statement-breakpoint
-CREATE INDEX "flow_counts_series_hours_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE "retrysafe"."flow_counts_series"."step" >= 3600 AND "retrysafe"."flow_counts_series"."outcome" > '';--> statement-breakpoint
-CREATE INDEX "principal_flow_hour_hour_idx" ON "retrysafe"."principal_flow_hour" USING btree ("hour") WHERE "retrysafe"."principal_flow_hour"."outcome" > '';--> statement-breakpoint
-CREATE INDEX "principal_flow_minute_minute_idx" ON "retrysafe"."principal_flow_minute" USING btree ("minute") WHERE "retrysafe"."principal_flow_minute"."outcome" > '';
+CREATE INDEX "claim_latency_series_minutes_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE step < 3600 AND bucket >= 0;--> statement-breakpoint
+CREATE INDEX "claim_latency_series_hours_at_idx" ON "retrysafe"."claim_latency_series" USING btree ("at") WHERE step >= 3600 AND bucket >= 0;--> statement-breakpoint
+CREATE INDEX "flow_counts_series_minutes_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE step < 3600 AND outcome > '';--> statement-breakpoint
+CREATE INDEX "flow_counts_series_hours_at_idx" ON "retrysafe"."flow_counts_series" USING btree ("at") WHERE step >= 3600 AND outcome > '';--> statement-breakpoint
+CREATE INDEX "principal_flow_hour_hour_idx" ON "retrysafe"."principal_flow_hour" USING btree ("hour") WHERE outcome > '';--> statement-breakpoint
+CREATE INDEX "principal_flow_minute_minute_idx" ON "retrysafe"."principal_flow_minute" USING btree ("minute") WHERE outcome > '';
