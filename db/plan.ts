@@ -58,7 +58,11 @@ export async function explainPrepared(
     if (typeof value === 'boolean') return value ? 'true' : 'false';
     if (value instanceof Date) return client.escapeLiteral(value.toISOString());
     if (Buffer.isBuffer(value)) return `'\\x${value.toString('hex')}'`;
-    if (Array.isArray(value)) return client.escapeLiteral(`{${value.map((item) => `"${String(item)}"`).join(',')}}`);
+    if (Array.isArray(value)) {
+      const text = (item: unknown) => (item instanceof Date ? item.toISOString() : typeof item === 'string' || typeof item === 'number' || typeof item === 'bigint' || typeof item === 'boolean' ? String(item) : JSON.stringify(item));
+      const element = (item: unknown) => (item === null || item === undefined ? 'NULL' : `"${text(item).replace(/[\\"]/g, '\\$&')}"`);
+      return client.escapeLiteral(`{${value.map(element).join(',')}}`);
+    }
     if (typeof value === 'string') return client.escapeLiteral(value);
     throw new Error(`no literal form for ${typeof value}`);
   };

@@ -4,7 +4,10 @@
 // configuration with defaults (alertThresholds).
 import { z } from 'zod';
 import type { Queryable } from '@retrysafe/store/postgres';
-import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
+import { ALL, BUCKET_COUNT, percentileOf, SERIES_STEPS } from '@retrysafe/store';
+
+/** The overview's one-minute series step (SERIES_STEPS), whose merged levels the idle checks read. */
+const IDLE_LATENCY_STEP: (typeof SERIES_STEPS)[number] = 60;
 import { readLastFinishedSweep } from '../retention/review';
 import { readTogether } from './read-together';
 
@@ -142,6 +145,12 @@ export interface SweepPoint {
 
 export interface AlertInputs {
   now: Date;
+  /**
+   * For the choice readAlertInputs was asked to check (`checksFor`) when it had no claim in the
+   * p99 window: its merged latency histogram in each of its last busy minutes (keyed by the
+   * minute's time), which its p99 check shows instead (server/metrics/checks.ts).
+   */
+  idleChoiceLatency?: { choice: Choice; byMinute: Map<number, number[]> };
   store: StoreSamplePoint[];
   /** All scopes together. */
   flow: FlowMinutePoint[];
@@ -337,24 +346,34 @@ export const alertLatencyText = `SELECT minute, service, scope, array_agg(bucket
      GROUP BY minute, service, scope`;
 
 /**
- * The older minutes' histograms of the scopes ($4, $5) with no claim in the last `recentMinutes`,
- * whose checks fall back to their last busy minutes (server/metrics/checks.ts): for each idle
- * scope and each whole minute of the rest of the window, one probe of the primary key on
- * (minute, service, scope), so it reads that scope's rows and no other's. The probe is a LATERAL
- * aggregate, which the planner cannot flatten into a join: a join of the idle list with the
- * table let it choose, by statistics, a Seq Scan or a range of every scope's minutes instead.
- * Only run when some scope is idle (a busy store has none), so it costs nothing on the usual
- * path; at most (window minutes) probes per idle scope. Minutes are whole (the recorder's flush).
+ * The merged latency histograms of a choice's last busy minutes (an idle choice's p99 check shows
+ * them: lastBusyMinutes), from the overview's one-minute series (migration 0021), which the flush
+ * writes merged for each scope, each service and the store: $1 the level's services (the store's
+ * '*', the service, or each service that has the chosen scope), $2 its scope ('*' or the scope),
+ * $3 the minutes. One range of the series' primary key per (service, minute): the rows read are
+ * at most (minutes x buckets x services), however many scopes a service or the store has.
  */
-export const alertIdleLatencyText = `SELECT m.minute, idle.service, idle.scope, h.buckets, h.counts
-     FROM unnest($4::text[], $5::text[]) AS idle(service, scope)
-     CROSS JOIN generate_series(date_trunc('minute', $1::timestamptz - $2::int * interval '1 minute'), $1::timestamptz - least($2::int, $3::int) * interval '1 minute', interval '1 minute') AS m(minute)
-     CROSS JOIN LATERAL (
-       SELECT array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts FROM claim_latency_minute l
-       WHERE l.minute = m.minute AND l.service = idle.service AND l.scope = idle.scope
-     ) AS h
-     WHERE m.minute >= $1::timestamptz - $2::int * interval '1 minute' AND m.minute < $1::timestamptz - least($2::int, $3::int) * interval '1 minute'
-       AND h.buckets IS NOT NULL`;
+export const alertIdleLatencyText = `SELECT at AS minute, bucket, sum(count) AS n FROM claim_latency_series
+     WHERE step = ${IDLE_LATENCY_STEP} AND service = ANY($1::text[]) AND scope = $2 AND at = ANY($3::timestamptz[])
+     GROUP BY at, bucket`;
+
+/**
+ * A choice's last busy minutes, newest first: at most `minutes` of them, each with at least
+ * minimumClaimsPerMinute claims (and at least one). An idle choice's checks show these
+ * (server/metrics/checks.ts), so they are the older histograms readAlertInputs reads.
+ */
+export function lastBusyMinutes<T extends { at: Date; claims: number }>(points: readonly T[], thresholds: AlertThresholds, minutes: number): T[] {
+  return points
+    .filter((point) => point.claims >= Math.max(1, thresholds.minimumClaimsPerMinute))
+    .sort((a, b) => b.at.getTime() - a.at.getTime())
+    .slice(0, minutes);
+}
+
+/** A choice of the overview: a service, a scope (in every service that has it), both, or neither (the store). */
+export interface Choice {
+  service?: string | undefined;
+  scope?: string | undefined;
+}
 
 /**
  * The last `minutes` of the series, the policies and the last finished sweep, for
@@ -364,15 +383,15 @@ export const alertIdleLatencyText = `SELECT m.minute, idle.service, idle.scope, 
  */
 export async function readAlertInputs(
   db: Queryable,
-  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds } = {},
+  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds; checksFor?: Choice } = {},
 ): Promise<AlertInputs> {
-  const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds } = options;
+  const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds, checksFor } = options;
   const clock = await db.query<{ now: Date }>('SELECT now() AS now');
   const now = clock.rows[0]?.now ?? new Date();
   // A histogram is used by the p99 rule over its window (claimP99Minutes, and the minute before
   // it that heldFor accepts as the window's start) and by the checks' p99 over the same minutes;
-  // only a choice with no claim in them shows its last busy minutes instead, and every scope of
-  // such a choice is idle in them too.
+  // only the checked choice, when it had no claim in them, shows its last busy minutes instead
+  // (readIdleChoiceLatency).
   const recentMinutes = thresholds.claimP99Minutes + 1;
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
   // Independent reads, at once on a pool (readTogether).
@@ -408,28 +427,10 @@ export async function readAlertInputs(
     () => readLastFinishedSweep(db),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
-  const recentFrom = now.getTime() - thresholds.claimP99Minutes * 60_000;
-  const active = new Set(counts.rows.filter((row) => row.minute.getTime() >= recentFrom && Number(row.claims) > 0).map((row) => `${row.service}\0${row.scope}`));
-  const idle = new Map<string, { service: string; scope: string }>();
-  for (const row of counts.rows) {
-    const id = `${row.service}\0${row.scope}`;
-    if (!active.has(id)) idle.set(id, { service: row.service, scope: row.scope });
-  }
-  const idleLatency =
-    idle.size === 0
-      ? []
-      : (
-          await db.query<LatencyRow>(alertIdleLatencyText, [
-            now,
-            minutes,
-            recentMinutes,
-            [...idle.values()].map((scope) => scope.service),
-            [...idle.values()].map((scope) => scope.scope),
-          ])
-        ).rows;
   const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
+  const idleChoiceLatency = checksFor === undefined ? undefined : await readIdleChoiceLatency(db, checksFor, counts.rows, thresholds, now, Math.min(minutes, recentMinutes));
   const histograms = new Map<string, number[]>();
-  for (const row of [...latency.rows, ...idleLatency]) {
+  for (const row of latency.rows) {
     for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.service}\0${row.scope}`]) {
       const buckets = histograms.get(key) ?? emptyHistogram();
       row.buckets.forEach((bucket, i) => (buckets[bucket] = (buckets[bucket] ?? 0) + Number(row.counts[i] ?? 0)));
@@ -461,6 +462,7 @@ export async function readAlertInputs(
   }
   return {
     now,
+    ...(idleChoiceLatency === undefined ? {} : { idleChoiceLatency }),
     store: stats.rows.map((row, index) => ({
       at: row.sampled_at,
       estimatedRows: Number(row.estimated_rows),
@@ -473,4 +475,47 @@ export async function readAlertInputs(
     policies: policies.rows.map((row) => ({ service: row.service, endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
     sweep: { lastFinishedAt: lastSweep?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
   };
+}
+
+/**
+ * The idle choice's histograms (AlertInputs.idleChoiceLatency): when the choice had no claim in
+ * the p99 window, its scopes' claims summed per minute give its last busy minutes
+ * (lastBusyMinutes, before the `recentMinutes` the recent read has), and one read of the
+ * one-minute series at the choice's level gives their merged histograms. Nothing is read for a
+ * choice with claims in the window, or with no busy minute.
+ */
+async function readIdleChoiceLatency(
+  db: Queryable,
+  choice: Choice,
+  rows: readonly { minute: Date; service: string; scope: string; claims: string }[],
+  thresholds: AlertThresholds,
+  now: Date,
+  recentMinutes: number,
+): Promise<{ choice: Choice; byMinute: Map<number, number[]> } | undefined> {
+  const members = rows.filter((row) => (choice.service === undefined || row.service === choice.service) && (choice.scope === undefined || row.scope === choice.scope));
+  const windowFrom = now.getTime() - thresholds.claimP99Minutes * 60_000;
+  if (members.some((row) => row.minute.getTime() >= windowFrom && Number(row.claims) > 0)) return undefined;
+  const before = now.getTime() - recentMinutes * 60_000;
+  const byMinute = new Map<number, { at: Date; claims: number }>();
+  for (const row of members) {
+    if (row.minute.getTime() >= before) continue;
+    const minute = byMinute.get(row.minute.getTime()) ?? { at: row.minute, claims: 0 };
+    minute.claims += Number(row.claims);
+    byMinute.set(row.minute.getTime(), minute);
+  }
+  const busy = lastBusyMinutes([...byMinute.values()], thresholds, thresholds.claimP99Minutes);
+  if (busy.length === 0) return undefined;
+  const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(members.map((row) => row.service))].sort() : [ALL];
+  const { rows: cells } = await db.query<{ minute: Date; bucket: number; n: string }>(alertIdleLatencyText, [
+    services,
+    choice.scope ?? ALL,
+    busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),
+  ]);
+  const histograms = new Map<number, number[]>();
+  for (const cell of cells) {
+    const histogram = histograms.get(cell.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0);
+    histogram[cell.bucket] = (histogram[cell.bucket] ?? 0) + Number(cell.n);
+    histograms.set(cell.minute.getTime(), histogram);
+  }
+  return { choice: { service: choice.service, scope: choice.scope }, byMinute: histograms };
 }

@@ -3,7 +3,7 @@
 // and where the action happens. Firing checks are the banners; the others are listed as
 // passed, with their values, so "nothing fires" shows what was looked at.
 import { percentileOf } from '@retrysafe/store';
-import { alertCatalog, shareText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type Severity } from './alerts';
+import { alertCatalog, lastBusyMinutes, shareText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type Severity } from './alerts';
 
 /** Where an alert's action happens: the dashboard's page or the overview's panel. */
 export type CheckLink = 'principals' | 'claims' | 'store' | 'retention';
@@ -86,21 +86,24 @@ function chosenFlow(input: AlertInputs, choice: { service?: string | undefined; 
 }
 
 /** The flow checks' current values: each share and the p99 over the alert's window. */
-function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThresholds): Record<'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate', string> {
+function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThresholds, idleLatency?: Map<number, number[]>): Record<'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate', string> {
   // The alert's window; when it holds no claim (the rules skip idle minutes), the last busy
   // minutes the inputs hold, said so.
-  const busy = [...points].filter((point) => point.claims >= Math.max(1, thresholds.minimumClaimsPerMinute)).sort((x, y) => y.at.getTime() - x.at.getTime());
+  // (readAlertInputs reads the older histograms of exactly these minutes.)
   const within = (minutes: number) => {
     const recent = points.filter((point) => point.at.getTime() >= now.getTime() - minutes * 60_000);
+    const busy = lastBusyMinutes(points, thresholds, minutes);
     if (recent.some((point) => point.claims > 0) || busy.length === 0) return { points: recent, note: '' };
-    return { points: busy.slice(0, minutes), note: ' (last busy minutes)' };
+    return { points: busy, note: ' (last busy minutes)' };
   };
   const rate = within(thresholds.rateMinutes);
   const claims = rate.points.reduce((sum, point) => sum + point.claims, 0);
   const share = (pick: (point: FlowMinutePoint) => number) =>
     claims === 0 ? 'no claims' : `${shareText(rate.points.reduce((sum, point) => sum + pick(point), 0) / claims)}${rate.note}`;
   const slow = within(thresholds.claimP99Minutes);
-  const merged = slow.points.reduce<number[]>((sum, point) => point.latency.map((count, bucket) => count + (sum[bucket] ?? 0)), []);
+  // An idle choice's last busy minutes: their histograms as readAlertInputs read them for it.
+  const latencyOf = (point: FlowMinutePoint) => (slow.note === '' ? point.latency : (idleLatency?.get(point.at.getTime()) ?? point.latency));
+  const merged = slow.points.reduce<number[]>((sum, point) => latencyOf(point).map((count, bucket) => count + (sum[bucket] ?? 0)), []);
   const p99 = percentileOf(merged, 99);
   return {
     claim_p99: Number.isFinite(p99) ? `${msText(p99)}${slow.note}` : 'no claims',
@@ -163,8 +166,13 @@ export function evaluateChecks(
     stale_claims: latestStore ? (latestStore.oldestStaleSeconds > 0 ? `oldest ${minutesText(latestStore.oldestStaleSeconds)} past its lease` : 'none past its lease') : 'no sample yet',
     sweeper_stalled: sinceSweep === null ? 'no run yet' : `last run ${minutesText(sinceSweep)} ago`,
   };
+  // The choice's idle histograms, when readAlertInputs read them for this choice (checksFor).
+  const idle = input.idleChoiceLatency;
+  const idleLatency = idle && idle.choice.service === choice.service && idle.choice.scope === choice.scope ? idle.byMinute : undefined;
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
-    name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate' ? flowValues(seriesOf(where), now, thresholds)[name] : storeValue[name];
+    name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate'
+      ? flowValues(seriesOf(where), now, thresholds, where.service === null && where.scope === null ? idleLatency : undefined)[name]
+      : storeValue[name];
 
   const firing: Check[] = alerts.map((alert) => ({
     name: alert.name,

@@ -160,7 +160,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
          WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
         [query.service ?? null, query.scope ?? null],
       ),
-    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds }),
+    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope } }),
     () => readLatestScopeFigures(db, window.to),
   ]);
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { explainPrepared, recordingQueryable, type PlanCacheMode } from '../../db/plan';
 import { alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { rebuildSeries } from '../../server/metrics/series';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { useTestDatabase } from '../helpers/database';
 
@@ -134,41 +135,73 @@ describe('alert inputs: the latency histograms read', () => {
        SELECT date_trunc('minute', now()) - m * interval '1 minute', 'orders', s, CASE WHEN s = 'POST /busy' AND m < 5 THEN 10 ELSE 20 END, 50
        FROM (SELECT 'POST /idle' AS s, m FROM generate_series(12, 20) AS m UNION ALL SELECT 'POST /busy', m FROM generate_series(0, 25) AS m) AS t`,
     );
+    await rebuildSeries(db.pool); // as the flush writes them beside the buckets
     const p99Check = async (scope: string) =>
       (await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'orders', scope }))).checks.find((check) => check.name === 'claim_p99');
     expect(await p99Check('POST /idle')).toMatchObject({ firing: false, value: '102 ms (last busy minutes)' });
     expect(await p99Check('POST /busy')).toMatchObject({ firing: false, value: '3.2 ms' });
     const orders = (await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: 'orders' }))).checks.find((check) => check.name === 'claim_p99');
     expect(orders).toMatchObject({ value: '3.2 ms' });
-    // The idle scope's older minutes: its own primary-key range, the busy scopes' not read.
+    // The idle scope's older minutes: only the histograms its check shows (its last five busy
+    // minutes, 12 to 16 minutes ago), from the one-minute series at its level; no other's read,
+    // and nothing when no choice is checked (the Prometheus gauges).
     const recorded = recordingQueryable(db.pool);
     await readAlertInputs(recorded.db);
+    expect(recorded.statements.some((statement) => statement.text === alertIdleLatencyText)).toBe(false);
+    await readAlertInputs(recorded.db, { checksFor: { service: 'orders', scope: 'POST /idle' } });
     const idle = recorded.statements.find((statement) => statement.text === alertIdleLatencyText);
-    expect(idle?.values.slice(3)).toEqual([['orders'], ['POST /idle']]);
-    // Its nine busy minutes, each with its one bucket of 50 claims.
-    const idleRows = (await db.pool.query<{ buckets: number[]; counts: string[] }>(alertIdleLatencyText, [...(idle?.values ?? [])])).rows;
-    expect(idleRows.map((row) => [row.buckets, row.counts.map(Number)])).toEqual(new Array(9).fill([[20], [50]]));
+    const { rows: clock } = await db.pool.query<{ minute: Date }>("SELECT date_trunc('minute', now()) AS minute");
+    const minutesAgo = (values: unknown) => (values as Date[]).map((minute) => Math.round(((clock[0]?.minute.getTime() ?? 0) - minute.getTime()) / 60_000));
+    expect(idle?.values.slice(0, 2)).toEqual([['orders'], 'POST /idle']);
+    expect(minutesAgo(idle?.values[2])).toEqual([16, 15, 14, 13, 12]);
+    // Each with its one bucket of 50 claims.
+    const idleRows = (await db.pool.query<{ bucket: number; n: string }>(alertIdleLatencyText, [...(idle?.values ?? [])])).rows;
+    expect(idleRows.map((row) => [row.bucket, Number(row.n)])).toEqual(new Array(5).fill([20, 50]));
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
     try {
-      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
-        const nodes = await analyze(client, alertIdleLatencyText, idle?.values ?? [], mode);
-        const onLatency = nodes.filter((node) => node['Relation Name'] === 'claim_latency_minute' || node['Index Name'] === 'claim_latency_minute_pkey');
-        expect({ mode, seqScans: onLatency.filter((node) => node['Node Type'] === 'Seq Scan') }).toEqual({ mode, seqScans: [] });
-        expect([...new Set(nodes.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]).toEqual(['claim_latency_minute_pkey']);
-        // One probe of the key per minute of the idle scope's part of the window (24 or 25 whole
-        // minutes), each on its minute, service and scope: no other scope's rows are read, and
-        // nothing is filtered out after the index.
-        const probes = onLatency.filter((node) => node['Index Cond'] !== undefined);
-        expect(probes.length).toBeGreaterThan(0);
-        for (const probe of probes) {
-          expect({ mode, cond: /minute = .*service = .*scope = /.test(probe['Index Cond'] ?? '') }).toEqual({ mode, cond: true });
-          expect(probe['Actual Loops'] ?? 1).toBeLessThanOrEqual(25);
+      for (const analyzed of [false, true]) {
+        if (analyzed) await client.query('ANALYZE claim_latency_series');
+        for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+          const nodes = await analyze(client, alertIdleLatencyText, idle?.values ?? [], mode);
+          expect({ analyzed, mode, seqScans: nodes.filter((node) => node['Node Type'] === 'Seq Scan') }).toEqual({ analyzed, mode, seqScans: [] });
+          expect([...new Set(nodes.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]).toEqual(['claim_latency_series_pkey']);
+          // The key's range on step, service, scope and the minutes: no other scope's or step's
+          // rows are read, and nothing is filtered out after the index.
+          const scans = nodes.filter((node) => node['Index Cond'] !== undefined);
+          expect(scans.length).toBeGreaterThan(0);
+          for (const scan of scans) expect({ mode, cond: /step = .*service = .*scope = .*at = /.test(scan['Index Cond'] ?? '') }).toEqual({ mode, cond: true });
+          expect(nodes.reduce((sum, node) => sum + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0), 0)).toBe(0);
+          expect(scans.reduce((sum, node) => sum + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1), 0)).toBe(5);
         }
-        expect(onLatency.reduce((sum, node) => sum + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0), 0)).toBe(0);
       }
     } finally {
       await client.end();
     }
+  });
+
+  it("reads for a service the last minutes its scopes were busy together, though none was busy alone", async () => {
+    // Service pair: POST /a and POST /b at 12 claims each 8 to 14 minutes ago (24 together: busy,
+    // each alone under the 20-claim minimum) at 102 ms; POST /a alone at 30 claims 20 to 22
+    // minutes ago at 3.2 ms. Nothing since.
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'pair', s, 'new', n
+       FROM (SELECT s, m, 12 AS n FROM unnest(ARRAY['POST /a', 'POST /b']) AS s, generate_series(8, 14) AS m UNION ALL SELECT 'POST /a', m, 30 FROM generate_series(20, 22) AS m) AS t;
+       INSERT INTO claim_latency_minute (minute, service, scope, bucket, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'pair', s, CASE WHEN m >= 20 THEN 10 ELSE 20 END, n
+       FROM (SELECT s, m, 12 AS n FROM unnest(ARRAY['POST /a', 'POST /b']) AS s, generate_series(8, 14) AS m UNION ALL SELECT 'POST /a', m, 30 FROM generate_series(20, 22) AS m) AS t`,
+    );
+    await rebuildSeries(db.pool);
+    const p99Check = async (choice: { service: string; scope?: string }) =>
+      (await readOverview(db.pool, overviewQuery.parse({ range: '1h', ...choice }))).checks.find((check) => check.name === 'claim_p99');
+    expect(await p99Check({ service: 'pair' })).toMatchObject({ firing: false, value: '102 ms (last busy minutes)' });
+    expect(await p99Check({ service: 'pair', scope: 'POST /a' })).toMatchObject({ firing: false, value: '3.2 ms (last busy minutes)' });
+    // The histograms read for the service: its level's five busy minutes (8 to 12 minutes ago).
+    const recorded = recordingQueryable(db.pool);
+    await readAlertInputs(recorded.db, { checksFor: { service: 'pair' } });
+    const idle = recorded.statements.find((statement) => statement.text === alertIdleLatencyText);
+    expect(idle?.values.slice(0, 2)).toEqual([['pair'], '*']);
+    expect((idle?.values[2] as Date[]).length).toBe(5);
   });
 });
