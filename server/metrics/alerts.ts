@@ -410,13 +410,14 @@ export async function readAlertInputs(
       ),
     // Per minute, service and scope (a range of each table's primary key); all scopes are their
     // sum. Every minute of the window: a rule fires only when the window had a busy minute. (On
-    // 'infinity', see alertLatencyText.)
+    // 'infinity', see alertLatencyText.) Unordered, so the groups are hashed rather than the
+    // rows sorted (half this statement's time at 50 scopes); ordered by minute here.
     () =>
       db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
         `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
                 sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
          FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
-         GROUP BY minute, service, scope ORDER BY minute`,
+         GROUP BY minute, service, scope`,
         [now, minutes],
       ),
     () => db.query<LatencyRow>(alertLatencyText, [now, minutes, recentMinutes]),
@@ -439,7 +440,7 @@ export async function readAlertInputs(
   }
   const overall = new Map<number, FlowMinutePoint>();
   const flowByScope = new Map<string, ScopeSeries>();
-  for (const row of counts.rows) {
+  for (const row of [...counts.rows].sort((a, b) => a.minute.getTime() - b.minute.getTime())) {
     const at = row.minute.getTime();
     const point: FlowMinutePoint = {
       at: row.minute,
