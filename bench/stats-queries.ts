@@ -63,7 +63,7 @@ export interface IndexCost {
  * Flow and latency series of 50 scopes for two days of minutes and 35 days of hours (and the
  * overview's pre-aggregated series of them), and the
  * principals' rows at their bound: every (scope, minute) of the last 2 h, every (scope, hour) of
- * the 2 days before and every (scope, day) before that, plus the service's and the store's merged rows ('*'), with 20 principals (of 5,000)
+ * the last 26 and every (scope, day) of the last 35, plus the service's and the store's merged rows ('*'), with 20 principals (of 5,000)
  * for claims, conflicts, mismatches and takeovers and 5 for rejections and errors.
  */
 export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
@@ -84,13 +84,14 @@ export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
     INSERT INTO principal_flow_minute (service, scope, minute, outcome, principal_id, count)
     SELECT v, s, date_trunc('minute', now()) - m * interval '1 minute', outcome, ${principal('m * 131 + p * 257 + length(s) * 7')}, 1 + p
     FROM generate_series(0, 120) AS m, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
+    -- As the flush writes them (migration 0023) and the roll-up merges them: every hour of the
+    -- last 26 and every UTC day of the last 35, k counters each.
     INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
-    SELECT v, s, date_trunc('hour', now()) - h * interval '1 hour', outcome, ${principal('h * 131 + p * 257 + length(s) * 7')}, 10 + p
-    FROM generate_series(2, 47) AS h, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
-    -- Past 48 h the roll-up keeps days.
-    INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
-    SELECT v, s, date_trunc('day', now()) - d * interval '1 day', outcome, ${principal('d * 131 + p * 257 + length(s) * 7')}, 200 + p
-    FROM generate_series(2, 35) AS d, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
+    SELECT v, s, date_bin('1 hour', now(), timestamptz 'epoch') - h * interval '1 hour', outcome, ${principal('h * 131 + p * 257 + length(s) * 7')}, 10 + p
+    FROM generate_series(0, 25) AS h, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
+    INSERT INTO principal_flow_day (service, scope, day, outcome, principal_id, count)
+    SELECT v, s, date_bin('1 day', now(), timestamptz 'epoch') - d * interval '1 day', outcome, ${principal('d * 131 + p * 257 + length(s) * 7')}, 200 + p
+    FROM generate_series(0, 35) AS d, ${groups}, ${outcomes}, generate_series(0, 19) AS p WHERE p < kept;
     INSERT INTO principal_names (principal_id, name)
     SELECT ${principal('i')}, 'Tenant ' || i FROM generate_series(0, ${ACTIVE_PRINCIPALS - 1}) AS i;`);
   // The overview's series (migration 0021) as the flush writes them beside those buckets: every

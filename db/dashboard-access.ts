@@ -56,6 +56,7 @@ const readOnly = [
   'idempotency_key_usage',
   'principal_flow_minute',
   'principal_flow_hour',
+  'principal_flow_day',
   'principal_names',
   'flow_counts_series',
   'claim_latency_series',

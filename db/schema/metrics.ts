@@ -162,6 +162,8 @@ const principalOutcomeCheck = (column: unknown) => sql`${column} IN ('conflict',
  * counters (packages/store/src/recorder.ts), so a count is a lower bound of the truth, short by
  * at most N/(k+1) (N the bucket's events of that outcome). Scope '*' holds a service's
  * summaries merged over its scopes, service '*' the store's; 'claims' counts every outcome.
+ * The same flush adds the same counters to the hour and the day tables, so each range of the
+ * overview reads one of them (the 1-hour range minutes, up to 24 hours hours, longer ones days).
  */
 export const principalFlowMinute = retrysafe.table(
   'principal_flow_minute',
@@ -174,7 +176,7 @@ export const principalFlowMinute = retrysafe.table(
     count: bigint('count', { mode: 'number' }).notNull(),
   },
   // Serves the flush upsert and the overview's read of one (service, scope) over a time range;
-  // the minute index serves the roll-up's move of old minutes.
+  // the minute index serves the roll-up's expiry of old minutes.
   (t) => [
     primaryKey({ name: 'principal_flow_minute_pkey', columns: [t.service, t.scope, t.minute, t.outcome, t.principalId] }),
     // Only the roll-up's move states `outcome > ''` (true of every row): with the plain time
@@ -185,7 +187,10 @@ export const principalFlowMinute = retrysafe.table(
   ],
 );
 
-/** Hour buckets of principal_flow_minute, each (hour, service, scope, outcome) merged down to top-K by the roll-up. */
+/**
+ * Hour buckets of the principals' counters, added at every flush; the roll-up merges each
+ * recent (hour, service, scope, outcome) down to top-K (server/metrics/rollup.ts).
+ */
 export const principalFlowHour = retrysafe.table(
   'principal_flow_hour',
   {
@@ -196,10 +201,28 @@ export const principalFlowHour = retrysafe.table(
     principalId: uuid('principal_id').notNull(),
     count: bigint('count', { mode: 'number' }).notNull(),
   },
-  // As the minute table's; the hour index serves the expiry delete.
+  // As the minute table's; the hour index serves the roll-up's merge and expiry.
   (t) => [
     primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
     index('principal_flow_hour_hour_idx').on(t.hour).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
     check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
+  ],
+);
+
+/** Day buckets (UTC days) of the principals' counters, as the hour table's. */
+export const principalFlowDay = retrysafe.table(
+  'principal_flow_day',
+  {
+    service: text('service').notNull(),
+    scope: text('scope').notNull(),
+    day: timestamp('day', { withTimezone: true }).notNull(),
+    outcome: text('outcome').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [
+    primaryKey({ name: 'principal_flow_day_pkey', columns: [t.service, t.scope, t.day, t.outcome, t.principalId] }),
+    index('principal_flow_day_day_idx').on(t.day).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
+    check('principal_flow_day_outcome', principalOutcomeCheck(t.outcome)),
   ],
 );

@@ -1,11 +1,11 @@
 // Principals for the dashboard: the search by display name (for /keys) and the overview's
 // "principals behind conflicts, mismatches, rejections and stale claims" for a time range,
 // service and scope. The flow counts come from the recorder's top-K summaries
-// (principal_flow_minute/hour): lower bounds, each short by at most N/(k+1), N the range's
+// (principal_flow_minute/hour/day): lower bounds, each short by at most N/(k+1), N the range's
 // events of that outcome in the selection; stale claims are counted exactly from the key
 // table's in-progress index.
 import { z } from 'zod';
-import { ALL, PRINCIPAL_TOP_K, type PrincipalOutcome } from '@retrysafe/store';
+import { ALL, PRINCIPAL_TOP_K, principalOutcomes, type PrincipalOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { storableText } from '../storable';
 import { STALE_LEASE_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
@@ -100,81 +100,75 @@ export interface PrincipalsSelection {
 const ROWS_SHOWN = 20;
 
 /**
+ * The table of the principals' counters a range reads (the flush writes all three, migration
+ * 0023): minutes for up to an hour, hours for up to a day, days beyond; so a range reads at most
+ * about 60, 24 or 31 buckets of top-K rows, however long it is. A bucket starting before the
+ * range's start is left out (as the series' first step is not).
+ */
+export function principalLevel(from: Date, to: Date): { table: 'principal_flow_minute' | 'principal_flow_hour' | 'principal_flow_day'; column: 'minute' | 'hour' | 'day' } {
+  const span = to.getTime() - from.getTime();
+  if (span <= 3_600_000) return { table: 'principal_flow_minute', column: 'minute' };
+  if (span <= 86_400_000) return { table: 'principal_flow_hour', column: 'hour' };
+  return { table: 'principal_flow_day', column: 'day' };
+}
+
+/**
  * The principals behind the trouble in a range: the top-K rows of the chosen (service, scope)
- * (or the merged '*' rows when none is chosen), minute rows for what is not rolled up and hour
- * rows for the rest, each one range of its table's primary key (service, scope, time first);
- * plus the stale claims per principal, a range of the stale-lease index. Ranked by the sum of
- * their trouble and stale claims; at most 20.
+ * (or the merged '*' rows when none is chosen) in the range's table (principalLevel), one range
+ * of its primary key (service, scope, time first); plus the stale claims per principal, a range
+ * of the stale-lease index. Ranked by the sum of their trouble and stale claims; at most 20.
  *
- * One statement ranks every principal of the range and returns only the 20 (their counts per
- * outcome and their stale claims), rather than every principal's counts for the app to rank;
- * every stale claim of the selection counts toward its principal's weight.
+ * One statement sums each principal's counts per outcome in one pass, ranks every principal of
+ * the range with its stale claims, and returns only the 20, rather than every principal's counts
+ * for the app to rank; every stale claim of the selection counts toward its principal's weight.
  */
 export async function readPrincipalsBehind(db: Queryable, selection: PrincipalsSelection): Promise<PrincipalsBehind> {
   const services = selection.service !== null ? [selection.service] : selection.scope !== null ? selection.services : [ALL];
   const scope = selection.scope ?? ALL;
-  const { rows } = await db.query<{ principal_id: string; outcome: PrincipalOutcome | null; n: string | null; stale: string }>({
-    name: 'dashboard_principals_behind',
+  const { table, column } = principalLevel(selection.from, selection.to);
+  type Row = { principal_id: string; stale: string } & Record<PrincipalOutcome, string | null>;
+  const { rows } = await db.query<Row>({
+    name: `dashboard_principals_behind_${column}`,
     text: `WITH stale AS (
              SELECT principal_id, count(*) AS n FROM idempotency_keys
              WHERE ${STALE_LEASE_INDEX_PREDICATE} AND state = 'in_progress' AND lease_expires_at < now()
                AND ($5::text IS NULL OR service = $5) AND ($6::text IS NULL OR scope = $6)
              GROUP BY principal_id
            ), flow AS (
-             SELECT principal_id, outcome, sum(count) AS n FROM (
-               SELECT principal_id, outcome, count FROM principal_flow_minute
-               WHERE service = ANY($1::text[]) AND scope = $2 AND minute >= $3 AND minute < $4
-               UNION ALL
-               SELECT principal_id, outcome, count FROM principal_flow_hour
-               WHERE service = ANY($1::text[]) AND scope = $2 AND hour >= $3 AND hour < $4
-             ) u GROUP BY 1, 2
-           ), ranked AS (
-             SELECT principal_id FROM (
-               SELECT principal_id, n FROM flow WHERE outcome <> 'claims'
-               UNION ALL
-               SELECT principal_id, n FROM stale
-             ) t GROUP BY principal_id HAVING sum(n) > 0
-             ORDER BY sum(n) DESC, principal_id LIMIT ${ROWS_SHOWN}
+             SELECT principal_id,
+                    ${principalOutcomes.map((outcome) => `sum(count) FILTER (WHERE outcome = '${outcome}') AS ${outcome}`).join(',\n                    ')},
+                    sum(count) FILTER (WHERE outcome <> 'claims') AS trouble
+             FROM ${table}
+             WHERE service = ANY($1::text[]) AND scope = $2 AND ${column} >= $3 AND ${column} < $4
+             GROUP BY principal_id
            )
-           SELECT r.principal_id, f.outcome, f.n, coalesce(s.n, 0) AS stale
-           FROM ranked r LEFT JOIN flow f ON f.principal_id = r.principal_id LEFT JOIN stale s ON s.principal_id = r.principal_id`,
+           SELECT coalesce(f.principal_id, s.principal_id) AS principal_id, ${principalOutcomes.map((outcome) => `f.${outcome}`).join(', ')}, coalesce(s.n, 0) AS stale
+           FROM flow f FULL JOIN stale s ON s.principal_id = f.principal_id
+           WHERE coalesce(f.trouble, 0) + coalesce(s.n, 0) > 0
+           ORDER BY coalesce(f.trouble, 0) + coalesce(s.n, 0) DESC, 1
+           LIMIT ${ROWS_SHOWN}`,
     values: [services, scope, selection.from, selection.to, selection.service, selection.scope],
   });
-  const byPrincipal = new Map<string, { counts: Record<PrincipalOutcome, number>; staleClaims: number }>();
-  const entry = (principalId: string) => {
-    let found = byPrincipal.get(principalId);
-    if (!found) {
-      found = { counts: { conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0, claims: 0 }, staleClaims: 0 };
-      byPrincipal.set(principalId, found);
-    }
-    return found;
-  };
-  for (const row of rows) {
-    const found = entry(row.principal_id);
-    if (row.outcome !== null) found.counts[row.outcome] += Number(row.n);
-    found.staleClaims = Number(row.stale);
-  }
-  const weight = (value: { counts: Record<PrincipalOutcome, number>; staleClaims: number }) =>
-    troubleOutcomes.reduce((sum, outcome) => sum + value.counts[outcome], 0) + value.staleClaims;
-  const ranked = [...byPrincipal]
-    .filter(([, value]) => weight(value) > 0)
-    .sort((a, b) => weight(b[1]) - weight(a[1]) || (a[0] < b[0] ? -1 : 1))
-    .slice(0, ROWS_SHOWN);
+  const ranked = rows.map((row) => ({
+    principalId: row.principal_id,
+    counts: Object.fromEntries(principalOutcomes.map((outcome) => [outcome, Number(row[outcome] ?? 0)])) as Record<PrincipalOutcome, number>,
+    staleClaims: Number(row.stale),
+  }));
   const names = await readPrincipalNames(
     db,
-    ranked.map(([principalId]) => principalId),
+    ranked.map((row) => row.principalId),
   );
   const k = PRINCIPAL_TOP_K;
   return {
     k,
     errorBound: Object.fromEntries(Object.entries(selection.totals).map(([outcome, n]) => [outcome, n / (k + 1)])) as PrincipalsBehind['errorBound'],
-    principals: ranked.map(([principalId, value]) => ({
+    principals: ranked.map(({ principalId, counts, staleClaims }) => ({
       principalId,
       name: names.get(principalId) ?? null,
-      counts: value.counts,
-      staleClaims: value.staleClaims,
+      counts,
+      staleClaims,
       share: Object.fromEntries(
-        troubleOutcomes.map((outcome) => [outcome, value.counts.claims > 0 ? Math.min(1, value.counts[outcome] / value.counts.claims) : null]),
+        troubleOutcomes.map((outcome) => [outcome, counts.claims > 0 ? Math.min(1, counts[outcome] / counts.claims) : null]),
       ) as Record<TroubleOutcome, number | null>,
     })),
   };

@@ -1,7 +1,8 @@
 // Keeps the flow metrics bounded: minute buckets older than the minute retention move into
 // hour buckets (added, so several runs or instances never double count: the move deletes
 // what it adds), and hour buckets older than the hour retention are deleted. One instance
-// at a time (a transaction-scoped advisory lock); each table pair in one transaction.
+// at a time (a transaction-scoped advisory lock); each table pair in one transaction. The
+// principals' hours and days, which the flush writes, are merged down to top-K and expired.
 import type pg from 'pg';
 import { PRINCIPAL_TOP_K } from '@retrysafe/store';
 import { inTransaction } from '../../db/transaction';
@@ -9,22 +10,24 @@ import { FLOW_SERIES_EVERY_ROW, LATENCY_SERIES_EVERY_ROW, PRINCIPAL_TIME_INDEX_P
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
 const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;
+/** The principals' merges' (one transaction per table): the bytes of "rstopk". */
+const PRINCIPAL_MERGE_LOCK_KEY = 0x7273746f706bn;
 
 export interface RollupOptions {
   minuteRetentionMs: number;
   hourRetentionMs: number;
-  /** How long the principals' minute rows are kept before their whole hours move (default 2 h). */
+  /** How long the principals' minute rows are kept (default 2 h). */
   principalMinuteRetentionMs?: number;
-  /** Counters kept per (hour, service, scope, outcome) of the principals (default PRINCIPAL_TOP_K). */
+  /** Counters kept per (hour or day, service, scope, outcome) of the principals (default PRINCIPAL_TOP_K). */
   principalTopK?: number;
-  /** After how long the principals' hour rows merge into day rows (default 48 h). */
+  /** How long the principals' hour rows are kept (default 26 h); their days as long as the hour buckets (hourRetentionMs). */
   principalHourRetentionMs?: number;
 }
 
-/** Past this, the principals' rows are days: a 30-day table reads about 30 + 48 + 120 buckets, not 720. */
-export const PRINCIPAL_HOUR_RETENTION_MS = 48 * 3_600_000;
+/** The principals' hour rows serve ranges up to 24 hours; longer ones read days. */
+export const PRINCIPAL_HOUR_RETENTION_MS = 26 * 3_600_000;
 
-/** The principals' minute rows cover the 1-hour range; longer ones read hours. */
+/** The principals' minute rows serve the 1-hour range. */
 export const PRINCIPAL_MINUTE_RETENTION_MS = 2 * 3_600_000;
 
 export interface RollupResult {
@@ -33,12 +36,14 @@ export interface RollupResult {
   hourRowsExpired: number;
   /** Rows of the overview's series past their retention. */
   seriesRowsExpired: number;
+  /** The principals' minute, hour and day rows past their retention. */
+  principalRowsExpired: number;
 }
 
 export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): Promise<RollupResult> {
-  return inTransaction(pool, async (client) => {
+  const result = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ROLLUP_LOCK_KEY.toString()]);
-    if (!rows[0]?.locked) return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0 };
+    if (!rows[0]?.locked) return { ran: false, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0, principalRowsExpired: 0 };
     let minuteRowsRolledUp = 0;
     let hourRowsExpired = 0;
     let seriesRowsExpired = 0;
@@ -66,18 +71,25 @@ export async function rollUpFlowMetrics(pool: pg.Pool, options: RollupOptions): 
       const expired = await client.query(expiry.text, expiry.values);
       seriesRowsExpired += expired.rowCount ?? 0;
     }
-    minuteRowsRolledUp += await rollUpPrincipals(client, options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
-    await rollUpPrincipalDays(client, options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS, options.principalTopK ?? PRINCIPAL_TOP_K);
-    // Hour index range (its predicate, outcome > '', is true of every row: migration 0022).
-    const principalHours = await client.query(`DELETE FROM principal_flow_hour WHERE hour < now() - $1::bigint * interval '1 millisecond' AND ${PRINCIPAL_TIME_INDEX_PREDICATE}`, [options.hourRetentionMs]);
-    hourRowsExpired += principalHours.rowCount ?? 0;
     // The store statistics series is kept as long as the hour buckets. Primary key range.
     for (const table of ['store_stats', 'store_stats_scopes'] as const) {
       const samples = await client.query(`DELETE FROM ${table} WHERE sampled_at < now() - $1::bigint * interval '1 millisecond'`, [options.hourRetentionMs]);
       hourRowsExpired += samples.rowCount ?? 0;
     }
-    return { ran: true, minuteRowsRolledUp, hourRowsExpired, seriesRowsExpired };
+    // The principals' minutes, hours and days past their retention (time index ranges).
+    let principalRowsExpired = 0;
+    for (const [table, column, retentionMs] of [
+      ['principal_flow_minute', 'minute', options.principalMinuteRetentionMs ?? PRINCIPAL_MINUTE_RETENTION_MS],
+      ['principal_flow_hour', 'hour', options.principalHourRetentionMs ?? PRINCIPAL_HOUR_RETENTION_MS],
+      ['principal_flow_day', 'day', options.hourRetentionMs],
+    ] as const) {
+      const expired = await client.query(`DELETE FROM ${table} WHERE ${column} < now() - $1::bigint * interval '1 millisecond' AND ${PRINCIPAL_TIME_INDEX_PREDICATE}`, [retentionMs]);
+      principalRowsExpired += expired.rowCount ?? 0;
+    }
+    return { ran: true, minuteRowsRolledUp, hourRowsExpired, seriesRowsExpired, principalRowsExpired };
   });
+  if (result.ran) await mergeRecentPrincipals(pool, options.principalTopK ?? PRINCIPAL_TOP_K);
+  return result;
 }
 
 /**
@@ -103,72 +115,61 @@ export function seriesExpiry(options: Pick<RollupOptions, 'minuteRetentionMs' | 
   );
 }
 
+/** The principals' tables with a bucket the flush adds to and the roll-up merges: column, and how far back it merges. */
+const PRINCIPAL_MERGED = [
+  // Hours a flush may still add to: the current and the last few (a flush carried over an outage).
+  { table: 'principal_flow_hour', column: 'hour', since: "date_bin('1 hour', now(), timestamptz 'epoch') - interval '3 hours'" },
+  { table: 'principal_flow_day', column: 'day', since: "date_bin('1 day', now(), timestamptz 'epoch') - interval '1 day'" },
+] as const;
+
 /**
- * Moves the principals' minute rows of whole hours older than the retention into hour rows,
- * each (hour, service, scope, outcome) merged down to k counters the Misra-Gries way: the
- * counts summed per principal, the (k+1)-th largest subtracted from the k largest, the rest
- * dropped. A merge keeps each count within N/(k+1) of the truth (N the hour's events of that
- * outcome), so the hour tables stay bounded however many principals there are. Served by the
- * minute index (the move; its predicate outcome > '' is true of every row and stated only here)
- * and the hour table's primary key (the upsert).
+ * Merges each recent (bucket, service, scope, outcome) of the principals' hours or days that has
+ * more than k counters down to k, the Misra-Gries way: the (k+1)-th largest count subtracted from
+ * the k largest, the rest dropped. Each merge keeps every count within N/(k+1) of the truth (N the
+ * bucket's events of that outcome), however often it runs as flushes add to the bucket, so the
+ * tables stay bounded however many principals there are. The rows merged are locked first, in
+ * primary-key order as a flush upserts them, so a flush adding to them meanwhile waits and is
+ * counted whole, never lost to the merge. Served by the table's time index (its predicate
+ * outcome > '' is true of every row and stated only by the roll-up); returns the rows dropped.
  */
-async function rollUpPrincipals(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<number> {
-  const { rows } = await client.query<{ n: string }>(
-    `WITH moved AS (
-       DELETE FROM principal_flow_minute WHERE minute < date_trunc('hour', now() - $1::bigint * interval '1 millisecond') AND ${PRINCIPAL_TIME_INDEX_PREDICATE}
-       RETURNING service, scope, minute, outcome, principal_id, count
-     ), summed AS (
-       SELECT service, scope, date_trunc('hour', minute) AS hour, outcome, principal_id, sum(count) AS count FROM moved GROUP BY 1, 2, 3, 4, 5
+export async function mergePrincipalsToTopK(client: Pick<pg.PoolClient, 'query'>, merged: (typeof PRINCIPAL_MERGED)[number], k: number): Promise<number> {
+  const { table, column, since } = merged;
+  const key = `t.service = r.service AND t.scope = r.scope AND t.${column} = r.at AND t.outcome = r.outcome AND t.principal_id = r.principal_id`;
+  const { rows } = await client.query<{ dropped: string }>(
+    `WITH over AS (
+       SELECT service, scope, ${column} AS at, outcome FROM ${table}
+       WHERE ${column} >= ${since} AND ${PRINCIPAL_TIME_INDEX_PREDICATE}
+       GROUP BY 1, 2, 3, 4 HAVING count(*) > $1::int
+     ), locked AS (
+       SELECT t.service, t.scope, t.${column} AS at, t.outcome, t.principal_id, t.count
+       FROM ${table} t JOIN over o ON t.service = o.service AND t.scope = o.scope AND t.${column} = o.at AND t.outcome = o.outcome
+       ORDER BY 1, 2, 3, 4, 5 FOR UPDATE OF t
      ), ranked AS (
        SELECT *, row_number() OVER w AS rank,
-              coalesce(nth_value(count, $2::int + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), 0) AS cut
-       FROM summed WINDOW w AS (PARTITION BY service, scope, hour, outcome ORDER BY count DESC, principal_id)
-     ), added AS (
-       INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
-       SELECT service, scope, hour, outcome, principal_id, count - cut FROM ranked WHERE rank <= $2 AND count > cut
-       ORDER BY 1, 2, 3, 4, 5
-       ON CONFLICT (service, scope, hour, outcome, principal_id) DO UPDATE SET count = principal_flow_hour.count + EXCLUDED.count
+              coalesce(nth_value(count, $1::int + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), 0) AS cut
+       FROM locked WINDOW w AS (PARTITION BY service, scope, at, outcome ORDER BY count DESC, principal_id)
+     ), dropped AS (
+       DELETE FROM ${table} t USING ranked r WHERE ${key} AND (r.rank > $1::int OR r.count <= r.cut)
+       RETURNING 1
+     ), lowered AS (
+       UPDATE ${table} t SET count = t.count - r.cut FROM ranked r WHERE ${key} AND r.rank <= $1::int AND r.count > r.cut AND r.cut > 0
+       RETURNING 1
      )
-     SELECT count(*) AS n FROM moved`,
-    [retentionMs, k],
+     SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM lowered) AS lowered`,
+    [k],
   );
-  return Number(rows[0]?.n ?? 0);
+  return Number(rows[0]?.dropped ?? 0);
 }
 
 /**
- * Merges the principals' hour rows of whole days older than the retention into one row per
- * day (kept in principal_flow_hour at the day's first instant), down to k counters the same
- * way, so a long range reads days. Only the two days before the cut are looked at (the roll-up
- * runs every minute; hours a server down for longer left behind stay hours: correct, just more
- * rows); the hour index serves that range. The merged rows go through a temporary
- * table, inserted after their hours are deleted.
+ * The principals' recent hours and days merged down to top-K, each table in its own transaction
+ * (so a merge holds one table's rows, locked in key order, and cannot deadlock with a flush).
  */
-async function rollUpPrincipalDays(client: Pick<pg.PoolClient, 'query'>, retentionMs: number, k: number): Promise<void> {
-  await client.query('CREATE TEMP TABLE principal_days (service text, scope text, day timestamptz, outcome text, principal_id uuid, count bigint) ON COMMIT DROP');
-  await client.query(
-    `WITH days AS (
-       SELECT DISTINCT service, scope, date_trunc('day', hour) AS day FROM principal_flow_hour
-       WHERE hour < date_trunc('day', now() - $1::bigint * interval '1 millisecond')
-         AND hour >= date_trunc('day', now() - $1::bigint * interval '1 millisecond') - interval '2 days'
-         AND hour <> date_trunc('day', hour) AND ${PRINCIPAL_TIME_INDEX_PREDICATE}
-     ), moved AS (
-       DELETE FROM principal_flow_hour h USING days d
-       WHERE h.service = d.service AND h.scope = d.scope AND h.hour >= d.day AND h.hour < d.day + interval '1 day'
-       RETURNING h.service, h.scope, d.day, h.outcome, h.principal_id, h.count
-     )
-     INSERT INTO principal_days SELECT service, scope, day, outcome, principal_id, sum(count) FROM moved GROUP BY 1, 2, 3, 4, 5`,
-    [retentionMs],
-  );
-  await client.query(
-    `INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
-     SELECT service, scope, day, outcome, principal_id, count - cut FROM (
-       SELECT *, row_number() OVER w AS rank,
-              coalesce(nth_value(count, $1::int + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), 0) AS cut
-       FROM principal_days WINDOW w AS (PARTITION BY service, scope, day, outcome ORDER BY count DESC, principal_id)
-     ) ranked
-     WHERE rank <= $1 AND count > cut
-     ORDER BY 1, 2, 3, 4, 5`,
-    [k],
-  );
-  await client.query('DROP TABLE principal_days');
+async function mergeRecentPrincipals(pool: pg.Pool, k: number): Promise<void> {
+  for (const merged of PRINCIPAL_MERGED) {
+    await inTransaction(pool, async (client) => {
+      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [PRINCIPAL_MERGE_LOCK_KEY.toString()]);
+      if (rows[0]?.locked) await mergePrincipalsToTopK(client, merged, k);
+    });
+  }
 }

@@ -67,16 +67,16 @@ describe('createRetrysafe', () => {
     const start = () => createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys });
     const started = await start();
     await started.stop();
-    // Version 5: the flush also writes the overview's series (migration 0021).
-    expect(STORE_SCHEMA_VERSION).toBe(5);
+    // Version 6: the flush also writes the principals' hours and days (migration 0023).
+    expect(STORE_SCHEMA_VERSION).toBe(6);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 6, newer than this @retrysafe\/store understands \(5\): upgrade @retrysafe\/store/);
-      // A database migrated before the overview's series (0020's version 4): older, and what to do.
+      await expect(start()).rejects.toThrow(/version 7, newer than this @retrysafe\/store understands \(6\): upgrade @retrysafe\/store/);
+      // A database migrated before the principals' hours and days (0021's version 5): older, and what to do.
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
-      await expect(start()).rejects.toThrow(/version 4, older than this @retrysafe\/store's 5: migrate the database with `npx retrysafe migrate`/);
+      await expect(start()).rejects.toThrow(/version 5, older than this @retrysafe\/store's 6: migrate the database with `npx retrysafe migrate`/);
       await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
-      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 5\): migrate the database/);
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 6\): migrate the database/);
     } finally {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
     }

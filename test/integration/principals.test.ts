@@ -151,7 +151,7 @@ describe('principals', () => {
   });
 
   it('lists the principals behind the trouble per service and scope, with stale claims, names and shares', async () => {
-    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, flow_counts_minute');
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, principal_flow_day, flow_counts_minute');
     const [a, b, c] = [await createTenant(db.pool, 'Tenant A'), await createTenant(db.pool, 'Tenant B'), await createTenant(db.pool, 'Tenant C')].map((t) => t.principalId);
     if (!a || !b || !c) throw new Error('no tenants');
     const recorder = new FlowRecorder(db.pool);
@@ -184,6 +184,12 @@ describe('principals', () => {
     ]);
     expect(refunds.principals.k).toBe(20);
     expect(refunds.principals.errorBound.conflict).toBeCloseTo(40 / 21, 5);
+    // Recorded now, so alike in every range: the 1-hour range reads the minutes, 6 and 24 hours
+    // the hours, 7 and 30 days the days, all written by the same flush.
+    for (const range of ['6h', '24h', '7d', '30d']) {
+      const again = await read({ range, service: 'demo', scope: 'POST /api/v1/refunds' });
+      expect([range, again.principals.principals]).toEqual([range, refunds.principals.principals]);
+    }
     const payments = await read({ service: 'demo', scope: 'POST /api/v1/payments' });
     expect(payments.principals.principals.map((row) => [row.name, row.counts.mismatch, row.staleClaims, row.counts.claims])).toEqual([['Tenant B', 2, 1, 252]]);
     // The demo service as a whole (its scopes merged): A first, then B; nothing of orders.
@@ -200,7 +206,7 @@ describe('principals', () => {
   });
 
   it('ranks the same top 20 as a ranking of every principal of the range, stale claims included', async () => {
-    await db.pool.query("TRUNCATE principal_flow_minute, principal_flow_hour; DELETE FROM idempotency_keys WHERE service = 'rank'");
+    await db.pool.query("TRUNCATE principal_flow_minute, principal_flow_hour, principal_flow_day; DELETE FROM idempotency_keys WHERE service = 'rank'");
     // 60 principals in one scope over 30 minutes: principal i has (i * 7) % 23 conflicts, i % 5
     // mismatches and 50 claims; the 25 with the fewest conflicts also hold stale claims, some
     // enough to rank on them alone.
@@ -248,26 +254,30 @@ describe('principals', () => {
     expect(behind.principals.some((row) => !flowTop.has(row.principalId))).toBe(true);
   });
 
-  it("reads the principals table from one primary-key range per table, never the roll-up's time indexes, young or loaded, custom or generic", async () => {
-    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+  it("reads the principals table from one primary-key range of its range's table, never the roll-up's time indexes, young or loaded, custom or generic", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, principal_flow_day');
     const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
-    const ranges = [1, 24, 168, 720].map((hours) => ({ from: new Date(to.getTime() - hours * 3_600_000), to }));
+    const ranges = [1, 6, 24, 168, 720].map((hours) => ({ from: new Date(to.getTime() - hours * 3_600_000), to }));
+    const tableOf = (hours: number) => (hours <= 1 ? 'principal_flow_minute' : hours <= 24 ? 'principal_flow_hour' : 'principal_flow_day');
     const totals = { claims: 1, conflict: 1, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
     const check = async (label: string) => {
       for (const range of ranges) {
         for (const [service, scope] of [[null, null], ['load', 'POST /s-3']] as const) {
           const recorded = recordingQueryable(dashboard);
           await readPrincipalsBehind(recorded.db, { ...range, service, scope, services: ['load'], totals });
-          const statement = recorded.statements.find((candidate) => candidate.text.includes('principal_flow_minute'));
-          expect(statement).toBeDefined();
+          const hours = (range.to.getTime() - range.from.getTime()) / 3_600_000;
+          const statement = recorded.statements.find((candidate) => candidate.text.includes('principal_flow_'));
+          // Each range reads its one table (minutes up to an hour, hours up to a day, then days).
+          expect([hours, ['principal_flow_minute', 'principal_flow_hour', 'principal_flow_day'].filter((table) => statement?.text.includes(table))]).toEqual([hours, [tableOf(hours)]]);
           const client = await db.pool.connect();
           try {
             for (const mode of ['force_custom_plan', 'force_generic_plan'] as PlanCacheMode[]) {
               const nodes = await explain(client, statement?.text ?? '', statement?.values ?? [], mode);
-              // Each scan of either table: its primary key (an index scan, or a bitmap of it).
+              // Each scan of the table: its primary key (an index scan, or a bitmap of it).
               const scans = nodes.filter((node) => /^principal_flow_/.test(node['Relation Name'] ?? node['Index Name'] ?? ''));
-              const where = { label, mode, hours: (range.to.getTime() - range.from.getTime()) / 3_600_000, scope };
+              const where = { label, mode, hours, scope };
               expect({ ...where, scans: scans.map((node) => `${node['Node Type']} ${node['Index Name'] ?? node['Relation Name'] ?? ''}`).filter((scan) => !/_pkey$/.test(scan) && !/^Bitmap Heap Scan /.test(scan)) }).toEqual({ ...where, scans: [] });
+              expect(scans.length).toBeGreaterThan(0);
             }
           } finally {
             client.release();
@@ -278,7 +288,7 @@ describe('principals', () => {
     // Young: never analyzed, empty.
     await check('young');
     // Loaded: 30 scopes (and the merged rows) of ten principals for three outcomes, two hours of
-    // minutes and two days of hours, then analyzed.
+    // minutes, 26 hours and 35 days, then analyzed.
     await db.pool.query(
       `INSERT INTO principal_flow_minute (service, scope, minute, outcome, principal_id, count)
        SELECT v, s, date_trunc('minute', now()) - m * interval '1 minute', o, ('00000000-0000-0000-0000-' || lpad(p::text, 12, '0'))::uuid, 1 + p
@@ -286,9 +296,13 @@ describe('principals', () => {
             unnest(ARRAY['claims', 'conflict', 'mismatch']) AS o, generate_series(0, 9) AS p;
        INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
        SELECT v, s, date_trunc('hour', now()) - h * interval '1 hour', o, ('00000000-0000-0000-0000-' || lpad(p::text, 12, '0'))::uuid, 10 + p
-       FROM generate_series(3, 50) AS h, (SELECT 'load' AS v, 'POST /s-' || n AS s FROM generate_series(0, 29) AS n UNION ALL SELECT '*', '*') AS g,
+       FROM generate_series(0, 25) AS h, (SELECT 'load' AS v, 'POST /s-' || n AS s FROM generate_series(0, 29) AS n UNION ALL SELECT '*', '*') AS g,
             unnest(ARRAY['claims', 'conflict', 'mismatch']) AS o, generate_series(0, 9) AS p;
-       ANALYZE principal_flow_minute, principal_flow_hour`,
+       INSERT INTO principal_flow_day (service, scope, day, outcome, principal_id, count)
+       SELECT v, s, date_bin('1 day', now(), timestamptz 'epoch') - d * interval '1 day', o, ('00000000-0000-0000-0000-' || lpad(p::text, 12, '0'))::uuid, 100 + p
+       FROM generate_series(0, 35) AS d, (SELECT 'load' AS v, 'POST /s-' || n AS s FROM generate_series(0, 29) AS n UNION ALL SELECT '*', '*') AS g,
+            unnest(ARRAY['claims', 'conflict', 'mismatch']) AS o, generate_series(0, 9) AS p;
+       ANALYZE principal_flow_minute, principal_flow_hour, principal_flow_day`,
     );
     await check('loaded');
   });

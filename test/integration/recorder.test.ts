@@ -70,8 +70,20 @@ describe('flow recorder', () => {
     }
   });
 
-  it('rolls minute buckets up into hours without double counting, then expires hours', async () => {
-    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour, flow_counts_series, claim_latency_series');
+  it("rolls minute buckets up into hours without double counting, then expires hours and the principals' rows past their retention", async () => {
+    await db.pool.query('TRUNCATE flow_counts_minute, claim_latency_minute, flow_counts_hour, claim_latency_hour, flow_counts_series, claim_latency_series, principal_flow_minute, principal_flow_hour, principal_flow_day');
+    // The principals' rows past their retention (3 h, 27 h, 40 d) and within it (1 h, 25 h, 34 d).
+    for (const [table, column, unit, ages] of [
+      ['principal_flow_minute', 'minute', 'hour', [1, 3]],
+      ['principal_flow_hour', 'hour', 'hour', [25, 27]],
+      ['principal_flow_day', 'day', 'day', [34, 40]],
+    ] as const) {
+      await db.pool.query(
+        `INSERT INTO ${table} (service, scope, ${column}, outcome, principal_id, count)
+         SELECT 'demo', 'POST /x', date_bin('1 ${unit}', now(), timestamptz 'epoch') - a * interval '1 ${unit}', 'claims', $1::uuid, 1 FROM unnest($2::int[]) AS a`,
+        [randomUUID(), ages],
+      );
+    }
     await db.pool.query(`
       INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
       SELECT date_trunc('hour', now() - interval '3 days') + m * interval '1 minute', 'demo', 'POST /x', 'new', 2 FROM generate_series(0, 59) AS m;
@@ -85,8 +97,9 @@ describe('flow recorder', () => {
     const second = await rollUpFlowMetrics(db.pool, options);
     // The series expire by step: the 3-day-old minutes at the 60, 300 and 900 s steps (60 + 12 + 4
     // bins, three levels, counts and latency), the 60-day-old hour at the 3600 and 21600 s steps.
-    expect(first).toEqual({ ran: true, minuteRowsRolledUp: 120, hourRowsExpired: 1, seriesRowsExpired: 2 * 3 * (60 + 12 + 4) + 2 * 3 });
-    expect(second).toEqual({ ran: true, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0 });
+    expect(first).toEqual({ ran: true, minuteRowsRolledUp: 120, hourRowsExpired: 1, seriesRowsExpired: 2 * 3 * (60 + 12 + 4) + 2 * 3, principalRowsExpired: 3 });
+    expect(second).toEqual({ ran: true, minuteRowsRolledUp: 0, hourRowsExpired: 0, seriesRowsExpired: 0, principalRowsExpired: 0 });
+    for (const table of ['principal_flow_minute', 'principal_flow_hour', 'principal_flow_day']) expect([table, (await db.pool.query(`SELECT 1 FROM ${table}`)).rowCount]).toEqual([table, 1]);
     // The move from minutes to hours leaves the series as they were: the store's, per step.
     const series = await db.pool.query<{ step: number; count: string }>(
       "SELECT step, sum(count) AS count FROM flow_counts_series WHERE service = '*' AND scope = '*' GROUP BY step ORDER BY step",
@@ -106,10 +119,11 @@ describe('flow recorder', () => {
     expect(recent.rowCount).toBe(1);
   });
 
-  it("stores the principals behind each outcome within N/(k+1) of the exact counts, summed across two recorders, and rolls them into top-k hours", async () => {
-    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+  it("stores the principals behind each outcome within N/(k+1) of the exact counts, summed across two recorders, in minutes, hours and days, and merges hours and days to top-k", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, principal_flow_day');
     const k = 5;
-    const minute = Date.UTC(2026, 0, 1, 12, 0, 0);
+    // This minute, so the roll-up merges its hour and its day (the ones flushes still add to).
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
     const recorders = [new FlowRecorder(db.pool, { now: () => minute, principalTopK: k }), new FlowRecorder(db.pool, { now: () => minute, principalTopK: k })];
     const principals = Array.from({ length: 200 }, () => randomUUID());
     const heavy = principals[0] ?? '';
@@ -150,6 +164,9 @@ describe('flow recorder', () => {
     };
     const minutes = await read('principal_flow_minute');
     checkBound(minutes);
+    // The flush wrote the same counters to the minute's hour and day.
+    expect(await read('principal_flow_hour')).toEqual(minutes);
+    expect(await read('principal_flow_day')).toEqual(minutes);
     // The heavy principal leads refunds' conflicts, and the store's ('*').
     const conflicts = (scope: string) => [...minutes].filter(([key]) => key.startsWith(`${scope}|conflict|`)).sort((a, b) => b[1] - a[1]);
     expect(conflicts('POST /refunds')[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
@@ -157,39 +174,47 @@ describe('flow recorder', () => {
     const store = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM principal_flow_minute WHERE service = '*' AND scope = '*'");
     expect(Number(store.rows[0]?.n)).toBeGreaterThan(0);
 
-    // Rolled up (that minute is long past): hours merged down to k counters, still within the bound.
-    const result = await rollUpFlowMetrics(db.pool, { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 3_650 * 86_400_000, principalTopK: k });
-    expect(result.minuteRowsRolledUp).toBeGreaterThanOrEqual(minutes.size);
-    expect((await db.pool.query('SELECT 1 FROM principal_flow_minute')).rowCount).toBe(0);
-    const perGroup = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM principal_flow_hour GROUP BY service, scope, hour, outcome');
-    for (const row of perGroup.rows) expect(Number(row.n)).toBeLessThanOrEqual(k);
-    const hours = await read('principal_flow_hour');
-    checkBound(hours);
-    expect([...hours].filter(([key]) => key.startsWith('POST /refunds|conflict|')).sort((a, b) => b[1] - a[1])[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
+    // Rolled up: the hour and the day merged down to k counters, still within the bound; the
+    // minutes kept as they are (within their retention).
+    await rollUpFlowMetrics(db.pool, { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 3_650 * 86_400_000, principalTopK: k });
+    expect(await read('principal_flow_minute')).toEqual(minutes);
+    for (const [table, column] of [['principal_flow_hour', 'hour'], ['principal_flow_day', 'day']] as const) {
+      const perGroup = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} GROUP BY service, scope, ${column}, outcome`);
+      expect(perGroup.rows.length).toBeGreaterThan(0);
+      for (const row of perGroup.rows) expect(Number(row.n), table).toBeLessThanOrEqual(k);
+      const merged = await read(table);
+      checkBound(merged);
+      expect([...merged].filter(([key]) => key.startsWith('POST /refunds|conflict|')).sort((a, b) => b[1] - a[1])[0]?.[0]).toBe(`POST /refunds|conflict|${heavy}`);
+    }
   });
 
-  it("merges the principals' hours older than two days into days, down to k counters", async () => {
-    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour');
+  it("merges a principals' hour to top-k without losing what a flush adds to it meanwhile", async () => {
+    await db.pool.query('TRUNCATE principal_flow_minute, principal_flow_hour, principal_flow_day');
     const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
-    // Three days ago, 24 hours: a 3 conflicts an hour, b 2, c 1 (c only in the first hour); and a recent hour.
+    // This hour: a 72 conflicts, b 48, c 1; k = 2 keeps a and b less the third largest (1).
     await db.pool.query(
       `INSERT INTO principal_flow_hour (service, scope, hour, outcome, principal_id, count)
-       SELECT 'demo', 'POST /x', date_trunc('day', now() - interval '3 days') + h * interval '1 hour', 'conflict', p, n
-       FROM generate_series(0, 23) AS h, (VALUES ($1::uuid, 3), ($2::uuid, 2)) AS t(p, n)
-       UNION ALL SELECT 'demo', 'POST /x', date_trunc('day', now() - interval '3 days'), 'conflict', $3::uuid, 1
-       UNION ALL SELECT 'demo', 'POST /x', date_trunc('hour', now() - interval '3 hours'), 'conflict', $1::uuid, 7`,
+       SELECT 'demo', 'POST /x', date_bin('1 hour', now(), timestamptz 'epoch'), 'conflict', p, n FROM (VALUES ($1::uuid, 72), ($2::uuid, 48), ($3::uuid, 1)) AS t(p, n)`,
       [a, b, c],
     );
-    const options = { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000, principalTopK: 2 };
-    await rollUpFlowMetrics(db.pool, options);
-    await rollUpFlowMetrics(db.pool, options);
-    const { rows } = await db.pool.query<{ at: Date; principal_id: string; count: string }>('SELECT hour AS at, principal_id, count FROM principal_flow_hour ORDER BY hour, count DESC');
-    const day = (await db.pool.query<{ day: Date }>("SELECT date_trunc('day', now() - interval '3 days') AS day")).rows[0]?.day;
-    // a 72, b 48, c 1: k = 2 keeps a and b, less the third largest (1); the recent hour stays an hour.
-    expect(rows.map((row) => [row.at.getTime(), row.principal_id, Number(row.count)])).toEqual([
-      [day?.getTime(), a, 71],
-      [day?.getTime(), b, 47],
-      [expect.any(Number) as unknown, a, 7],
+    // A flush adds 100 to c and has not committed when the roll-up starts: the merge waits for
+    // it and ranks c with them (c 101, a 72, b 48: c and a kept, less 48), rather than dropping
+    // c's row, with the 100 in it, as the third.
+    const flush = await db.pool.connect();
+    try {
+      await flush.query('BEGIN');
+      await flush.query("UPDATE principal_flow_hour SET count = count + 100 WHERE principal_id = $1", [c]);
+      const rollUp = rollUpFlowMetrics(db.pool, { minuteRetentionMs: 48 * 3_600_000, hourRetentionMs: 35 * 86_400_000, principalTopK: 2 });
+      await expect.poll(async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%principal_flow_hour%' AND pid <> pg_backend_pid()")).rowCount, { timeout: 5_000 }).toBe(1);
+      await flush.query('COMMIT');
+      await rollUp;
+    } finally {
+      flush.release();
+    }
+    const { rows } = await db.pool.query<{ principal_id: string; count: string }>('SELECT principal_id, count FROM principal_flow_hour ORDER BY count DESC');
+    expect(rows.map((row) => [row.principal_id, Number(row.count)])).toEqual([
+      [c, 53],
+      [a, 24],
     ]);
   });
 });

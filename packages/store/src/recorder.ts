@@ -11,6 +11,10 @@
 // and the store's merged over services (service '*', scope '*'). Each stored count is short
 // of the truth by at most N/(k+1) per flush, N that flush's events of the outcome in the row's
 // bucket; summed over flushes and instances, by at most N/(k+1) for N the bucket's events.
+// The same counters go to their hour and UTC day rows (principal_flow_hour, principal_flow_day,
+// migration 0023), for the same reason as the series below: each range of the overview then reads
+// one table of few buckets; the roll-up merges recent hours and days down to k counters again
+// (server/metrics/rollup.ts), which keeps the bound (a Misra-Gries merge does).
 //
 // The same flush adds the overview's series (flow_counts_series, claim_latency_series,
 // migration 0021): the flushed minute counts binned to each of the overview's steps, for each
@@ -166,6 +170,18 @@ WITH principals AS (
   SELECT v, s, to_timestamp(m / 1000.0), o, p, sum(c) FROM unnest($11::text[], $12::text[], $13::bigint[], $14::text[], $15::uuid[], $16::bigint[]) AS t(v, s, m, o, p, c)
   GROUP BY v, s, m, o, p ORDER BY 1, 2, 3, 4, 5
   ON CONFLICT (service, scope, minute, outcome, principal_id) DO UPDATE SET count = principal_flow_minute.count + EXCLUDED.count
+), principal_hours AS (
+  -- The same counters in their hour and their UTC day (migration 0023), so each range of the
+  -- overview reads one table; the roll-up merges recent hours and days down to top-K.
+  INSERT INTO retrysafe.principal_flow_hour (service, scope, hour, outcome, principal_id, count)
+  SELECT v, s, date_bin('1 hour', to_timestamp(m / 1000.0), timestamptz 'epoch'), o, p, sum(c) FROM unnest($11::text[], $12::text[], $13::bigint[], $14::text[], $15::uuid[], $16::bigint[]) AS t(v, s, m, o, p, c)
+  GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT (service, scope, hour, outcome, principal_id) DO UPDATE SET count = principal_flow_hour.count + EXCLUDED.count
+), principal_days AS (
+  INSERT INTO retrysafe.principal_flow_day (service, scope, day, outcome, principal_id, count)
+  SELECT v, s, date_bin('1 day', to_timestamp(m / 1000.0), timestamptz 'epoch'), o, p, sum(c) FROM unnest($11::text[], $12::text[], $13::bigint[], $14::text[], $15::uuid[], $16::bigint[]) AS t(v, s, m, o, p, c)
+  GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT (service, scope, day, outcome, principal_id) DO UPDATE SET count = principal_flow_day.count + EXCLUDED.count
 ), counted AS (
   INSERT INTO retrysafe.flow_counts_minute (minute, service, scope, outcome, count)
   SELECT to_timestamp(m / 1000.0), v, s, o, c FROM unnest($1::bigint[], $9::text[], $2::text[], $3::text[], $4::bigint[]) AS t(m, v, s, o, c)
