@@ -50,6 +50,17 @@ export async function createTestDatabase(options: { empty?: boolean; layout?: St
   } finally {
     await admin.end();
   }
+  if (options.layout === 'partitioned' && !options.empty) {
+    // The template's day partitions run ahead of the day it was migrated; a run that crosses
+    // midnight (UTC) needs the next day's too, as the sweeper creates them on a live server.
+    const client = new pg.Client({ connectionString: withDatabase(adminUrl, name) });
+    await client.connect();
+    try {
+      await client.query('SELECT retrysafe.retrysafe_ensure_partitions()');
+    } finally {
+      await client.end();
+    }
+  }
   return {
     url: withDatabase(adminUrl, name),
     async drop() {
