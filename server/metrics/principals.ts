@@ -102,8 +102,9 @@ const ROWS_SHOWN = 20;
 /**
  * The table of the principals' counters a range reads (the flush writes all three, migration
  * 0023): minutes for up to an hour, hours for up to a day, days beyond; so a range reads at most
- * about 60, 24 or 31 buckets of top-K rows, however long it is. A bucket starting before the
- * range's start is left out (as the series' first step is not).
+ * about 60, 24 or 31 buckets of top-K rows, however long it is. A bucket that starts before the
+ * range does is left out, so the table may leave out up to an hour (or a day) at the range's
+ * start; the error bound, from the whole range's events, still holds.
  */
 export function principalLevel(from: Date, to: Date): { table: 'principal_flow_minute' | 'principal_flow_hour' | 'principal_flow_day'; column: 'minute' | 'hour' | 'day' } {
   const span = to.getTime() - from.getTime();
