@@ -350,12 +350,19 @@ export const alertLatencyText = `SELECT minute, service, scope, array_agg(bucket
  * them: lastBusyMinutes), from the overview's one-minute series (migration 0021), which the flush
  * writes merged for each scope, each service and the store: $1 the level's services (the store's
  * '*', the service, or each service that has the chosen scope), $2 its scope ('*' or the scope),
- * $3 the minutes. One range of the series' primary key per (service, minute): the rows read are
- * at most (minutes x buckets x services), however many scopes a service or the store has.
+ * $3 the minutes. One probe of the series' primary key on (step, service, scope, minute) for each
+ * service and minute: a LATERAL aggregate, which the planner cannot flatten into a join or turn
+ * into a range with the lists as filters (PostgreSQL 15 did, on a young table). At most
+ * (minutes x services) probes, however many scopes a service or the store has.
  */
-export const alertIdleLatencyText = `SELECT at AS minute, bucket, sum(count) AS n FROM claim_latency_series
-     WHERE step = ${IDLE_LATENCY_STEP} AND service = ANY($1::text[]) AND scope = $2 AND at = ANY($3::timestamptz[])
-     GROUP BY at, bucket`;
+export const alertIdleLatencyText = `SELECT m.minute, h.buckets, h.counts
+     FROM unnest($1::text[]) AS v(service)
+     CROSS JOIN unnest($3::timestamptz[]) AS m(minute)
+     CROSS JOIN LATERAL (
+       SELECT array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts FROM claim_latency_series l
+       WHERE l.step = ${IDLE_LATENCY_STEP} AND l.service = v.service AND l.scope = $2 AND l.at = m.minute
+     ) AS h
+     WHERE h.buckets IS NOT NULL`;
 
 /**
  * A choice's last busy minutes, newest first: at most `minutes` of them, each with at least
@@ -507,7 +514,7 @@ async function readIdleChoiceLatency(
   const busy = lastBusyMinutes([...byMinute.values()], thresholds, thresholds.claimP99Minutes);
   if (busy.length === 0) return undefined;
   const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(members.map((row) => row.service))].sort() : [ALL];
-  const { rows: cells } = await db.query<{ minute: Date; bucket: number; n: string }>(alertIdleLatencyText, [
+  const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: string[] }>(alertIdleLatencyText, [
     services,
     choice.scope ?? ALL,
     busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),
@@ -515,7 +522,7 @@ async function readIdleChoiceLatency(
   const histograms = new Map<number, number[]>();
   for (const cell of cells) {
     const histogram = histograms.get(cell.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0);
-    histogram[cell.bucket] = (histogram[cell.bucket] ?? 0) + Number(cell.n);
+    cell.buckets.forEach((bucket, i) => (histogram[bucket] = (histogram[bucket] ?? 0) + Number(cell.counts[i] ?? 0)));
     histograms.set(cell.minute.getTime(), histogram);
   }
   return { choice: { service: choice.service, scope: choice.scope }, byMinute: histograms };
