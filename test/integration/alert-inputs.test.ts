@@ -150,10 +150,11 @@ describe('alert inputs: the latency histograms read', () => {
     expect(recorded.statements.some((statement) => statement.text === alertIdleLatencyText)).toBe(false);
     await readAlertInputs(recorded.db, { checksFor: { service: 'orders', scope: 'POST /idle' } });
     const idle = recorded.statements.find((statement) => statement.text === alertIdleLatencyText);
-    const { rows: clock } = await db.pool.query<{ minute: Date }>("SELECT date_trunc('minute', now()) AS minute");
-    const minutesAgo = (values: unknown) => (values as Date[]).map((minute) => Math.round(((clock[0]?.minute.getTime() ?? 0) - minute.getTime()) / 60_000));
+    // Its five latest busy minutes as stored (not counted back from the clock, which may have
+    // passed a minute since they were written).
+    const { rows: stored } = await db.pool.query<{ minute: Date }>("SELECT minute FROM flow_counts_minute WHERE scope = 'POST /idle' ORDER BY minute DESC LIMIT 5");
     expect(idle?.values.slice(0, 2)).toEqual([['orders'], 'POST /idle']);
-    expect(minutesAgo(idle?.values[2])).toEqual([16, 15, 14, 13, 12]);
+    expect((idle?.values[2] as Date[]).map((minute) => minute.getTime())).toEqual(stored.map((row) => row.minute.getTime()).reverse());
     // Each with its one bucket of 50 claims.
     const idleRows = (await db.pool.query<{ buckets: number[]; counts: string[] }>(alertIdleLatencyText, [...(idle?.values ?? [])])).rows;
     expect(idleRows.map((row) => [row.buckets, row.counts.map(Number)])).toEqual(new Array(5).fill([[20], [50]]));
