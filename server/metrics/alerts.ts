@@ -187,12 +187,16 @@ export function shareText(share: number): string {
   return `${Number((share * 100).toPrecision(3))}%`;
 }
 
-/** True when `points` cover at least the last `minutes` and the condition holds on all of them. */
-function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number, holds: (point: T) => boolean): Date | null {
+/**
+ * Since when the condition held: when `points` cover at least the last `minutes`, the condition
+ * holds on all of them and (given `needs`) at least one of them meets it; null otherwise.
+ */
+function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number, holds: (point: T) => boolean, needs?: (point: T) => boolean): Date | null {
   const from = now.getTime() - minutes * 60_000;
   const window = points.filter((point) => point.at.getTime() >= from - 60_000);
   const earliest = window[0];
   if (!earliest || earliest.at.getTime() > from + 60_000) return null; // not enough history
+  if (needs !== undefined && !window.some(needs)) return null;
   return window.every(holds) ? earliest.at : null;
 }
 
@@ -205,8 +209,10 @@ function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: str
   const alerts: Alert[] = [];
   const busy = (point: FlowMinutePoint) => point.claims >= thresholds.minimumClaimsPerMinute;
   const p99 = (point: FlowMinutePoint) => percentileOf(point.latency, 99);
-  const slow = heldFor(flow, now, thresholds.claimP99Minutes, (point) => !busy(point) || p99(point) > thresholds.claimP99ObjectiveMs);
-  if (slow && flow.some(busy)) {
+  // Minutes under the claims floor are not judged, and a window of them alone is not judged at
+  // all (a scope whose traffic dwindled is not in trouble): each rule needs a busy minute in it.
+  const slow = heldFor(flow, now, thresholds.claimP99Minutes, (point) => !busy(point) || p99(point) > thresholds.claimP99ObjectiveMs, busy);
+  if (slow) {
     alerts.push({
       name: 'claim_p99',
       service,
@@ -224,8 +230,8 @@ function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: str
     ['conflict_rate', thresholds.conflictShare, (point: FlowMinutePoint) => point.conflicts, 'clients'],
     ['rejection_rate', thresholds.rejectedShare, (point: FlowMinutePoint) => point.rejections, 'principals'],
   ] as const) {
-    const since = heldFor(flow, now, thresholds.rateMinutes, (point) => !busy(point) || pick(point) / point.claims > share);
-    if (since && flow.some(busy)) {
+    const since = heldFor(flow, now, thresholds.rateMinutes, (point) => !busy(point) || pick(point) / point.claims > share, busy);
+    if (since) {
       alerts.push({
         name,
         service,

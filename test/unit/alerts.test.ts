@@ -107,6 +107,18 @@ describe('alerts', () => {
     expect(alerts[0]?.summary).toMatch(/^POST \/x \(orders\): /);
   });
 
+  it('judges a window by its own busy minutes, not by busy minutes before it', () => {
+    // Busy and healthy until 8 minutes ago, then a trickle under the claims floor: the rules'
+    // windows hold no busy minute, so there is nothing to judge and nothing fires (the trickle
+    // neither conflicts, mismatches, is rejected nor is slow).
+    const trickle = flow(30, (m) => (m <= 7 ? { claims: 5, latency: histogram(2, 5) } : {}));
+    expect(names({ ...quiet, flow: trickle })).toEqual([]);
+    expect(names({ ...quiet, flowByScope: [{ service: 'demo', scope: 'POST /x', points: trickle }] })).toEqual([]);
+    // A busy minute inside the window, over the share, still fires with the trickle around it.
+    const burst = flow(30, (m) => (m === 2 ? { conflicts: 50 } : m <= 7 ? { claims: 5, latency: histogram(2, 5) } : {}));
+    expect(names({ ...quiet, flow: burst })).toEqual(['conflict_rate']);
+  });
+
   it('needs history covering the whole duration', () => {
     expect(names({ ...quiet, store: store(5, () => ({ estimatedRows: 5_000 })) })).toEqual([]);
   });
