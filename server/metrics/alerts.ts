@@ -146,15 +146,15 @@ export interface SweepPoint {
 export interface AlertInputs {
   now: Date;
   /**
-   * For the choice readAlertInputs was asked to check (`checksFor`) when it had no claim in the
-   * p99 window: its merged latency histogram in each of its last busy minutes (keyed by the
-   * minute's time), which its p99 check shows instead (server/metrics/checks.ts).
+   * The choice readAlertInputs was asked to check (`checksFor`) when it had no claim in the rules'
+   * windows: its flow over the whole look-back (`minutes`), with the latency histograms of its
+   * last busy minutes, which its checks show instead (server/metrics/checks.ts).
    */
-  idleChoiceLatency?: { choice: Choice; byMinute: Map<number, number[]> };
+  idleChoice?: { choice: Choice; points: FlowMinutePoint[] };
   store: StoreSamplePoint[];
-  /** All scopes together. */
+  /** All scopes together, over the rules' windows. */
   flow: FlowMinutePoint[];
-  /** Each service's scopes' own series (the flow alerts are judged per scope too). */
+  /** Each service's scopes' own series over the rules' windows (the flow alerts are judged per scope too). */
   flowByScope?: ScopeSeries[];
   policies: PolicyPoint[];
   sweep: SweepPoint;
@@ -341,8 +341,8 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
  * buckets and their counts): one row per scope and minute rather than one per latency bucket, which
  * at 50 scopes was most of the time this read took (the rows, not the index range, cost).
  * Only the minutes a histogram is used in: every scope's last `recentMinutes` here (a range of the
- * primary key, which leads with minute), the rest of the window only for the scopes idle in them
- * (alertIdleLatencyText). $1 now, $2 the window's minutes, $3 recentMinutes. "minute < 'infinity'"
+ * primary key, which leads with minute); older ones only for an idle checked choice
+ * (alertIdleLatencyText). $1 now, $2 the windows' minutes, $3 recentMinutes. "minute < 'infinity'"
  * holds for every row: it makes the condition a two-sided range, which a planner without
  * statistics (a young table) takes for a small share of the rows and serves by the index rather
  * than by a Seq Scan.
@@ -389,22 +389,53 @@ export interface Choice {
 }
 
 /**
- * The last `minutes` of the series, the policies and the last finished sweep, for
- * evaluateAlerts and evaluateChecks (primary-key ranges). `sweepIntervalSeconds` is the server's
+ * Per minute, service and scope, the claims and the outcomes the flow rules judge: a range of the
+ * primary key (which leads with minute) over the rules' windows. All scopes are their sum. $1 now,
+ * $2 the minutes. Unordered, so the groups are hashed rather than the rows sorted (half this
+ * statement's time at 50 scopes); readAlertInputs orders them. (On 'infinity', see
+ * alertLatencyText.)
+ */
+export const alertCountsText = `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
+            sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
+     FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
+     GROUP BY minute, service, scope`;
+
+/**
+ * A checked choice's flow per minute and service over the whole look-back, read only when the
+ * choice was idle in the rules' windows: the same range of flow_counts_minute's primary key, with
+ * the chosen service and scope as conditions inside it (the key's next columns), so only the
+ * choice's rows leave the index. $1 now, $2 the minutes, then the service and the scope as chosen.
+ */
+export function alertChoiceFlowText(choice: Choice): string {
+  const where = ["minute >= $1::timestamptz - $2::int * interval '1 minute'", "minute < 'infinity'"];
+  if (choice.service !== undefined) where.push(`service = $${where.length + 1}`);
+  if (choice.scope !== undefined) where.push(`scope = $${choice.service !== undefined ? 4 : 3}`);
+  return `SELECT minute, service, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
+            sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
+     FROM flow_counts_minute WHERE ${where.join(' AND ')}
+     GROUP BY minute, service`;
+}
+
+/**
+ * The rules' windows and the store's last `minutes` (store_stats), the policies and the last
+ * finished sweep, for evaluateAlerts and evaluateChecks (primary-key ranges). The flow is read
+ * per scope over the rules' windows only (the longer of rateMinutes and claimP99Minutes, and the
+ * minute before it that a rule accepts as its start), so the rows read are bounded by the
+ * windows, not the look-back; only the checked choice (`checksFor`), when idle in them, is read
+ * over the whole `minutes` (readIdleChoice). `sweepIntervalSeconds` is the server's
  * SWEEP_INTERVAL_SECONDS (its default when not given); `thresholds` the ones the alerts are
- * judged by (the latency read is bounded by their claimP99Minutes).
+ * judged by; `now` the caller's clock read from the database (read here when not given).
  */
 export async function readAlertInputs(
   db: Queryable,
-  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds; checksFor?: Choice } = {},
+  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds; checksFor?: Choice; now?: Date } = {},
 ): Promise<AlertInputs> {
   const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds, checksFor } = options;
-  const clock = await db.query<{ now: Date }>('SELECT now() AS now');
-  const now = clock.rows[0]?.now ?? new Date();
+  const now = options.now ?? (await db.query<{ now: Date }>('SELECT now() AS now')).rows[0]?.now ?? new Date();
+  const windowMinutes = Math.min(minutes, Math.max(thresholds.rateMinutes, thresholds.claimP99Minutes) + 1);
   // A histogram is used by the p99 rule over its window (claimP99Minutes, and the minute before
-  // it that heldFor accepts as the window's start) and by the checks' p99 over the same minutes;
-  // only the checked choice, when it had no claim in them, shows its last busy minutes instead
-  // (readIdleChoiceLatency).
+  // it) and by the checks' p99 over the same minutes; only the checked choice, when idle in
+  // them, shows its last busy minutes instead (readIdleChoice).
   const recentMinutes = thresholds.claimP99Minutes + 1;
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
   // Independent reads, at once on a pool (readTogether).
@@ -421,19 +452,8 @@ export async function readAlertInputs(
         `SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 AS seconds FROM idempotency_keys
          WHERE state = 'in_progress' AND lease_expires_at < now()`,
       ),
-    // Per minute, service and scope (a range of each table's primary key); all scopes are their
-    // sum. Every minute of the window: a rule fires only when the window had a busy minute. (On
-    // 'infinity', see alertLatencyText.) Unordered, so the groups are hashed rather than the
-    // rows sorted (half this statement's time at 50 scopes); ordered by minute here.
-    () =>
-      db.query<{ minute: Date; service: string; scope: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null }>(
-        `SELECT minute, service, scope, sum(count) AS claims, sum(count) FILTER (WHERE outcome = 'mismatch') AS mismatches,
-                sum(count) FILTER (WHERE outcome = 'conflict') AS conflicts, sum(count) FILTER (WHERE outcome = 'rejected') AS rejections
-         FROM flow_counts_minute WHERE minute >= $1::timestamptz - $2::int * interval '1 minute' AND minute < 'infinity'
-         GROUP BY minute, service, scope`,
-        [now, minutes],
-      ),
-    () => db.query<LatencyRow>(alertLatencyText, [now, minutes, recentMinutes]),
+    () => db.query<CountsRow & { scope: string }>(alertCountsText, [now, windowMinutes]),
+    () => db.query<LatencyRow>(alertLatencyText, [now, windowMinutes, recentMinutes]),
     () =>
       db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
         'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
@@ -441,13 +461,12 @@ export async function readAlertInputs(
     () => readLastFinishedSweep(db),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
-  const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
-  const idleChoiceLatency = checksFor === undefined ? undefined : await readIdleChoiceLatency(db, checksFor, counts.rows, thresholds, now, Math.min(minutes, recentMinutes));
+  const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
   const histograms = new Map<string, number[]>();
   for (const row of latency.rows) {
     for (const key of [`${row.minute.getTime()}`, `${row.minute.getTime()}\0${row.service}\0${row.scope}`]) {
       const buckets = histograms.get(key) ?? emptyHistogram();
-      row.buckets.forEach((bucket, i) => (buckets[bucket] = (buckets[bucket] ?? 0) + Number(row.counts[i] ?? 0)));
+      addCells(buckets, row.buckets, row.counts);
       histograms.set(key, buckets);
     }
   }
@@ -455,28 +474,18 @@ export async function readAlertInputs(
   const flowByScope = new Map<string, ScopeSeries>();
   for (const row of [...counts.rows].sort((a, b) => a.minute.getTime() - b.minute.getTime())) {
     const at = row.minute.getTime();
-    const point: FlowMinutePoint = {
-      at: row.minute,
-      claims: Number(row.claims),
-      mismatches: Number(row.mismatches ?? 0),
-      conflicts: Number(row.conflicts ?? 0),
-      rejections: Number(row.rejections ?? 0),
-      latency: histograms.get(`${at}\0${row.service}\0${row.scope}`) ?? emptyHistogram(),
-    };
+    const point: FlowMinutePoint = { ...pointOf(row), latency: histograms.get(`${at}\0${row.service}\0${row.scope}`) ?? emptyHistogram() };
     const id = `${row.service}\0${row.scope}`;
     const series = flowByScope.get(id) ?? { service: row.service, scope: row.scope, points: [] };
     series.points.push(point);
     flowByScope.set(id, series);
     const sum = overall.get(at) ?? { at: row.minute, claims: 0, mismatches: 0, conflicts: 0, rejections: 0, latency: histograms.get(`${at}`) ?? emptyHistogram() };
-    sum.claims += point.claims;
-    sum.mismatches += point.mismatches;
-    sum.conflicts += point.conflicts;
-    sum.rejections += point.rejections;
+    addCounts(sum, point);
     overall.set(at, sum);
   }
   return {
     now,
-    ...(idleChoiceLatency === undefined ? {} : { idleChoiceLatency }),
+    ...(idleChoice === undefined ? {} : { idleChoice }),
     store: stats.rows.map((row, index) => ({
       at: row.sampled_at,
       estimatedRows: Number(row.estimated_rows),
@@ -491,45 +500,65 @@ export async function readAlertInputs(
   };
 }
 
+type CountsRow = { minute: Date; service: string; claims: string; mismatches: string | null; conflicts: string | null; rejections: string | null };
+
+const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
+
+/** Adds a histogram's cells (bucket numbers and their counts, as read) to `histogram`. */
+function addCells(histogram: number[], buckets: readonly number[], counts: readonly string[]): void {
+  buckets.forEach((bucket, i) => (histogram[bucket] = (histogram[bucket] ?? 0) + Number(counts[i] ?? 0)));
+}
+
+function pointOf(row: CountsRow): Omit<FlowMinutePoint, 'latency'> {
+  return { at: row.minute, claims: Number(row.claims), mismatches: Number(row.mismatches ?? 0), conflicts: Number(row.conflicts ?? 0), rejections: Number(row.rejections ?? 0) };
+}
+
+function addCounts(sum: FlowMinutePoint, point: Omit<FlowMinutePoint, 'latency'>): void {
+  sum.claims += point.claims;
+  sum.mismatches += point.mismatches;
+  sum.conflicts += point.conflicts;
+  sum.rejections += point.rejections;
+}
+
 /**
- * The idle choice's histograms (AlertInputs.idleChoiceLatency): when the choice had no claim in
- * the p99 window, its scopes' claims summed per minute give its last busy minutes
- * (lastBusyMinutes, before the `recentMinutes` the recent read has), and one read of the
- * one-minute series at the choice's level gives their merged histograms. Nothing is read for a
- * choice with claims in the window, or with no busy minute.
+ * The idle choice's flow (AlertInputs.idleChoice): when the choice had no claim in the shorter of
+ * the rules' windows, its checks show its last busy minutes (lastBusyMinutes), which may be
+ * anywhere in the look-back: its flow per minute over `minutes` (alertChoiceFlowText), then the
+ * merged histograms of its last busy minutes from the one-minute series at its level
+ * (alertIdleLatencyText). Nothing is read for a choice with claims in the windows.
  */
-async function readIdleChoiceLatency(
+async function readIdleChoice(
   db: Queryable,
   choice: Choice,
-  rows: readonly { minute: Date; service: string; scope: string; claims: string }[],
+  windowRows: readonly { minute: Date; service: string; scope: string; claims: string }[],
   thresholds: AlertThresholds,
   now: Date,
-  recentMinutes: number,
-): Promise<{ choice: Choice; byMinute: Map<number, number[]> } | undefined> {
-  const members = rows.filter((row) => (choice.service === undefined || row.service === choice.service) && (choice.scope === undefined || row.scope === choice.scope));
-  const windowFrom = now.getTime() - thresholds.claimP99Minutes * 60_000;
-  if (members.some((row) => row.minute.getTime() >= windowFrom && Number(row.claims) > 0)) return undefined;
-  const before = now.getTime() - recentMinutes * 60_000;
-  const byMinute = new Map<number, { at: Date; claims: number }>();
-  for (const row of members) {
-    if (row.minute.getTime() >= before) continue;
-    const minute = byMinute.get(row.minute.getTime()) ?? { at: row.minute, claims: 0 };
-    minute.claims += Number(row.claims);
-    byMinute.set(row.minute.getTime(), minute);
+  minutes: number,
+): Promise<{ choice: Choice; points: FlowMinutePoint[] } | undefined> {
+  const idleFrom = now.getTime() - Math.min(thresholds.rateMinutes, thresholds.claimP99Minutes) * 60_000;
+  const chosen = (row: { service: string; scope: string }) => (choice.service === undefined || row.service === choice.service) && (choice.scope === undefined || row.scope === choice.scope);
+  if (windowRows.some((row) => chosen(row) && row.minute.getTime() >= idleFrom && Number(row.claims) > 0)) return undefined;
+  const given = [choice.service, choice.scope].filter((value): value is string => value !== undefined);
+  const { rows } = await db.query<CountsRow>(alertChoiceFlowText(choice), [now, minutes, ...given]);
+  const byMinute = new Map<number, FlowMinutePoint>();
+  for (const row of rows) {
+    const point = byMinute.get(row.minute.getTime()) ?? { at: row.minute, claims: 0, mismatches: 0, conflicts: 0, rejections: 0, latency: emptyHistogram() };
+    addCounts(point, pointOf(row));
+    byMinute.set(row.minute.getTime(), point);
   }
-  const busy = lastBusyMinutes([...byMinute.values()], thresholds, thresholds.claimP99Minutes);
-  if (busy.length === 0) return undefined;
-  const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(members.map((row) => row.service))].sort() : [ALL];
-  const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: string[] }>(alertIdleLatencyText, [
-    services,
-    choice.scope ?? ALL,
-    busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),
-  ]);
-  const histograms = new Map<number, number[]>();
-  for (const cell of cells) {
-    const histogram = histograms.get(cell.minute.getTime()) ?? new Array<number>(BUCKET_COUNT).fill(0);
-    cell.buckets.forEach((bucket, i) => (histogram[bucket] = (histogram[bucket] ?? 0) + Number(cell.counts[i] ?? 0)));
-    histograms.set(cell.minute.getTime(), histogram);
+  const points = [...byMinute.values()].sort((a, b) => a.at.getTime() - b.at.getTime());
+  const busy = lastBusyMinutes(points, thresholds, thresholds.claimP99Minutes);
+  if (busy.length > 0) {
+    const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(rows.map((row) => row.service))].sort() : [ALL];
+    const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: string[] }>(alertIdleLatencyText, [
+      services,
+      choice.scope ?? ALL,
+      busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),
+    ]);
+    for (const cell of cells) {
+      const point = byMinute.get(cell.minute.getTime());
+      if (point) addCells(point.latency, cell.buckets, cell.counts);
+    }
   }
-  return { choice: { service: choice.service, scope: choice.scope }, byMinute: histograms };
+  return { choice: { service: choice.service, scope: choice.scope }, points };
 }

@@ -66,8 +66,14 @@ function msText(ms: number): string {
   return `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
 }
 
-/** The flow of the chosen service and scope (all of them when not chosen), minute by minute. */
+/**
+ * The flow of the chosen service and scope (all of them when not chosen), minute by minute: over
+ * the whole look-back when the choice was idle in the rules' windows (readAlertInputs read it so
+ * for its checked choice), else over the windows.
+ */
 function chosenFlow(input: AlertInputs, choice: { service?: string | undefined; scope?: string | undefined }): FlowMinutePoint[] {
+  const idle = input.idleChoice;
+  if (idle && idle.choice.service === choice.service && idle.choice.scope === choice.scope) return idle.points;
   if (choice.service === undefined && choice.scope === undefined) return input.flow;
   const byMinute = new Map<number, FlowMinutePoint>();
   for (const series of input.flowByScope ?? []) {
@@ -86,10 +92,9 @@ function chosenFlow(input: AlertInputs, choice: { service?: string | undefined; 
 }
 
 /** The flow checks' current values: each share and the p99 over the alert's window. */
-function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThresholds, idleLatency?: Map<number, number[]>): Record<'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate', string> {
+function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThresholds): Record<'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate', string> {
   // The alert's window; when it holds no claim (the rules skip idle minutes), the last busy
-  // minutes the inputs hold, said so.
-  // (readAlertInputs reads the older histograms of exactly these minutes.)
+  // minutes the inputs hold, said so (readAlertInputs reads the histograms of exactly these).
   const within = (minutes: number) => {
     const recent = points.filter((point) => point.at.getTime() >= now.getTime() - minutes * 60_000);
     const busy = lastBusyMinutes(points, thresholds, minutes);
@@ -101,9 +106,7 @@ function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThres
   const share = (pick: (point: FlowMinutePoint) => number) =>
     claims === 0 ? 'no claims' : `${shareText(rate.points.reduce((sum, point) => sum + pick(point), 0) / claims)}${rate.note}`;
   const slow = within(thresholds.claimP99Minutes);
-  // An idle choice's last busy minutes: their histograms as readAlertInputs read them for it.
-  const latencyOf = (point: FlowMinutePoint) => (slow.note === '' ? point.latency : (idleLatency?.get(point.at.getTime()) ?? point.latency));
-  const merged = slow.points.reduce<number[]>((sum, point) => latencyOf(point).map((count, bucket) => count + (sum[bucket] ?? 0)), []);
+  const merged = slow.points.reduce<number[]>((sum, point) => point.latency.map((count, bucket) => count + (sum[bucket] ?? 0)), []);
   const p99 = percentileOf(merged, 99);
   return {
     claim_p99: Number.isFinite(p99) ? `${msText(p99)}${slow.note}` : 'no claims',
@@ -166,13 +169,8 @@ export function evaluateChecks(
     stale_claims: latestStore ? (latestStore.oldestStaleSeconds > 0 ? `oldest ${minutesText(latestStore.oldestStaleSeconds)} past its lease` : 'none past its lease') : 'no sample yet',
     sweeper_stalled: sinceSweep === null ? 'no run yet' : `last run ${minutesText(sinceSweep)} ago`,
   };
-  // The choice's idle histograms, when readAlertInputs read them for this choice (checksFor).
-  const idle = input.idleChoiceLatency;
-  const idleLatency = idle && idle.choice.service === choice.service && idle.choice.scope === choice.scope ? idle.byMinute : undefined;
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
-    name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate'
-      ? flowValues(seriesOf(where), now, thresholds, where.service === null && where.scope === null ? idleLatency : undefined)[name]
-      : storeValue[name];
+    name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate' ? flowValues(seriesOf(where), now, thresholds)[name] : storeValue[name];
 
   const firing: Check[] = alerts.map((alert) => ({
     name: alert.name,

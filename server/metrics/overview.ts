@@ -14,7 +14,7 @@ import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
 import type { StoreFigures } from './store-figures';
 import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';
-import { readPrincipalsBehind, troubleOutcomes, type PrincipalsBehind } from './principals';
+import { principalsErrorBound, readPrincipalsRanked, troubleOutcomes, type PrincipalsBehind } from './principals';
 import { readTogether } from './read-together';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
@@ -110,17 +110,14 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   // service's (service, '*'), or a scope's (one row per service that has it). Each is a range of
   // the series' primary key (step, service, scope, at), so the rows read are bounded by the
   // range's steps, not by the number of scopes; they include the current minute's last flush.
-  // Then the principals behind the trouble, which need the series' services and totals.
-  const seriesAndPrincipals = async () => {
-    const series = await readOverviewSeries(db, { step, from: window.from, to: window.to, service: query.service, scope: query.scope });
-    const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
-    for (const row of series.counts) {
-      totals.claims += Number(row.n);
-      if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
-    }
-    const services = [...new Set(series.scopes.map((row) => row.service))];
-    const principals = await readPrincipalsBehind(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services, totals });
-    return { ...series, services, principals };
+  // The range's (service, scope) pairs are read once, for the series and the principals, which
+  // wait for them only when a scope is chosen without its service (its level is each service's).
+  const range = { step, from: window.from, to: window.to, service: query.service, scope: query.scope };
+  let pairs: Promise<SeriesPair[]> | undefined;
+  const scopesOfRange = () => (pairs ??= readSeriesScopes(db, step, window.from, window.to));
+  const principalsOfRange = async () => {
+    const services = query.service === undefined && query.scope !== undefined ? [...new Set((await scopesOfRange()).map((row) => row.service))] : [];
+    return readPrincipalsRanked(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services });
   };
   type Sample = {
     t: Date;
@@ -135,8 +132,9 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   };
   // Independent reads, at once on a pool (readTogether): the answer takes about as long as the
   // slowest chain (the alert inputs, or the series and then the principals), not their sum.
-  const [{ scopes, counts, latency, services, principals }, samples, lastSweep, since, stale, alertInputs, scopeFigures] = await readTogether(db, [
-    seriesAndPrincipals,
+  const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures] = await readTogether(db, [
+    () => readOverviewSeries(db, range, scopesOfRange),
+    principalsOfRange,
     // The last sample of each step: one backward primary-key probe per step, so a 30-day range
     // reads 120 samples rather than 43,000.
     () =>
@@ -160,9 +158,17 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
          WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
         [query.service ?? null, query.scope ?? null],
       ),
-    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope } }),
+    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope }, now: window.now }),
     () => readLatestScopeFigures(db, window.to),
   ]);
+  // The principals' error bound is from the range's events in the selection (its series).
+  const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
+  for (const row of counts) {
+    totals.claims += Number(row.n);
+    if ((troubleOutcomes as readonly string[]).includes(row.outcome)) totals[row.outcome as keyof typeof totals] += Number(row.n);
+  }
+  const principals: PrincipalsBehind = { ...ranked, errorBound: principalsErrorBound(totals, ranked.k) };
+  const services = [...new Set(scopes.map((row) => row.service))];
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
   const alerts = evaluateAlerts(alertInputs, thresholds).filter(
     (alert) => alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
@@ -256,8 +262,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
  * a skip scan of the series' primary key (one index descent per pair kept at the step, however
  * many rows each has), each pair kept when a probe of its key finds a row in the range.
  */
-async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Date): Promise<{ service: string; scope: string }[]> {
-  const { rows } = await db.query<{ service: string; scope: string }>({
+async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Date): Promise<SeriesPair[]> {
+  const { rows } = await db.query<SeriesPair>({
     name: 'dashboard_overview_series_scopes',
     text: `WITH RECURSIVE pairs AS (
              (SELECT service, scope FROM flow_counts_series WHERE step = $1 ORDER BY service, scope LIMIT 1)
@@ -277,30 +283,40 @@ async function readSeriesScopes(db: Queryable, step: number, from: Date, to: Dat
   return rows;
 }
 
+type SeriesPair = { service: string; scope: string };
+
 /**
  * The flow and latency series of one range (its step, from, to) and the (service, scope) pairs
- * with flow in it: three statements, each a range of a series table's primary key.
+ * with flow in it: three statements, each a range of a series table's primary key, at once on a
+ * pool (the series wait for the pairs only when a scope is chosen without its service).
+ * `scopesOfRange` reads the pairs (readSeriesScopes) once for a caller that needs them too.
  */
 export async function readOverviewSeries(
   db: Queryable,
   range: { step: number; from: Date; to: Date; service?: string | undefined; scope?: string | undefined },
-): Promise<{ scopes: { service: string; scope: string }[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; bucket: number; n: string }[] }> {
-  const scopes = await readSeriesScopes(db, range.step, range.from, range.to);
+  scopesOfRange: () => Promise<SeriesPair[]> = () => readSeriesScopes(db, range.step, range.from, range.to),
+): Promise<{ scopes: SeriesPair[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; bucket: number; n: string }[] }> {
+  const scopes = scopesOfRange();
   // The level: the store's ('*', '*'), a service's (service, '*'), or a scope's in each service that has it.
   const levelServices =
-    range.service !== undefined ? [range.service] : range.scope !== undefined ? [...new Set(scopes.filter((row) => row.scope === range.scope).map((row) => row.service))] : [ALL];
+    range.service !== undefined ? [range.service] : range.scope !== undefined ? [...new Set((await scopes).filter((row) => row.scope === range.scope).map((row) => row.service))] : [ALL];
   const params = [range.step, range.from, range.to, levelServices, range.scope ?? ALL];
-  const counts = await db.query<{ t: Date; outcome: ClaimOutcome; n: string }>({
-    name: 'dashboard_overview_flow_series',
-    text: `SELECT at AS t, outcome, sum(count) AS n FROM flow_counts_series
-           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
-    values: params,
-  });
-  const latency = await db.query<{ t: Date; bucket: number; n: string }>({
-    name: 'dashboard_overview_latency_series',
-    text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
-           WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
-    values: params,
-  });
-  return { scopes, counts: counts.rows, latency: latency.rows };
+  const [pairs, counts, latency] = await readTogether(db, [
+    () => scopes,
+    () =>
+      db.query<{ t: Date; outcome: ClaimOutcome; n: string }>({
+        name: 'dashboard_overview_flow_series',
+        text: `SELECT at AS t, outcome, sum(count) AS n FROM flow_counts_series
+               WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+        values: params,
+      }),
+    () =>
+      db.query<{ t: Date; bucket: number; n: string }>({
+        name: 'dashboard_overview_latency_series',
+        text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
+               WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+        values: params,
+      }),
+  ]);
+  return { scopes: pairs, counts: counts.rows, latency: latency.rows };
 }

@@ -57,13 +57,6 @@ export async function searchPrincipals(db: Queryable, search: PrincipalSearch): 
   return rows.map((row) => ({ principalId: row.principal_id, name: row.name }));
 }
 
-/** Display names of these principals (primary-key probes); absent ids have none. */
-export async function readPrincipalNames(db: Queryable, principalIds: string[]): Promise<Map<string, string>> {
-  if (principalIds.length === 0) return new Map();
-  const { rows } = await db.query<{ principal_id: string; name: string }>('SELECT principal_id, name FROM principal_names WHERE principal_id = ANY($1::uuid[])', [principalIds]);
-  return new Map(rows.map((row) => [row.principal_id, row.name]));
-}
-
 /** The outcomes the table lists principals for (their counts add up to the row's weight). */
 export const troubleOutcomes = ['conflict', 'mismatch', 'rejected', 'takeover', 'error'] as const satisfies readonly PrincipalOutcome[];
 export type TroubleOutcome = (typeof troubleOutcomes)[number];
@@ -124,10 +117,21 @@ export function principalLevel(from: Date, to: Date): { table: 'principal_flow_m
  * for the app to rank; every stale claim of the selection counts toward its principal's weight.
  */
 export async function readPrincipalsBehind(db: Queryable, selection: PrincipalsSelection): Promise<PrincipalsBehind> {
+  const ranked = await readPrincipalsRanked(db, selection);
+  return { ...ranked, errorBound: principalsErrorBound(selection.totals, ranked.k) };
+}
+
+/** Per outcome, the most a summed top-K count may fall short of the truth: N/(k+1) of the range's N events. */
+export function principalsErrorBound(totals: PrincipalsSelection['totals'], k: number = PRINCIPAL_TOP_K): PrincipalsBehind['errorBound'] {
+  return Object.fromEntries(Object.entries(totals).map(([outcome, n]) => [outcome, n / (k + 1)])) as PrincipalsBehind['errorBound'];
+}
+
+/** readPrincipalsBehind without the error bound (which needs the range's totals, read beside it). */
+export async function readPrincipalsRanked(db: Queryable, selection: Omit<PrincipalsSelection, 'totals'>): Promise<Omit<PrincipalsBehind, 'errorBound'>> {
   const services = selection.service !== null ? [selection.service] : selection.scope !== null ? selection.services : [ALL];
   const scope = selection.scope ?? ALL;
   const { table, column } = principalLevel(selection.from, selection.to);
-  type Row = { principal_id: string; stale: string } & Record<PrincipalOutcome, string | null>;
+  type Row = { principal_id: string; stale: string; name: string | null } & Record<PrincipalOutcome, string | null>;
   const { rows } = await db.query<Row>({
     name: `dashboard_principals_behind_${column}`,
     text: `WITH stale AS (
@@ -142,35 +146,32 @@ export async function readPrincipalsBehind(db: Queryable, selection: PrincipalsS
              FROM ${table}
              WHERE service = ANY($1::text[]) AND scope = $2 AND ${column} >= $3 AND ${column} < $4
              GROUP BY principal_id
+           ), ranked AS (
+             SELECT coalesce(f.principal_id, s.principal_id) AS principal_id, ${principalOutcomes.map((outcome) => `f.${outcome}`).join(', ')}, coalesce(s.n, 0) AS stale,
+                    coalesce(f.trouble, 0) + coalesce(s.n, 0) AS weight
+             FROM flow f FULL JOIN stale s ON s.principal_id = f.principal_id
+             WHERE coalesce(f.trouble, 0) + coalesce(s.n, 0) > 0
+             ORDER BY weight DESC, 1
+             LIMIT ${ROWS_SHOWN}
            )
-           SELECT coalesce(f.principal_id, s.principal_id) AS principal_id, ${principalOutcomes.map((outcome) => `f.${outcome}`).join(', ')}, coalesce(s.n, 0) AS stale
-           FROM flow f FULL JOIN stale s ON s.principal_id = f.principal_id
-           WHERE coalesce(f.trouble, 0) + coalesce(s.n, 0) > 0
-           ORDER BY coalesce(f.trouble, 0) + coalesce(s.n, 0) DESC, 1
-           LIMIT ${ROWS_SHOWN}`,
+           -- The 20's display names: a primary-key probe each.
+           SELECT r.*, n.name FROM ranked r LEFT JOIN principal_names n ON n.principal_id = r.principal_id
+           ORDER BY r.weight DESC, r.principal_id`,
     values: [services, scope, selection.from, selection.to, selection.service, selection.scope],
   });
-  const ranked = rows.map((row) => ({
-    principalId: row.principal_id,
-    counts: Object.fromEntries(principalOutcomes.map((outcome) => [outcome, Number(row[outcome] ?? 0)])) as Record<PrincipalOutcome, number>,
-    staleClaims: Number(row.stale),
-  }));
-  const names = await readPrincipalNames(
-    db,
-    ranked.map((row) => row.principalId),
-  );
-  const k = PRINCIPAL_TOP_K;
   return {
-    k,
-    errorBound: Object.fromEntries(Object.entries(selection.totals).map(([outcome, n]) => [outcome, n / (k + 1)])) as PrincipalsBehind['errorBound'],
-    principals: ranked.map(({ principalId, counts, staleClaims }) => ({
-      principalId,
-      name: names.get(principalId) ?? null,
-      counts,
-      staleClaims,
-      share: Object.fromEntries(
-        troubleOutcomes.map((outcome) => [outcome, counts.claims > 0 ? Math.min(1, counts[outcome] / counts.claims) : null]),
-      ) as Record<TroubleOutcome, number | null>,
-    })),
+    k: PRINCIPAL_TOP_K,
+    principals: rows.map((row) => {
+      const counts = Object.fromEntries(principalOutcomes.map((outcome) => [outcome, Number(row[outcome] ?? 0)])) as Record<PrincipalOutcome, number>;
+      return {
+        principalId: row.principal_id,
+        name: row.name,
+        counts,
+        staleClaims: Number(row.stale),
+        share: Object.fromEntries(
+          troubleOutcomes.map((outcome) => [outcome, counts.claims > 0 ? Math.min(1, counts[outcome] / counts.claims) : null]),
+        ) as Record<TroubleOutcome, number | null>,
+      };
+    }),
   };
 }

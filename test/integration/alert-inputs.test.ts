@@ -4,7 +4,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { explainPrepared, recordingQueryable, type PlanCacheMode } from '../../db/plan';
-import { alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
+import { alertChoiceFlowText, alertCountsText, alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { rebuildSeries } from '../../server/metrics/series';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
@@ -204,5 +204,105 @@ describe('alert inputs: the latency histograms read', () => {
     const idle = recorded.statements.find((statement) => statement.text === alertIdleLatencyText);
     expect(idle?.values.slice(0, 2)).toEqual([['pair'], '*']);
     expect((idle?.values[2] as Date[]).length).toBe(5);
+  });
+});
+
+describe('alert inputs: the counts read', () => {
+  const db = useTestDatabase();
+  const scopes = 50;
+
+  it("reads every scope's counts over the rules' windows only, not the 30-minute look-back, through the primary key", async () => {
+    // 30 minutes of 50 busy scopes, three outcomes each.
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', 'demo', 'POST /s-' || s, o, 100
+       FROM generate_series(0, 29) AS m, generate_series(1, ${scopes}) AS s, unnest(ARRAY['new', 'replay', 'conflict']) AS o`,
+    );
+    // The longer window (5 min), the minute before it, and the minute now is in.
+    const bound = (Math.max(alertThresholds.rateMinutes, alertThresholds.claimP99Minutes) + 2) * scopes * 3;
+    for (const analyzed of [false, true]) {
+      if (analyzed) await db.pool.query('ANALYZE flow_counts_minute');
+      const recorded = recordingQueryable(db.pool);
+      const inputs = await readAlertInputs(recorded.db);
+      // Each scope's series spans the windows: its newest minute now, its oldest 6 minutes back.
+      expect(inputs.flowByScope).toHaveLength(scopes);
+      const spans = new Set(inputs.flowByScope?.map((series) => (inputs.now.getTime() - (series.points[0]?.at.getTime() ?? 0)) / 60_000));
+      expect([...spans].every((minutes) => minutes > 5 && minutes <= 7)).toBe(true);
+      const statement = recorded.statements.find((recordedStatement) => recordedStatement.text === alertCountsText);
+      expect(statement).toBeDefined();
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+          const nodes = await analyze(client, alertCountsText, statement?.values ?? [], mode);
+          const onCounts = nodes.filter((node) => node['Relation Name'] === 'flow_counts_minute');
+          const offKey = onCounts.filter((node) => node['Node Type'] === 'Seq Scan' || (node['Index Name'] !== undefined && node['Index Name'] !== 'flow_counts_minute_pkey'));
+          expect({ analyzed, mode, offKey }).toEqual({ analyzed, mode, offKey: [] });
+          const read = onCounts.reduce((sum, node) => sum + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1), 0);
+          expect({ analyzed, mode, within: read > 0 && read <= bound }).toEqual({ analyzed, mode, within: true });
+        }
+      } finally {
+        await client.end();
+      }
+    }
+  });
+});
+
+describe('alert inputs: an idle choice read', () => {
+  const db = useTestDatabase();
+  const idleScopes = 10;
+
+  it("reads an idle checked choice's look-back with its service and scope inside the primary-key range", async () => {
+    // Ten scopes in two services busy 10 to 29 minutes ago (so every choice is idle in the
+    // windows), three outcomes each, and before that two days of minutes as the table keeps them
+    // (the look-back is a small share of its rows).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', v, 'POST /i-' || s, o, 100
+       FROM generate_series(10, 29) AS m, generate_series(1, ${idleScopes}) AS s, unnest(ARRAY['demo', 'orders']) AS v, unnest(ARRAY['new', 'replay', 'conflict']) AS o;
+       INSERT INTO flow_counts_minute (minute, service, scope, outcome, count)
+       SELECT date_trunc('minute', now()) - m * interval '1 minute', v, 'POST /i-' || s, 'new', 100
+       FROM generate_series(31, 2880) AS m, generate_series(1, ${idleScopes}) AS s, unnest(ARRAY['demo', 'orders']) AS v`,
+    );
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      for (const analyzed of [false, true]) {
+        if (analyzed) await db.pool.query('ANALYZE flow_counts_minute');
+        for (const [choice, rowsOfChoice] of [
+          [{ service: 'orders', scope: 'POST /i-7' }, 20 * 3],
+          [{ scope: 'POST /i-7' }, 2 * 20 * 3],
+          [{ service: 'orders' }, idleScopes * 20 * 3],
+        ] as const) {
+          const recorded = recordingQueryable(db.pool);
+          const inputs = await readAlertInputs(recorded.db, { checksFor: choice });
+          // Its 20 busy minutes, summed over its rows (300 claims a minute and scope in each service).
+          expect(inputs.idleChoice?.points).toHaveLength(20);
+          const text = alertChoiceFlowText(choice);
+          const statement = recorded.statements.find((recordedStatement) => recordedStatement.text === text);
+          expect(statement).toBeDefined();
+          for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+            const nodes = await analyze(client, text, statement?.values ?? [], mode);
+            const onCounts = nodes.filter((node) => node['Relation Name'] === 'flow_counts_minute');
+            expect({ analyzed, choice, mode, seqScans: onCounts.filter((node) => node['Node Type'] === 'Seq Scan') }).toEqual({ analyzed, choice, mode, seqScans: [] });
+            // The service and scope are conditions of the key's index: only the choice's rows
+            // leave it, and none is filtered out after.
+            const conditions = nodes.filter((node) => node['Index Name'] === 'flow_counts_minute_pkey').map((node) => node['Index Cond'] ?? '');
+            expect({ analyzed, choice, mode, indexes: [...new Set(nodes.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))] }).toEqual({
+              analyzed,
+              choice,
+              mode,
+              indexes: ['flow_counts_minute_pkey'],
+            });
+            for (const column of Object.keys(choice)) expect(conditions.join(' ')).toMatch(new RegExp(`${column} = `));
+            expect(onCounts.reduce((sum, node) => sum + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0), 0)).toBe(0);
+            const read = onCounts.reduce((sum, node) => sum + (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1), 0);
+            expect({ analyzed, choice, mode, read }).toEqual({ analyzed, choice, mode, read: rowsOfChoice });
+          }
+        }
+      }
+    } finally {
+      await client.end();
+    }
   });
 });
