@@ -339,7 +339,8 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
 /**
  * The latency histograms readAlertInputs reads, each (minute, service, scope)'s as two arrays (its
  * buckets and their counts): one row per scope and minute rather than one per latency bucket, which
- * at 50 scopes was most of the time this read took (the rows, not the index range, cost).
+ * at 50 scopes was most of the time this read took (the rows, not the index range, cost). JSON
+ * arrays, which the client parses natively (a Postgres array is parsed character by character).
  * Only the minutes a histogram is used in: every scope's last `recentMinutes` here (a range of the
  * primary key, which leads with minute); older ones only for an idle checked choice
  * (alertIdleLatencyText). $1 now, $2 the windows' minutes, $3 recentMinutes. "minute < 'infinity'"
@@ -347,7 +348,7 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
  * statistics (a young table) takes for a small share of the rows and serves by the index rather
  * than by a Seq Scan.
  */
-export const alertLatencyText = `SELECT minute, service, scope, array_agg(bucket) AS buckets, array_agg(count) AS counts FROM claim_latency_minute
+export const alertLatencyText = `SELECT minute, service, scope, json_agg(bucket) AS buckets, json_agg(count) AS counts FROM claim_latency_minute
      WHERE minute >= $1::timestamptz - least($2::int, $3::int) * interval '1 minute' AND minute < 'infinity'
      GROUP BY minute, service, scope`;
 
@@ -365,7 +366,7 @@ export const alertIdleLatencyText = `SELECT m.minute, h.buckets, h.counts
      FROM unnest($1::text[]) AS v(service)
      CROSS JOIN unnest($3::timestamptz[]) AS m(minute)
      CROSS JOIN LATERAL (
-       SELECT array_agg(l.bucket) AS buckets, array_agg(l.count) AS counts FROM claim_latency_series l
+       SELECT json_agg(l.bucket) AS buckets, json_agg(l.count) AS counts FROM claim_latency_series l
        WHERE l.step = ${IDLE_LATENCY_STEP} AND l.service = v.service AND l.scope = $2 AND l.at = m.minute
      ) AS h
      WHERE h.buckets IS NOT NULL`;
@@ -424,11 +425,20 @@ export function alertChoiceFlowText(choice: Choice): string {
  * windows, not the look-back; only the checked choice (`checksFor`), when idle in them, is read
  * over the whole `minutes` (readIdleChoice). `sweepIntervalSeconds` is the server's
  * SWEEP_INTERVAL_SECONDS (its default when not given); `thresholds` the ones the alerts are
- * judged by; `now` the caller's clock read from the database (read here when not given).
+ * judged by; `now` the caller's clock read from the database (read here when not given), and
+ * `lastSweep` its read of the last finished sweep (read here when not given).
  */
 export async function readAlertInputs(
   db: Queryable,
-  options: { minutes?: number; sweepIntervalSeconds?: number; thresholds?: AlertThresholds; checksFor?: Choice; now?: Date } = {},
+  options: {
+    minutes?: number;
+    sweepIntervalSeconds?: number;
+    thresholds?: AlertThresholds;
+    checksFor?: Choice;
+    now?: Date;
+    /** The last finished sweep, when the caller reads it too (readLastFinishedSweep). */
+    lastSweep?: () => Promise<{ finishedAt: Date } | null>;
+  } = {},
 ): Promise<AlertInputs> {
   const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds, checksFor } = options;
   const now = options.now ?? (await db.query<{ now: Date }>('SELECT now() AS now')).rows[0]?.now ?? new Date();
@@ -437,7 +447,7 @@ export async function readAlertInputs(
   // it) and by the checks' p99 over the same minutes; only the checked choice, when idle in
   // them, shows its last busy minutes instead (readIdleChoice).
   const recentMinutes = thresholds.claimP99Minutes + 1;
-  type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: string[] };
+  type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
   // Independent reads, at once on a pool (readTogether).
   const [stats, stale, counts, latency, policies, lastSweep] = await readTogether(db, [
     () =>
@@ -458,7 +468,7 @@ export async function readAlertInputs(
       db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
         'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
       ),
-    () => readLastFinishedSweep(db),
+    options.lastSweep ?? (() => readLastFinishedSweep(db)),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -505,8 +515,8 @@ type CountsRow = { minute: Date; service: string; claims: string; mismatches: st
 const emptyHistogram = () => new Array<number>(BUCKET_COUNT).fill(0);
 
 /** Adds a histogram's cells (bucket numbers and their counts, as read) to `histogram`. */
-function addCells(histogram: number[], buckets: readonly number[], counts: readonly string[]): void {
-  buckets.forEach((bucket, i) => (histogram[bucket] = (histogram[bucket] ?? 0) + Number(counts[i] ?? 0)));
+function addCells(histogram: number[], buckets: readonly number[], counts: readonly number[]): void {
+  buckets.forEach((bucket, i) => (histogram[bucket] = (histogram[bucket] ?? 0) + (counts[i] ?? 0)));
 }
 
 function pointOf(row: CountsRow): Omit<FlowMinutePoint, 'latency'> {
@@ -550,7 +560,7 @@ async function readIdleChoice(
   const busy = lastBusyMinutes(points, thresholds, thresholds.claimP99Minutes);
   if (busy.length > 0) {
     const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(rows.map((row) => row.service))].sort() : [ALL];
-    const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: string[] }>(alertIdleLatencyText, [
+    const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: number[] }>(alertIdleLatencyText, [
       services,
       choice.scope ?? ALL,
       busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),

@@ -115,6 +115,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   const range = { step, from: window.from, to: window.to, service: query.service, scope: query.scope };
   let pairs: Promise<SeriesPair[]> | undefined;
   const scopesOfRange = () => (pairs ??= readSeriesScopes(db, step, window.from, window.to));
+  let sweep: Promise<FinishedSweep | null> | undefined;
+  const lastFinishedSweep = () => (sweep ??= readLastFinishedSweep(db));
   const principalsOfRange = async () => {
     const services = query.service === undefined && query.scope !== undefined ? [...new Set((await scopesOfRange()).map((row) => row.service))] : [];
     return readPrincipalsRanked(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services });
@@ -148,7 +150,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
          ) s ORDER BY g.t`,
         [step, window.from, window.to],
       ),
-    () => readLastFinishedSweep(db),
+    lastFinishedSweep,
     // The earliest bucket still kept: a primary-key probe at each table's start.
     () => db.query<{ since: Date | null }>(`SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since`),
     // Stale claims of the choice, through the partial index idempotency_keys_stale_lease_idx.
@@ -158,7 +160,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
          WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
         [query.service ?? null, query.scope ?? null],
       ),
-    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope }, now: window.now }),
+    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope }, now: window.now, lastSweep: lastFinishedSweep }),
     () => readLatestScopeFigures(db, window.to),
   ]);
   // The principals' error bound is from the range's events in the selection (its series).
@@ -182,7 +184,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   }
   for (const row of latency) {
     const point = flow.get(row.t.getTime());
-    if (point) point.latency[row.bucket] = (point.latency[row.bucket] ?? 0) + Number(row.n);
+    if (point) row.buckets.forEach((bucket, i) => (point.latency[bucket] = (point.latency[bucket] ?? 0) + (row.counts[i] ?? 0)));
   }
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
   return {
@@ -295,7 +297,7 @@ export async function readOverviewSeries(
   db: Queryable,
   range: { step: number; from: Date; to: Date; service?: string | undefined; scope?: string | undefined },
   scopesOfRange: () => Promise<SeriesPair[]> = () => readSeriesScopes(db, range.step, range.from, range.to),
-): Promise<{ scopes: SeriesPair[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; bucket: number; n: string }[] }> {
+): Promise<{ scopes: SeriesPair[]; counts: { t: Date; outcome: ClaimOutcome; n: string }[]; latency: { t: Date; buckets: number[]; counts: number[] }[] }> {
   const scopes = scopesOfRange();
   // The level: the store's ('*', '*'), a service's (service, '*'), or a scope's in each service that has it.
   const levelServices =
@@ -310,11 +312,15 @@ export async function readOverviewSeries(
                WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
         values: params,
       }),
+    // Each step's histogram as two JSON arrays (buckets, counts): a row per step rather than per
+    // bucket, parsed natively by the client.
     () =>
-      db.query<{ t: Date; bucket: number; n: string }>({
+      db.query<{ t: Date; buckets: number[]; counts: number[] }>({
         name: 'dashboard_overview_latency_series',
-        text: `SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
-               WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2`,
+        text: `SELECT t, json_agg(bucket) AS buckets, json_agg(n) AS counts FROM (
+                 SELECT at AS t, bucket, sum(count) AS n FROM claim_latency_series
+                 WHERE step = $1 AND service = ANY($4::text[]) AND scope = $5 AND at >= $2 AND at < $3 GROUP BY 1, 2
+               ) AS cells GROUP BY t`,
         values: params,
       }),
   ]);

@@ -154,9 +154,10 @@ export async function readPrincipalsRanked(db: Queryable, selection: Omit<Princi
              ORDER BY weight DESC, 1
              LIMIT ${ROWS_SHOWN}
            )
-           -- The 20's display names: a primary-key probe each.
-           SELECT r.*, n.name FROM ranked r LEFT JOIN principal_names n ON n.principal_id = r.principal_id
-           ORDER BY r.weight DESC, r.principal_id`,
+           -- The 20's display names: a primary-key probe each (a scalar subquery, never a join
+           -- that could read the whole table, which grows with the principals).
+           SELECT r.*, (SELECT n.name FROM principal_names n WHERE n.principal_id = r.principal_id) AS name
+           FROM ranked r ORDER BY r.weight DESC, r.principal_id`,
     values: [services, scope, selection.from, selection.to, selection.service, selection.scope],
   });
   return {

@@ -156,7 +156,7 @@ describe('alert inputs: the latency histograms read', () => {
     expect(idle?.values.slice(0, 2)).toEqual([['orders'], 'POST /idle']);
     expect((idle?.values[2] as Date[]).map((minute) => minute.getTime())).toEqual(stored.map((row) => row.minute.getTime()).reverse());
     // Each with its one bucket of 50 claims.
-    const idleRows = (await db.pool.query<{ buckets: number[]; counts: string[] }>(alertIdleLatencyText, [...(idle?.values ?? [])])).rows;
+    const idleRows = (await db.pool.query<{ buckets: number[]; counts: number[] }>(alertIdleLatencyText, [...(idle?.values ?? [])])).rows;
     expect(idleRows.map((row) => [row.buckets, row.counts.map(Number)])).toEqual(new Array(5).fill([[20], [50]]));
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
