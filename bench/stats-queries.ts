@@ -21,7 +21,7 @@ import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
 import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
-import { createPool } from '../db/client';
+import { createPool, DASHBOARD_POOL_MAX } from '../db/client';
 import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
 import { randomBytes, randomUUID } from 'node:crypto';
 
@@ -102,7 +102,8 @@ export async function loadScopeMetrics(pool: pg.Pool): Promise<void> {
 }
 
 export async function benchStatsQueries(database: BenchDatabase, log: (line: string) => void): Promise<{ timings: QueryTiming[]; recentKeysIndexCost: IndexCost; correlationIndexCost: IndexCost }> {
-  const pool = createPool(database.url, { applicationName: 'retrysafe-bench', max: 4 });
+  // The dashboard's pool size: the overview's reads run at once on it, as they do in the dashboard.
+  const pool = createPool(database.url, { applicationName: 'retrysafe-bench', max: DASHBOARD_POOL_MAX });
   await ensurePolicies(pool, BENCH_SERVICE, defaultPolicyFields, 'bench');
   log(`loading ${ROWS.toLocaleString('en')} keys and two days of metrics...`);
   const started = performance.now();

@@ -41,6 +41,9 @@ function withSessionOptions(connectionString: string, options: string | undefine
  */
 export const SERVER_SEARCH_PATH_OPTIONS = '-c search_path=retrysafe,retrysafe_demo';
 
+/** Connections of the dashboard's pool: an overview's reads run at once on them (the monitoring bench measures with this many). */
+export const DASHBOARD_POOL_MAX = 10;
+
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
   const sessionOptions = [SERVER_SEARCH_PATH_OPTIONS, options.client?.options].filter(Boolean).join(' ');
   const pool = new pg.Pool({
