@@ -157,6 +157,8 @@ export const storeStatsScopes = retrysafe.table(
 
 const principalOutcomeCheck = (column: unknown) => sql`${column} IN ('conflict', 'mismatch', 'rejected', 'takeover', 'error', 'claims')`;
 
+const principalTime = <Name extends string>(name: Name) => timestamp(name, { withTimezone: true }).notNull();
+
 /**
  * The principals behind each outcome, per minute: each instance's flush adds its top-K summary's
  * counters (packages/store/src/recorder.ts), so a count is a lower bound of the truth, short by
@@ -164,65 +166,36 @@ const principalOutcomeCheck = (column: unknown) => sql`${column} IN ('conflict',
  * summaries merged over its scopes, service '*' the store's; 'claims' counts every outcome.
  * The same flush adds the same counters to the hour and the day tables, so each range of the
  * overview reads one of them (the 1-hour range minutes, up to 24 hours hours, longer ones days).
+ *
+ * The three tables are one shape with another time column: (service, scope, time, outcome,
+ * principal) as the primary key, which serves the flush upsert and the overview's read of one
+ * (service, scope) over a time range, and a time index for the roll-up (the minute table's
+ * expiry, the hour and day tables' merge and expiry). Only the roll-up states `outcome > ''`
+ * (true of every row): with a plain time index, a generic plan of the principals table's read
+ * took it for its range and read every scope's rows (see migration 0022).
  */
-export const principalFlowMinute = retrysafe.table(
-  'principal_flow_minute',
-  {
-    service: text('service').notNull(),
-    scope: text('scope').notNull(),
-    minute: timestamp('minute', { withTimezone: true }).notNull(),
-    outcome: text('outcome').notNull(),
-    principalId: uuid('principal_id').notNull(),
-    count: bigint('count', { mode: 'number' }).notNull(),
-  },
-  // Serves the flush upsert and the overview's read of one (service, scope) over a time range;
-  // the minute index serves the roll-up's expiry of old minutes.
-  (t) => [
-    primaryKey({ name: 'principal_flow_minute_pkey', columns: [t.service, t.scope, t.minute, t.outcome, t.principalId] }),
-    // Only the roll-up's move states `outcome > ''` (true of every row): with the plain time
-    // index, a generic plan of the principals table's read took it for its range and read every
-    // scope's rows (see migration 0022).
-    index('principal_flow_minute_minute_idx').on(t.minute).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
-    check('principal_flow_minute_outcome', principalOutcomeCheck(t.outcome)),
-  ],
-);
+function principalFlowTable<const Time extends 'minute' | 'hour' | 'day'>(name: `principal_flow_${Time}`, time: Time) {
+  // A key computed from the type parameter: typed as the one column it is.
+  const timeColumn = { [time]: principalTime(time) } as Record<Time, ReturnType<typeof principalTime<Time>>>;
+  return retrysafe.table(
+    name,
+    {
+      service: text('service').notNull(),
+      scope: text('scope').notNull(),
+      ...timeColumn,
+      outcome: text('outcome').notNull(),
+      principalId: uuid('principal_id').notNull(),
+      count: bigint('count', { mode: 'number' }).notNull(),
+    },
+    (t) => [
+      primaryKey({ name: `${name}_pkey`, columns: [t.service, t.scope, t[time], t.outcome, t.principalId] }),
+      index(`${name}_${time}_idx`).on(t[time]).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
+      check(`${name}_outcome`, principalOutcomeCheck(t.outcome)),
+    ],
+  );
+}
 
-/**
- * Hour buckets of the principals' counters, added at every flush; the roll-up merges each
- * recent (hour, service, scope, outcome) down to top-K (server/metrics/rollup.ts).
- */
-export const principalFlowHour = retrysafe.table(
-  'principal_flow_hour',
-  {
-    service: text('service').notNull(),
-    scope: text('scope').notNull(),
-    hour: timestamp('hour', { withTimezone: true }).notNull(),
-    outcome: text('outcome').notNull(),
-    principalId: uuid('principal_id').notNull(),
-    count: bigint('count', { mode: 'number' }).notNull(),
-  },
-  // As the minute table's; the hour index serves the roll-up's merge and expiry.
-  (t) => [
-    primaryKey({ name: 'principal_flow_hour_pkey', columns: [t.service, t.scope, t.hour, t.outcome, t.principalId] }),
-    index('principal_flow_hour_hour_idx').on(t.hour).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
-    check('principal_flow_hour_outcome', principalOutcomeCheck(t.outcome)),
-  ],
-);
-
-/** Day buckets (UTC days) of the principals' counters, as the hour table's. */
-export const principalFlowDay = retrysafe.table(
-  'principal_flow_day',
-  {
-    service: text('service').notNull(),
-    scope: text('scope').notNull(),
-    day: timestamp('day', { withTimezone: true }).notNull(),
-    outcome: text('outcome').notNull(),
-    principalId: uuid('principal_id').notNull(),
-    count: bigint('count', { mode: 'number' }).notNull(),
-  },
-  (t) => [
-    primaryKey({ name: 'principal_flow_day_pkey', columns: [t.service, t.scope, t.day, t.outcome, t.principalId] }),
-    index('principal_flow_day_day_idx').on(t.day).where(sql.raw(PRINCIPAL_TIME_INDEX_PREDICATE)),
-    check('principal_flow_day_outcome', principalOutcomeCheck(t.outcome)),
-  ],
-);
+export const principalFlowMinute = principalFlowTable('principal_flow_minute', 'minute');
+export const principalFlowHour = principalFlowTable('principal_flow_hour', 'hour');
+/** Day buckets (UTC days). */
+export const principalFlowDay = principalFlowTable('principal_flow_day', 'day');
