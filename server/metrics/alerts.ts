@@ -448,7 +448,8 @@ export async function readAlertInputs(
   // them, shows its last busy minutes instead (readIdleChoice).
   const recentMinutes = thresholds.claimP99Minutes + 1;
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
-  // Independent reads, at once on a pool (readTogether).
+  // Independent reads, at once on a pool (readTogether); named (prepared once per connection),
+  // except the store samples' one-sided range, whose custom plan reads the table's statistics.
   const [stats, stale, counts, latency, policies, lastSweep] = await readTogether(db, [
     () =>
       db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
@@ -458,16 +459,18 @@ export async function readAlertInputs(
       ),
     // The oldest stale claim now, through the partial index (its lease is the range start).
     () =>
-      db.query<{ seconds: number | null }>(
-        `SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 AS seconds FROM idempotency_keys
-         WHERE state = 'in_progress' AND lease_expires_at < now()`,
-      ),
-    () => db.query<CountsRow & { scope: string }>(alertCountsText, [now, windowMinutes]),
-    () => db.query<LatencyRow>(alertLatencyText, [now, windowMinutes, recentMinutes]),
+      db.query<{ seconds: number | null }>({
+        name: 'alert_oldest_stale',
+        text: `SELECT extract(epoch FROM now() - min(lease_expires_at))::float8 AS seconds FROM idempotency_keys
+               WHERE state = 'in_progress' AND lease_expires_at < now()`,
+      }),
+    () => db.query<CountsRow & { scope: string }>({ name: 'alert_counts', text: alertCountsText, values: [now, windowMinutes] }),
+    () => db.query<LatencyRow>({ name: 'alert_latency', text: alertLatencyText, values: [now, windowMinutes, recentMinutes] }),
     () =>
-      db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>(
-        'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
-      ),
+      db.query<{ service: string; endpoint: string; retry_window_seconds: number; retention_seconds: number }>({
+        name: 'alert_policies',
+        text: 'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
+      }),
     options.lastSweep ?? (() => readLastFinishedSweep(db)),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
@@ -549,7 +552,11 @@ async function readIdleChoice(
   const chosen = (row: { service: string; scope: string }) => (choice.service === undefined || row.service === choice.service) && (choice.scope === undefined || row.scope === choice.scope);
   if (windowRows.some((row) => chosen(row) && row.minute.getTime() >= idleFrom && Number(row.claims) > 0)) return undefined;
   const given = [choice.service, choice.scope].filter((value): value is string => value !== undefined);
-  const { rows } = await db.query<CountsRow>(alertChoiceFlowText(choice), [now, minutes, ...given]);
+  const { rows } = await db.query<CountsRow>({
+    name: `alert_choice_flow_${choice.service === undefined ? '' : 'service'}_${choice.scope === undefined ? '' : 'scope'}`,
+    text: alertChoiceFlowText(choice),
+    values: [now, minutes, ...given],
+  });
   const byMinute = new Map<number, FlowMinutePoint>();
   for (const row of rows) {
     const point = byMinute.get(row.minute.getTime()) ?? { at: row.minute, claims: 0, mismatches: 0, conflicts: 0, rejections: 0, latency: emptyHistogram() };
@@ -560,11 +567,11 @@ async function readIdleChoice(
   const busy = lastBusyMinutes(points, thresholds, thresholds.claimP99Minutes);
   if (busy.length > 0) {
     const services = choice.service !== undefined ? [choice.service] : choice.scope !== undefined ? [...new Set(rows.map((row) => row.service))].sort() : [ALL];
-    const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: number[] }>(alertIdleLatencyText, [
-      services,
-      choice.scope ?? ALL,
-      busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime()),
-    ]);
+    const { rows: cells } = await db.query<{ minute: Date; buckets: number[]; counts: number[] }>({
+      name: 'alert_idle_latency',
+      text: alertIdleLatencyText,
+      values: [services, choice.scope ?? ALL, busy.map((minute) => minute.at).sort((a, b) => a.getTime() - b.getTime())],
+    });
     for (const cell of cells) {
       const point = byMinute.get(cell.minute.getTime());
       if (point) addCells(point.latency, cell.buckets, cell.counts);

@@ -132,7 +132,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     cleanup_lag_seconds: number;
     stale_claims: number;
   };
-  // Independent reads, at once on a pool (readTogether): the answer takes about as long as the
+  // Independent reads, at once on a pool (readTogether), each named (prepared once per
+  // connection; the plan tests cover their generic plans): the answer takes about as long as the
   // slowest chain (the alert inputs, or the series and then the principals), not their sum.
   const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
@@ -140,26 +141,32 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     // The last sample of each step: one backward primary-key probe per step, so a 30-day range
     // reads 120 samples rather than 43,000.
     () =>
-      db.query<Sample>(
-        `SELECT g.t, s.estimated_rows, s.baseline_rows, s.table_bytes, s.index_bytes, s.toast_bytes,
-                s.oldest_row_age_seconds, s.cleanup_lag_seconds, s.stale_claims
-         FROM generate_series($2::timestamptz, $3::timestamptz - $1::int * interval '1 second', $1::int * interval '1 second') AS g(t)
-         CROSS JOIN LATERAL (
-           SELECT * FROM store_stats WHERE sampled_at >= g.t AND sampled_at < g.t + $1::int * interval '1 second'
-           ORDER BY sampled_at DESC LIMIT 1
-         ) s ORDER BY g.t`,
-        [step, window.from, window.to],
-      ),
+      db.query<Sample>({
+        name: 'dashboard_overview_store_samples',
+        text: `SELECT g.t, s.estimated_rows, s.baseline_rows, s.table_bytes, s.index_bytes, s.toast_bytes,
+                      s.oldest_row_age_seconds, s.cleanup_lag_seconds, s.stale_claims
+               FROM generate_series($2::timestamptz, $3::timestamptz - $1::int * interval '1 second', $1::int * interval '1 second') AS g(t)
+               CROSS JOIN LATERAL (
+                 SELECT * FROM store_stats WHERE sampled_at >= g.t AND sampled_at < g.t + $1::int * interval '1 second'
+                 ORDER BY sampled_at DESC LIMIT 1
+               ) s ORDER BY g.t`,
+        values: [step, window.from, window.to],
+      }),
     lastFinishedSweep,
     // The earliest bucket still kept: a primary-key probe at each table's start.
-    () => db.query<{ since: Date | null }>(`SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since`),
+    () =>
+      db.query<{ since: Date | null }>({
+        name: 'dashboard_overview_since',
+        text: 'SELECT least((SELECT min(hour) FROM flow_counts_hour), (SELECT min(minute) FROM flow_counts_minute)) AS since',
+      }),
     // Stale claims of the choice, through the partial index idempotency_keys_stale_lease_idx.
     () =>
-      db.query<{ n: number; oldest: number | null }>(
-        `SELECT count(*)::int AS n, extract(epoch FROM now() - min(lease_expires_at))::float8 AS oldest FROM idempotency_keys
-         WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
-        [query.service ?? null, query.scope ?? null],
-      ),
+      db.query<{ n: number; oldest: number | null }>({
+        name: 'dashboard_overview_stale',
+        text: `SELECT count(*)::int AS n, extract(epoch FROM now() - min(lease_expires_at))::float8 AS oldest FROM idempotency_keys
+               WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
+        values: [query.service ?? null, query.scope ?? null],
+      }),
     () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope }, now: window.now, lastSweep: lastFinishedSweep }),
     () => readLatestScopeFigures(db, window.to),
   ]);
