@@ -10,6 +10,8 @@ export interface PoolOptions {
   max?: number;
   /** Longest wait for a new connection or a free pooled one (then 'timeout exceeded when trying to connect'). */
   connectionTimeoutMillis?: number;
+  /** How long an idle connection is kept before it is closed (default 30 s). */
+  idleTimeoutMillis?: number;
   /**
    * Server-side statement_timeout of every connection (57014 past it). Unset: none.
    * The client-side query timeout below is what ends a wait on an unreachable server.
@@ -43,6 +45,13 @@ export const SERVER_SEARCH_PATH_OPTIONS = '-c search_path=retrysafe,retrysafe_de
 
 /** Connections of the dashboard's pool: an overview's reads run at once on them (the monitoring bench measures with this many). */
 export const DASHBOARD_POOL_MAX = 10;
+/**
+ * How long the dashboard keeps an idle connection: past its slowest auto-refresh (60 s), so a
+ * refreshing overview finds its connections open, their statements prepared and their catalog
+ * caches warm, rather than opening up to ten new backends each time (with the default 30 s, the
+ * default 30 s refresh raced the timeout and the 60 s one always lost).
+ */
+export const DASHBOARD_POOL_IDLE_MS = 300_000;
 
 export function createPool(connectionString: string, options: PoolOptions): pg.Pool {
   const sessionOptions = [SERVER_SEARCH_PATH_OPTIONS, options.client?.options].filter(Boolean).join(' ');
@@ -51,7 +60,7 @@ export function createPool(connectionString: string, options: PoolOptions): pg.P
     application_name: options.applicationName,
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
-    idleTimeoutMillis: 30_000,
+    idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
     // A connection cut by a partition is noticed by the query timeout; keepalive finds idle ones.
     keepAlive: true,
     ...(options.statementTimeoutMs === undefined ? {} : { statement_timeout: options.statementTimeoutMs }),

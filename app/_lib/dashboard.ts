@@ -8,7 +8,7 @@ import { nextCookies } from 'better-auth/next-js';
 import { headers } from 'next/headers';
 import { forbidden, redirect } from 'next/navigation';
 import type pg from 'pg';
-import { createPool, DASHBOARD_POOL_MAX } from '@/db/client';
+import { createPool, DASHBOARD_POOL_IDLE_MS, DASHBOARD_POOL_MAX } from '@/db/client';
 import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
 import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
@@ -25,7 +25,7 @@ function dashboard() {
   const holder = globalThis as Holder;
   if (!holder[slot]) {
     const settings = requireDashboardSettings(readEnvironment());
-    const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: DASHBOARD_POOL_MAX });
+    const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: DASHBOARD_POOL_MAX, idleTimeoutMillis: DASHBOARD_POOL_IDLE_MS });
     // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
     const authPool = createPool(requireDatabaseUrl(readEnvironment()), { applicationName: 'retrysafe-auth', max: 5, client: { options: AUTH_SESSION_OPTIONS } });
     const auth = createOperatorAuth({
