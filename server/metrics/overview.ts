@@ -94,6 +94,12 @@ export type OverviewJson = Omit<Overview, 'alerts' | 'checks'> & { alerts: (Omit
 const zeroes = (): Record<ClaimOutcome, number> => Object.fromEntries(claimOutcomes.map((outcome) => [outcome, 0])) as Record<ClaimOutcome, number>;
 const finite = (value: number) => (Number.isFinite(value) ? value : null);
 
+/** A read started on its first call and shared by every later one. */
+function once<T>(read: () => Promise<T>): () => Promise<T> {
+  let started: Promise<T> | undefined;
+  return () => (started ??= read());
+}
+
 /** `sweepIntervalSeconds`: the server's SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
 export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds, sweepIntervalSeconds?: number): Promise<Overview> {
   const rangeSeconds = overviewRanges[query.range];
@@ -113,10 +119,8 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   // The range's (service, scope) pairs are read once, for the series and the principals, which
   // wait for them only when a scope is chosen without its service (its level is each service's).
   const range = { step, from: window.from, to: window.to, service: query.service, scope: query.scope };
-  let pairs: Promise<SeriesPair[]> | undefined;
-  const scopesOfRange = () => (pairs ??= readSeriesScopes(db, step, window.from, window.to));
-  let sweep: Promise<FinishedSweep | null> | undefined;
-  const lastFinishedSweep = () => (sweep ??= readLastFinishedSweep(db));
+  const scopesOfRange = once(() => readSeriesScopes(db, step, window.from, window.to));
+  const lastFinishedSweep = once(() => readLastFinishedSweep(db));
   const principalsOfRange = async () => {
     const services = query.service === undefined && query.scope !== undefined ? [...new Set((await scopesOfRange()).map((row) => row.service))] : [];
     return readPrincipalsRanked(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services });
