@@ -63,3 +63,17 @@ export function timeZoneText(): string {
   const offset = new Intl.DateTimeFormat('en', { timeZoneName: 'shortOffset' }).formatToParts(new Date()).find((part) => part.type === 'timeZoneName')?.value ?? '';
   return `${zone}${offset ? ` (${offset})` : ''}`;
 }
+
+/**
+ * The indexes of points a line would leave undrawn: a value whose neighbours are both gaps has
+ * no segment, so a chart must mark it (a lone point, such as the only step of a 30-day range
+ * that holds data, would otherwise look like no data at all).
+ */
+export function lonePoints(values: readonly (number | null | undefined)[]): Set<number> {
+  const isValue = (value: number | null | undefined) => typeof value === 'number';
+  const lone = new Set<number>();
+  values.forEach((value, index) => {
+    if (isValue(value) && !isValue(values[index - 1]) && !isValue(values[index + 1])) lone.add(index);
+  });
+  return lone;
+}

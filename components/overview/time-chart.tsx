@@ -3,8 +3,8 @@
 // a tooltip with formatted values, a legend, objectives as threshold lines, and a plain-text
 // empty state. The unfinished current step is drawn dashed ("so far"), not as a dip; time
 // before any data was recorded is a gap, not zero.
-import { CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { valueTicks, type ValueKind } from './axis';
+import { CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis, type DotItemDotProps } from 'recharts';
+import { lonePoints, valueTicks, type ValueKind } from './axis';
 
 export interface Series<Point> {
   key: string;
@@ -59,6 +59,9 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
     for (const line of series) row[line.key] = axis.dataFrom !== null && t < axis.dataFrom ? null : line.value(point);
     return row;
   });
+  // Points with no neighbour get a dot: a line draws nothing for them (the only step holding
+  // data, as in a 30-day range on a fresh install, would otherwise look like none).
+  const lone = new Map(series.map((line) => [line.key, lonePoints(rows.map((row) => row[line.key]))]));
   // The unfinished step: drawn by a dashed twin of each line from the last finished point.
   const partialAt = axis.partialFrom === null ? -1 : rows.findIndex((row) => (row.t ?? 0) >= (axis.partialFrom ?? Infinity));
   if (partialAt >= 0) {
@@ -139,7 +142,7 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                   stroke={line.color}
                   strokeWidth={2}
                   strokeDasharray={line.dashed ? '5 4' : undefined}
-                  dot={false}
+                  dot={loneDot(lone.get(line.key), line.color, 0, false)}
                   connectNulls={false}
                   isAnimationActive={false}
                 />
@@ -154,7 +157,7 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                       strokeWidth={2}
                       strokeOpacity={0.6}
                       strokeDasharray="2 3"
-                      dot={false}
+                      dot={loneDot(lone.get(line.key), line.color, partialAt, true)}
                       legendType="none"
                       connectNulls={false}
                       isAnimationActive={false}
@@ -169,4 +172,16 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
       )}
     </figure>
   );
+}
+
+/**
+ * A dot for each lone point of a line from index `from` on, nothing elsewhere: filled on a line
+ * of finished steps (from 0), hollow on the dashed "so far" twin (from the unfinished step).
+ */
+function loneDot(lone: Set<number> | undefined, color: string, from: number, partial: boolean) {
+  if (lone === undefined || lone.size === 0) return false;
+  return function LoneDot({ cx, cy, index, value }: DotItemDotProps) {
+    if (index < from || !lone.has(index) || typeof value !== 'number' || typeof cx !== 'number' || typeof cy !== 'number') return null;
+    return <circle key={index} className={partial ? 'chart-lone-point partial' : 'chart-lone-point'} cx={cx} cy={cy} r={3.5} stroke={color} strokeWidth={2} fill={partial ? 'var(--card)' : color} />;
+  };
 }

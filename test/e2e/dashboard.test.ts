@@ -61,6 +61,17 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await page.getByLabel('Time range').selectOption('6h');
     await page.waitForURL((url) => url.searchParams.get('range') === '6h');
     await page.getByText('in steps of 5.0 min').waitFor();
+    // 30 days in 6-hour steps: a fresh server's claims are all in one step, the current one, and
+    // a lone point has no segment to draw; the chart marks it with a dot rather than look empty.
+    await page.getByLabel('Time range').selectOption('30d');
+    await page.waitForURL((url) => url.searchParams.get('range') === '30d');
+    const latency = page.getByRole('figure', { name: 'Claim latency' });
+    await latency.locator('svg.recharts-surface').first().waitFor();
+    const drawn = async () => {
+      const segments = await latency.locator('path.recharts-curve').evaluateAll((paths) => paths.filter((path) => /L/.test(path.getAttribute('d') ?? '')).length);
+      return segments + (await latency.locator('circle.chart-lone-point').count());
+    };
+    await expect(drawn()).resolves.toBeGreaterThan(0);
     await closeChecked(page);
   });
 

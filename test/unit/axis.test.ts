@@ -1,7 +1,7 @@
 // The overview's round axis ticks: times on local-clock boundaries, values on 1-2-2.5-5 steps
 // of their unit, from 0 to at least the largest value.
 import { describe, expect, it } from 'vitest';
-import { timeTicks, valueTicks } from '../../components/overview/axis';
+import { lonePoints, timeTicks, valueTicks } from '../../components/overview/axis';
 
 describe('axis ticks', () => {
   it('puts time ticks on round local-clock boundaries inside the range', () => {
@@ -28,5 +28,13 @@ describe('axis ticks', () => {
     expect(valueTicks(38 * 1024, 'bytes')).toEqual([0, 10_240, 20_480, 30_720, 40_960]);
     // Durations in s, min, h: 2.5 h in steps of 1 h.
     expect(valueTicks(9_000, 'seconds')).toEqual([0, 3_600, 7_200, 10_800]);
+  });
+
+  it('finds the points no segment touches: a value between gaps, at either end or alone', () => {
+    expect([...lonePoints([null, null, 5])]).toEqual([2]);
+    expect([...lonePoints([7])]).toEqual([0]);
+    expect([...lonePoints([1, null, 2, 3, null, 0, undefined])]).toEqual([0, 5]);
+    expect([...lonePoints([1, 2, 3])]).toEqual([]);
+    expect([...lonePoints([null, null])]).toEqual([]);
   });
 });
