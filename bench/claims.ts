@@ -10,6 +10,7 @@
 // Targets: store new >= 0.85x raw; store replay >= 1.0x store new. Each figure is the
 // mean of two alternating rounds, to even out drift on a shared machine.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing } from '@retrysafe/store';
@@ -65,7 +66,7 @@ export async function benchClaims(database: BenchDatabase, log: (line: string) =
         await clients[worker]?.query({
           name,
           text,
-          values: [principals[worker], ENDPOINT, `${name}-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), randomUUID(), ...extra],
+          values: [principals[worker], ENDPOINT, `${name}-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), newCorrelationId(), ...extra],
         });
       });
 

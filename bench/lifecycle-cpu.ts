@@ -10,6 +10,7 @@
 // the store's, one checkout per statement; one side alone for a profile of it), CPU_MODES
 // (default claim-first,transactional).
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type * as Store from '@retrysafe/store';
@@ -74,7 +75,7 @@ async function main(): Promise<void> {
 
   // The same statements as bench/lifecycle.ts's raw baseline, on one client or through the pool.
   const rawOn = (db: pg.Pool | pg.Client) => async (mode: Mode, key: string) => {
-    const claimValues = () => [principalId, BENCH_ENDPOINT, key, randomBytes(32), randomUUID(), policy.leaseMs, policy.retentionMs, BENCH_SERVICE];
+    const claimValues = () => [principalId, BENCH_ENDPOINT, key, randomBytes(32), newCorrelationId(), policy.leaseMs, policy.retentionMs, BENCH_SERVICE];
     const completeValues = () => [principalId, BENCH_ENDPOINT, key, 1, 201, 'application/json', sealed, 'k1', benchResponse.length, null, BENCH_SERVICE];
     if (mode === 'claim-first') {
       await db.query({ name: 'raw_claim', text: sql.claim, values: claimValues() });

@@ -12,6 +12,7 @@
 // Targets: store / raw >= 0.85x for new keys; transactional replay / claim-first replay >=
 // 0.9x; sustained last 30 s >= 0.9x the first 30 s.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
 import type { ExecutionMode } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
@@ -211,7 +212,7 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   }
 
   // Each statement's parameters in its order (statements.ts): the service is the last.
-  const claimValues = (worker: number, key: string) => [principals[worker], ENDPOINT, key, randomBytes(32), randomUUID(), policy.leaseMs, policy.retentionMs, BENCH_SERVICE];
+  const claimValues = (worker: number, key: string) => [principals[worker], ENDPOINT, key, randomBytes(32), newCorrelationId(), policy.leaseMs, policy.retentionMs, BENCH_SERVICE];
   const raw = async (mode: ExecutionMode, keys: Keys, worker: number, i: number) => {
     const client = clients[worker];
     if (!client) throw new Error('no client');

@@ -2,6 +2,7 @@
 // whose rows have all expired is detached CONCURRENTLY and dropped while 8 clients keep
 // claiming new keys. Target: no claim waits on it for more than 50 ms.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
 import { partitionedStatements } from '@retrysafe/store/postgres';
 import { dropExpiredPartitions } from '../server/retention/partitions';
@@ -45,7 +46,7 @@ export async function benchPartitions(database: BenchDatabase, log: (line: strin
       scope: 'POST /api/v1/payments',
       key: `live-${worker}-${i}-${Math.random()}`,
       fingerprint: randomBytes(32),
-      correlationId: randomUUID(),
+      correlationId: newCorrelationId(),
       leaseMs: 30_000,
       retentionMs: 93_600_000,
     });

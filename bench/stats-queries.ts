@@ -24,6 +24,7 @@ import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool, DASHBOARD_POOL_IDLE_MS, DASHBOARD_POOL_MAX } from '../db/client';
 import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 
 const ROWS = Number(process.env.BENCH_STATS_ROWS ?? 10_000_000);
 /** The tenant whose keys the dashboard lists: half a million of them, live. */
@@ -267,7 +268,7 @@ export async function benchIndexCost(pool: pg.Pool, url: string, log: (line: str
       await clients[worker]?.query({
         name: 'bench_cost_claim',
         text: storeStatementTexts.claim,
-        values: [principals[worker], 'POST /api/v1/payments', `cost-${INDEX}-${round}-${worker}-${i}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
+        values: [principals[worker], 'POST /api/v1/payments', `cost-${INDEX}-${round}-${worker}-${i}`, randomBytes(32), newCorrelationId(), 30_000, 93_600_000, BENCH_SERVICE],
       });
     });
   };

@@ -2,6 +2,7 @@
 // throughout. Claim p99 without a sweep (baseline), during a paced sweep (target: at most
 // 1.5x the baseline), and during the naive unbounded DELETE, for comparison.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
 import { storeStatementTexts } from '@retrysafe/store/postgres';
 import { sweepOnce, defaultSweepOptions, type SweepResult } from '../server/retention/sweeper';
@@ -39,7 +40,7 @@ export async function benchSweeper(database: BenchDatabase, log: (line: string) 
     await pool.query({
       name: 'bench_sweep_claim',
       text: storeStatementTexts.claim,
-      values: [principals[worker], 'POST /api/v1/payments', `live-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), randomUUID(), 30_000, 93_600_000, BENCH_SERVICE],
+      values: [principals[worker], 'POST /api/v1/payments', `live-${run}-${worker}-${i}-${Math.random()}`, randomBytes(32), newCorrelationId(), 30_000, 93_600_000, BENCH_SERVICE],
     });
   };
 

@@ -3,13 +3,13 @@
 // problem+json errors, Idempotent-Replayed, X-Correlation-Id (the original's on replay),
 // Retry-After on 409 and 429, 413 over the body cap. Authentication and authorization run before
 // any lookup on every request, so a replay is re-authorized.
-import { randomUUID } from 'node:crypto';
 import { isIdempotencyError } from './errors.js';
 import { isDatabaseUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from './unavailable.js';
 import type { EndpointPolicy, ExecutionMode } from './policy.js';
 import type { Queryable } from './statements.js';
 import type { IdempotencyStore, StoreOutcome, WorkContext, WorkResult } from './store.js';
 import { validate, type Validator } from './validator.js';
+import { newCorrelationId } from './correlation-id.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -298,7 +298,7 @@ export async function answerIdempotent<Input, P extends Principal, Native>(
   route: IdempotentRoute<Input, P, Native>,
   request: RequestView<Native>,
 ): Promise<HttpAnswer> {
-  const correlationId = randomUUID();
+  const correlationId = newCorrelationId();
   const fail = (problem: Problem) => problemAnswer(problem, correlationId);
   try {
     const principal = await route.authenticate(request.native);

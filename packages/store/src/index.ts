@@ -60,6 +60,7 @@ export {
 export { ServicePolicies, type ServicePoliciesOptions } from './service-policies.js';
 export { LEGACY_SERVICE, ResponseKeyRing, type ResponseKey, type RowIdentity, type SealedBody } from './response-codec.js';
 export { parseResponseKeys } from './response-keys.js';
+export { newCorrelationId } from './correlation-id.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
 export { claimOutcomes, ignoreFlow, principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
 export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, SERIES_STEPS, type PrincipalRow, type RecorderOptions } from './recorder.js';

@@ -9,7 +9,7 @@
 //                  completion records the response. A crash leaves an in-progress row that
 //                  another attempt takes over once the lease has passed; a 5xx marks it
 //                  failed, so a retry may run again.
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors.js';
 import { isStorableText } from './storable.js';
@@ -22,6 +22,7 @@ import { PolicyNotFoundError } from './errors.js';
 import type { ResponseKeyRing } from './response-codec.js';
 import { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
 import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
+import { newCorrelationId } from './correlation-id.js';
 
 export interface StoredResponse {
   status: number;
@@ -244,7 +245,7 @@ export class IdempotencyStore {
       scope,
       key: call.key,
       fingerprint: fingerprint(this.options.fingerprintSecret, call),
-      correlationId: call.correlationId ?? randomUUID(),
+      correlationId: call.correlationId ?? newCorrelationId(),
       leaseMs: call.policy.leaseMs,
       retentionMs: call.policy.retentionMs,
     };

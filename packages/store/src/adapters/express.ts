@@ -8,7 +8,7 @@ import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'exp
 import type { IdempotencyStore } from '../store.js';
 import { answerIdempotent, checkRoutePolicy, problemAnswer, RequestBodyError, requestBodyProblem, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf, streamBody } from './node-http.js';
-import { randomUUID } from 'node:crypto';
+import { newCorrelationId } from '../correlation-id.js';
 
 export type ExpressRoute<Input, P extends Principal> = IdempotentRoute<Input, P, Request>;
 
@@ -46,7 +46,7 @@ export function problemErrors(): ErrorRequestHandler {
         : type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported'
           ? new RequestBodyError('INVALID_JSON', 'The request body is not valid JSON')
           : null;
-    if (refusal) send(res, problemAnswer(requestBodyProblem(refusal), randomUUID()));
+    if (refusal) send(res, problemAnswer(requestBodyProblem(refusal), newCorrelationId()));
     else next(error);
   };
 }

@@ -3,11 +3,11 @@
 // problem+json:
 //
 //   app.post('/orders', idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
-import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteShorthandOptionsWithHandler } from 'fastify';
 import type { IdempotencyStore } from '../store.js';
 import { answerIdempotent, checkRoutePolicy, problemAnswer, RequestBodyError, requestBodyProblem, tooLarge, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
 import { declaredLength, headerOf } from './node-http.js';
+import { newCorrelationId } from '../correlation-id.js';
 
 export type FastifyRoute<Input, P extends Principal> = IdempotentRoute<Input, P, FastifyRequest>;
 
@@ -37,7 +37,7 @@ export function idempotent<Input, P extends Principal>(store: IdempotencyStore, 
     handler: async (request, reply) => send(reply, await answerIdempotent(store, route, viewOf(request))),
     errorHandler: (error, _request, reply) => {
       const status = statusOf(error);
-      const correlationId = randomUUID();
+      const correlationId = newCorrelationId();
       if (status === 500) route.onError?.(error, correlationId);
       // Fastify's own refusals (body limit, not JSON, empty) are the layer's body problems.
       const problem =
