@@ -34,12 +34,13 @@ export async function loadCompletedKeys(pool: pg.Pool, rows: number, expiresFrom
          response_body, response_key_id, response_size, completed_at, created_at, expires_at)
        SELECT ('00000000-0000-0000-0000-' || lpad((i % 5000)::text, 12, '0'))::uuid, $4, 'POST /api/v1/payments', 'old-' || i, 'completed',
               sha256(i::text::bytea),
-              -- A UUIDv7 of its created_at, as the store writes them (newCorrelationId).
-              (lpad(to_hex(floor(extract(epoch FROM $3::timestamptz - interval '26 hours' + (i % 86400) * interval '1 second') * 1000)::bigint), 12, '0')
-                || '7' || substr(md5(i::text), 1, 3) || '8' || substr(md5(i::text), 4, 15))::uuid, 201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
-              $3::timestamptz - interval '26 hours', $3::timestamptz - interval '26 hours' + (i % 86400) * interval '1 second' + (i / 86400) * interval '1 microsecond',
+              -- A UUIDv7 of its second, as the store writes them (newCorrelationId).
+              (lpad(to_hex(floor(extract(epoch FROM stamp) * 1000)::bigint), 12, '0') || '7' || substr(md5(i::text), 1, 3) || '8' || substr(md5(i::text), 4, 15))::uuid,
+              201, 'application/json', convert_to(repeat('x', 120), 'UTF8'), 'k1', 120,
+              $3::timestamptz - interval '26 hours', stamp + (i / 86400) * interval '1 microsecond',
               $3::timestamptz + (i % 86400) * interval '1 second'
-       FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i`,
+       FROM generate_series($1::int + 1, $1::int + least(250000, $2::int - $1::int)) AS i,
+            LATERAL (SELECT $3::timestamptz - interval '26 hours' + (i % 86400) * interval '1 second' AS stamp) AS stamped`,
       [offset, rows, expiresFrom.toISOString(), BENCH_SERVICE],
     );
   }
