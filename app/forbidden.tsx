@@ -3,7 +3,7 @@ import Link from 'next/link';
 
 export default function Forbidden() {
   return (
-    <main className="narrow">
+    <main id="content" tabIndex={-1} className="narrow">
       <h1>Not allowed</h1>
       <p>Your role does not include this page. Ask an admin if you need it.</p>
       <p>

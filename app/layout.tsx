@@ -21,6 +21,10 @@ export default async function RootLayout({ children }: { children: ReactNode }) 
   return (
     <html lang="en">
       <body>
+        {/* The first Tab stop: past the header and its navigation to the page's <main id="content">. */}
+        <a href="#content" className="skip-link">
+          Skip to content
+        </a>
         {operator ? (
           <header className="topbar">
             <a href="/" className="brand">

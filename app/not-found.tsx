@@ -4,7 +4,7 @@ import Link from 'next/link';
 
 export default function NotFound() {
   return (
-    <main className="narrow not-found">
+    <main id="content" tabIndex={-1} className="narrow not-found">
       <p className="code" aria-hidden="true">
         404
       </p>

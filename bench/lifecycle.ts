@@ -11,16 +11,35 @@
 // sustained run from an empty table, where a plan that degrades as the table grows shows.
 // Targets: store / raw >= 0.85x for new keys; transactional replay / claim-first replay >=
 // 0.9x; sustained last 30 s >= 0.9x the first 30 s.
+// The pooler column (at BENCH_POOLER_CALLERS, default 8 and 32, where pgbouncer is installed;
+// BENCH_POOLER=0 leaves it out): the same store requests through a PgBouncer in transaction
+// mode (createRetrysafe's pooler: 'transaction') in the same alternating rounds, beside the
+// direct store. Target: pooled / direct >= 0.8x; Node CPU per request shown for both.
+// BENCH_POOLER_DATABASE_SETTINGS=1 gives the bench database enable_seqscan = off (ALTER
+// DATABASE ... SET), so the pooled store's statements go alone rather than each in a
+// transaction opening with SET LOCAL (PostgresBackend's plannerSettingsInPlace).
+// With a PgBouncer 1.21 or later (PGBOUNCER_PATH; scripts/build-pgbouncer.sh builds 1.24 from
+// Debian's source) the pooled store runs in pooler: 'transaction-prepared' (named statements,
+// max_prepared_statements = 200); BENCH_POOLER_PREPARED=0 keeps them unnamed on it.
+// Where the CPU goes: beside Node's CPU per request, the whole machine's (/proc/stat: Node,
+// Postgres, PgBouncer and anything else running) and PgBouncer's own (/proc/<pid>/stat), per
+// request, for both sides. BENCH_POOLER_OWN_CPU=1 runs the pooler as production does, on a CPU
+// of its own: PgBouncer pinned to the last CPU, Node and the bench cluster's Postgres processes
+// to the others, for both sides of those rounds (so direct runs on one CPU fewer too).
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
-import type { ExecutionMode } from '@retrysafe/store';
+import type { ExecutionMode, PoolerMode } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing } from '@retrysafe/store';
-import { partitionedStatementTexts, STORE_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '@retrysafe/store/postgres';
+import { partitionedStatementTexts, plannerSettingsInPlace, STORE_POOL_SETTINGS, STORE_POOLER_POOL_SETTINGS, STORE_SESSION_OPTIONS, storeStatementTexts } from '@retrysafe/store/postgres';
 import { IdempotencyStore, type IdempotentCall } from '@retrysafe/store';
 import { FlowRecorder } from '@retrysafe/store';
 import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
+import { hasPgBouncer, pgBouncerPrepares, pgBouncerVersion, startPgBouncer, type PgBouncer } from '../test/helpers/pgbouncer';
 import { openBenchDatabase } from './database';
 import { loadCompletedKeys, BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { runClosedLoop, type RunResult } from './measure';
@@ -53,6 +72,61 @@ const WINDOW_MS = 30_000;
 const ENDPOINT = BENCH_ENDPOINT;
 const REPLAY_KEYS_PER_CALLER = 200;
 const MODES: ExecutionMode[] = ['claim-first', 'transactional'];
+const POOLER_CALLERS = (process.env.BENCH_POOLER_CALLERS ?? '8,32').split(',').map(Number);
+const POOLER = process.env.BENCH_POOLER !== '0' && hasPgBouncer;
+const POOLER_OWN_CPU = process.env.BENCH_POOLER_OWN_CPU === '1';
+// Named statements through the pooler (pooler: 'transaction-prepared') where its PgBouncer tracks
+// them (1.21 and later: PGBOUNCER_PATH names one); BENCH_POOLER_PREPARED=0 keeps them unnamed.
+const POOLER_MODE: PoolerMode = pgBouncerPrepares && process.env.BENCH_POOLER_PREPARED !== '0' ? 'transaction-prepared' : 'transaction';
+
+/** Clock ticks a second, as /proc reports CPU time (USER_HZ: 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+/** Busy CPU time of the whole machine so far, in microseconds (every CPU's user, nice, system, irq, softirq and steal). */
+function machineBusyUs(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
+  return ((user + nice + system + irq + softirq + steal) * 1e6) / TICKS_PER_SECOND;
+}
+
+/** A process's own CPU time so far (user and system), in microseconds; 0 when it is gone. */
+function processCpuUs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of stat(5), counted from the state (field 3) here.
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/** The process whose CPU time the pooler column reports (PgBouncer's, while it runs). */
+let poolerPid: number | undefined;
+
+/** Pins `pids` (every thread of each) to `cpus` (taskset's list syntax). */
+function pin(pids: number[], cpus: string): void {
+  for (const pid of pids) execFileSync('taskset', ['-a', '-cp', cpus, String(pid)], { stdio: 'ignore' });
+}
+
+/** The bench cluster's Postgres processes: its postmaster (the parent of a backend of ours) and every child of it. */
+async function postgresPids(db: pg.Pool): Promise<number[]> {
+  const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  const backend = rows[0]?.pid;
+  const parentOf = (pid: string | number): number | undefined => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return undefined;
+    }
+  };
+  const postmaster = backend === undefined ? undefined : parentOf(backend);
+  if (postmaster === undefined) throw new Error('BENCH_POOLER_OWN_CPU: cannot find the Postgres postmaster (is the database on this machine?)');
+  const children = readdirSync('/proc').filter((name) => /^\d+$/.test(name) && parentOf(name) === postmaster).map(Number);
+  return [postmaster, ...children];
+}
 
 const policy = benchPolicy;
 const body = benchBody;
@@ -89,6 +163,10 @@ function countStatements(): void {
 
 export interface Measured extends RunResult {
   cpuUsPerRequest: number;
+  /** The whole machine's busy CPU per request (Node, Postgres, PgBouncer, anything else running). */
+  machineCpuUsPerRequest: number;
+  /** PgBouncer's own CPU per request (0 when no pooler runs). */
+  poolerCpuUsPerRequest: number;
   statementsPerRequest: number;
   flightsPerRequest: number;
 }
@@ -109,6 +187,8 @@ function combineRuns(runs: Measured[]): Measured {
     p50Ms: mean((run) => run.p50Ms),
     p99Ms: mean((run) => run.p99Ms),
     cpuUsPerRequest: weighted((run) => run.cpuUsPerRequest),
+    machineCpuUsPerRequest: weighted((run) => run.machineCpuUsPerRequest),
+    poolerCpuUsPerRequest: weighted((run) => run.poolerCpuUsPerRequest),
     statementsPerRequest: weighted((run) => run.statementsPerRequest),
     flightsPerRequest: weighted((run) => run.flightsPerRequest),
   };
@@ -120,19 +200,27 @@ async function measure(callers: number, durationMs: number, operation: (worker: 
   let before = { ...wire };
   let after = { ...wire };
   let used = { user: 0, system: 0 };
+  let machine = { from: 0, to: 0 };
+  let pooler = { from: 0, to: 0 };
   const run = await runClosedLoop(callers, durationMs, operation, 300, (edge) => {
     if (edge === 'open') {
       cpu = process.cpuUsage();
       before = { ...wire };
+      machine = { from: machineBusyUs(), to: 0 };
+      pooler = { from: processCpuUs(poolerPid), to: 0 };
     } else {
       used = process.cpuUsage(cpu);
       after = { ...wire };
+      machine.to = machineBusyUs();
+      pooler.to = processCpuUs(poolerPid);
     }
   });
   const n = Math.max(1, run.operations);
   return {
     ...run,
     cpuUsPerRequest: (used.user + used.system) / n,
+    machineCpuUsPerRequest: (machine.to - machine.from) / n,
+    poolerCpuUsPerRequest: (pooler.to - pooler.from) / n,
     statementsPerRequest: (after.statements - before.statements) / n,
     flightsPerRequest: (after.flights - before.flights) / n,
   };
@@ -147,6 +235,9 @@ export interface LifecycleCase {
   raw: Measured;
   store: Measured;
   storeVsRaw: number;
+  /** The same store requests through PgBouncer (transaction mode), and their rate over the direct store's. */
+  pooled?: Measured;
+  pooledVsDirect?: number;
 }
 
 export interface LifecycleReport {
@@ -183,6 +274,25 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   const recorder = new FlowRecorder(owner, { flushIntervalMs: 1_000 });
   recorder.start();
   const store = new IdempotencyStore({ pool, service: BENCH_SERVICE, ...secrets, quota, observer: recorder, layout });
+  // The pooler column: a PgBouncer (transaction mode, its pool as large as the callers) in front of the same database.
+  let pgbouncer: PgBouncer | undefined;
+  let pooledPool: pg.Pool | undefined;
+  let pooledStore: IdempotencyStore | undefined;
+  if (POOLER && POOLER_CALLERS.includes(callers)) {
+    pgbouncer = await startPgBouncer({ upstreamUrl: url, poolSize: callers, ...(POOLER_MODE === 'transaction-prepared' ? { maxPreparedStatements: 200 } : {}) });
+    poolerPid = pgbouncer.pid;
+    if (POOLER_OWN_CPU) {
+      const last = availableParallelism() - 1;
+      if (last < 1 || pgbouncer.pid === undefined) throw new Error('BENCH_POOLER_OWN_CPU needs two CPUs or more');
+      pin([pgbouncer.pid], String(last));
+      pin([process.pid, ...(await postgresPids(owner))], last === 1 ? '0' : `0-${last - 1}`);
+      log(`  PgBouncer pinned to CPU ${last}; Node and Postgres to ${last === 1 ? 'CPU 0' : `CPUs 0-${last - 1}`}, for both sides`);
+    }
+    pooledPool = new pg.Pool({ connectionString: pgbouncer.url(), max: callers, ...STORE_POOLER_POOL_SETTINGS });
+    const inPlace = await plannerSettingsInPlace(pooledPool);
+    log(`  pooler: PgBouncer ${pgBouncerVersion?.join('.') ?? '?'}, ${POOLER_MODE === 'transaction' ? 'unnamed statements' : 'named statements (max_prepared_statements = 200)'}, ${inPlace ? "the database's enable_seqscan = off, statements alone" : 'each statement in a transaction opening with SET LOCAL enable_seqscan = off'}`);
+    pooledStore = new IdempotencyStore({ pool: pooledPool, service: BENCH_SERVICE, ...secrets, quota, observer: recorder, layout, pooler: POOLER_MODE, plannerSettingsInPlace: inPlace });
+  }
   const clients = await Promise.all(
     Array.from({ length: callers }, async () => {
       const client = new pg.Client({ connectionString: url, options: STORE_SESSION_OPTIONS });
@@ -239,9 +349,9 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     await complete();
     await client.query('COMMIT');
   };
-  const viaStore = async (mode: ExecutionMode, keys: Keys, worker: number, i: number) => {
-    const key = keys === 'new' ? `store-${mode}-${run}-${worker}-${i}` : replayKey(mode, worker, i);
-    const outcome = await store.execute(call(worker, key, mode));
+  const viaStore = async (mode: ExecutionMode, keys: Keys, worker: number, i: number, through = store, prefix = 'store') => {
+    const key = keys === 'new' ? `${prefix}-${mode}-${run}-${worker}-${i}` : replayKey(mode, worker, i);
+    const outcome = await through.execute(call(worker, key, mode));
     if (outcome.replayed !== (keys === 'replay')) throw new Error(`expected ${keys === 'replay' ? 'a replay' : 'a new key'}`);
   };
 
@@ -252,23 +362,41 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     for (const keys of ['new', 'replay'] as const) {
       const rawRuns: Measured[] = [];
       const storeRuns: Measured[] = [];
+      const pooledRuns: Measured[] = [];
       let iteration = 0;
       for (let round = 0; round < ROUNDS; round += 1) {
         const sides = [
           async () => rawRuns.push(await measure(callers, DURATION_MS / ROUNDS, (worker) => raw(mode, keys, worker, (iteration += 1)))),
           async () => storeRuns.push(await measure(callers, DURATION_MS / ROUNDS, (worker) => viaStore(mode, keys, worker, (iteration += 1)))),
         ];
+        const through = pooledStore;
+        if (through) sides.push(async () => pooledRuns.push(await measure(callers, DURATION_MS / ROUNDS, (worker) => viaStore(mode, keys, worker, (iteration += 1), through, 'pooled'))));
         for (const side of round % 2 === 0 ? sides : sides.reverse()) await side();
       }
       const rawRun = combineRuns(rawRuns);
       const storeRun = combineRuns(storeRuns);
-      cases.push({ layout, table, callers, mode, keys, raw: rawRun, store: storeRun, storeVsRaw: storeRun.perSecond / rawRun.perSecond });
+      const pooledRun = pooledRuns.length > 0 ? combineRuns(pooledRuns) : undefined;
+      cases.push({
+        layout,
+        table,
+        callers,
+        mode,
+        keys,
+        raw: rawRun,
+        store: storeRun,
+        storeVsRaw: storeRun.perSecond / rawRun.perSecond,
+        ...(pooledRun ? { pooled: pooledRun, pooledVsDirect: pooledRun.perSecond / storeRun.perSecond } : {}),
+      });
     }
   }
   await recorder.stop();
   await quota.stop();
   await Promise.all(clients.map((client) => client.end()));
   await pool.end();
+  await pooledPool?.end();
+  await pgbouncer?.stop();
+  poolerPid = undefined;
+  if (POOLER_OWN_CPU && pgbouncer) pin([process.pid, ...(await postgresPids(owner))], `0-${availableParallelism() - 1}`);
 
   log(`\n${layout} layout, ${table}, ${callers} caller(s)`);
   log(`  ${'mode'.padEnd(13)} ${'keys'.padEnd(6)} ${'raw/s'.padStart(7)} ${'store/s'.padStart(7)} ${'ratio'.padStart(6)}   p50 raw/store   p99 raw/store   CPU us/req raw/store   stmts raw/store   flights raw/store`);
@@ -282,6 +410,20 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   }
   const replay = (mode: ExecutionMode) => cases.find((c) => c.mode === mode && c.keys === 'replay')?.store.perSecond ?? NaN;
   log(`  transactional replay / claim-first replay: ${(replay('transactional') / replay('claim-first')).toFixed(2)}x (target >= 0.90x)`);
+  if (cases.some((c) => c.pooled)) {
+    log(`  through PgBouncer (transaction mode) beside the same store direct (target >= 0.80x):`);
+    log(`  ${'mode'.padEnd(13)} ${'keys'.padEnd(6)} ${'direct/s'.padStart(8)} ${'pooled/s'.padStart(8)} ${'ratio'.padStart(6)}   p50 direct/pooled   p99 direct/pooled   CPU us/req direct/pooled   stmts direct/pooled   flights direct/pooled   machine CPU us/req direct/pooled (PgBouncer's)`);
+    for (const c of cases) {
+      if (!c.pooled) continue;
+      const pair = (a: number, b: number, digits: number) => `${a.toFixed(digits)}/${b.toFixed(digits)}`;
+      log(
+        `  ${c.mode.padEnd(13)} ${c.keys.padEnd(6)} ${c.store.perSecond.toFixed(0).padStart(8)} ${c.pooled.perSecond.toFixed(0).padStart(8)} ${`${(c.pooledVsDirect ?? NaN).toFixed(2)}x`.padStart(6)}` +
+          `   ${pair(c.store.p50Ms, c.pooled.p50Ms, 2).padStart(17)}   ${pair(c.store.p99Ms, c.pooled.p99Ms, 2).padStart(17)}   ${pair(c.store.cpuUsPerRequest, c.pooled.cpuUsPerRequest, 0).padStart(24)}` +
+          `   ${pair(c.store.statementsPerRequest, c.pooled.statementsPerRequest, 1).padStart(19)}   ${pair(c.store.flightsPerRequest, c.pooled.flightsPerRequest, 1).padStart(21)}` +
+          `   ${pair(c.store.machineCpuUsPerRequest, c.pooled.machineCpuUsPerRequest, 0).padStart(12)} (${c.pooled.poolerCpuUsPerRequest.toFixed(0)})`,
+      );
+    }
+  }
   return cases;
 }
 
@@ -299,6 +441,7 @@ export async function benchLifecycle(adminUrl: string, log: (line: string) => vo
   for (const layout of LAYOUTS) {
     const database = await openBenchDatabase({ layout, adminUrl });
     const owner = new pg.Pool({ connectionString: database.url, max: 4 });
+    if (POOLER && process.env.BENCH_POOLER_DATABASE_SETTINGS === '1') await owner.query(`ALTER DATABASE ${new URL(database.url).pathname.slice(1)} SET enable_seqscan = off`);
     const harness: Harness = { url: database.url, owner, layout, run: randomUUID().slice(0, 8) };
     try {
       for (const size of TABLES) {

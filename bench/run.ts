@@ -14,18 +14,34 @@ import { benchSweeper } from './sweeper';
 import { benchSignIn } from './sign-in-load';
 import { benchRecorder } from './recorder';
 import { benchCorrelation } from './correlation';
+import { benchDashboard } from './dashboard';
+import { chooseBenches } from './names';
+import { benchMysql } from './mysql';
+import { benchRedis } from './redis';
+import { hasRedis } from '../test/helpers/redis';
+import { benchScale } from './scale';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-/** `npm run bench -- sweeper` runs only the named benchmarks. */
-const only = new Set(process.argv.slice(2));
-const wanted = (name: string) => only.size === 0 || only.has(name);
+/** `npm run bench -- sweeper` runs only the named benchmarks; an unknown name fails before any database starts. */
+const choice = chooseBenches(process.argv.slice(2));
+if (!choice.ok) {
+  process.stderr.write(`bench: ${choice.message}\n`);
+  process.exit(2);
+}
+const { wanted } = choice;
 
 async function main(): Promise<void> {
+  // The scale bench runs for hours on a Postgres of its own (in a memory cgroup): only when named.
+  if (wanted('scale')) {
+    log('\n== Scale: the key store up to BENCH_SCALE_ROWS keys in a memory-bound Postgres, both layouts ==');
+    await benchScale(log);
+    if (process.argv.slice(2).every((name) => name === 'scale')) return;
+  }
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation;
+    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -38,9 +54,22 @@ async function main(): Promise<void> {
       log('\n== Sign-in load: payment p50 idle and under 12 concurrent bogus sign-ins ==');
       signIn = await benchSignIn(database.adminUrl, log);
     }
+    if (wanted('dashboard')) {
+      log('\n== Dashboard: navigation to the overview\'s first drawn chart line in Chromium, per range ==');
+      dashboard = await benchDashboard(database.adminUrl, log);
+    }
+    if (wanted('mysql')) {
+      log('\n== MySQL/MariaDB: store.execute through MysqlBackend, against the same statements issued raw with mysql2 ==');
+      mysql = await benchMysql(log);
+    }
     if (wanted('claims')) {
       log('\n== Claims: the store against the raw INSERT ... ON CONFLICT ==');
       claims = await benchClaims(database, log);
+    }
+    if (wanted('redis')) {
+      log('\n== Redis: the store with key records in Redis (claim-first, fingerprints, sealing, metrics on) beside its Lua scripts sent raw ==');
+      if (hasRedis) redis = await benchRedis(database, log);
+      else log('SKIPPED: no redis-server (apt-get install redis-server, or set REDIS_SERVER_PATH)');
     }
     if (wanted('sweeper')) {
       log('\n== Sweeper: expiry under live claim traffic ==');
@@ -78,7 +107,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis }, null, 2));
   } finally {
     await database.close();
   }

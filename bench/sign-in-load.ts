@@ -5,7 +5,8 @@
 // per-account and per-address throttles never engage: only the hashing bound stands between
 // the sign-ins and the CPU. A client told "busy" (429) waits the Retry-After it was given, as
 // the answer asks; `ignoreRetryAfter` sends the next one at once (a flood of cheap 429s).
-// Used by `npm run bench -- sign-in` and by test/system/sign-in-load.test.ts.
+// Used by `npm run bench -- sign-in` (which reports the ratio against its 1.5x target) and by
+// test/system/sign-in-load.test.ts (which asserts only behaviour: payments 201, sign-ins 401/429).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -104,10 +105,11 @@ export async function benchSignIn(adminUrl: string, log: (line: string) => void)
   await admin.end();
   const server = await startServer(database.url, dashboardUrl, log, { TRUST_PROXY: 'loopback', LOG_LEVEL: 'error' });
   try {
-    const line = (label: string, report: SignInLoadReport) =>
-      log(`  ${label.padEnd(44)} payment p50 idle ${report.idleP50Ms.toFixed(1).padStart(5)} ms, loaded ${report.loadP50Ms.toFixed(1).padStart(5)} ms: ${report.ratio.toFixed(2)}x (target <= 1.5x); sign-ins ${JSON.stringify(report.signIns)}`);
+    // The 1.5x target is the honouring clients' (what the test suite used to assert); the others are reported.
+    const line = (label: string, report: SignInLoadReport, target = false) =>
+      log(`  ${label.padEnd(44)} payment p50 idle ${report.idleP50Ms.toFixed(1).padStart(5)} ms, loaded ${report.loadP50Ms.toFixed(1).padStart(5)} ms: ${report.ratio.toFixed(2)}x ${target ? `(target <= 1.5x: ${report.ratio <= 1.5 ? 'met' : 'NOT met'})` : '(target <= 1.5x)'}; sign-ins ${JSON.stringify(report.signIns)}`);
     const honouring = await measureSignInLoad({ baseUrl: server.baseUrl, apiKey: tenant.apiKey, rounds: 5 });
-    line('12 clients, waiting the Retry-After of a 429', honouring);
+    line('12 clients, waiting the Retry-After of a 429', honouring, true);
     const ignoring = await measureSignInLoad({ baseUrl: server.baseUrl, apiKey: tenant.apiKey, rounds: 5, ignoreRetryAfter: true });
     line('12 clients, ignoring Retry-After (reported)', ignoring);
     const noOp = await measureSignInLoad({ baseUrl: server.baseUrl, apiKey: tenant.apiKey, rounds: 5, noOpInstead: true });

@@ -38,3 +38,13 @@ export function LocalTime({ iso, stacked = false }: { iso: string; stacked?: boo
     </time>
   );
 }
+
+/** Hours and minutes alone ("14:05"), for a time within the last hour. */
+export function LocalClock({ iso }: { iso: string }) {
+  const hydrated = useHydrated();
+  return (
+    <time dateTime={iso} title={iso}>
+      {hydrated ? new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }).format(new Date(iso)) : `${iso.slice(11, 16)} UTC`}
+    </time>
+  );
+}

@@ -6,7 +6,9 @@ import type { AuditSearch } from './audit/search-params';
 export const STALE_CLAIMS_SHOWN = 200;
 
 export const queryKeys = {
-  overview: (range: string, service: string | null, scope: string | null) => ['overview', { range, service, scope }] as const,
+  /** `from`/`to`: an absolute window (null: the range, ending now). */
+  overview: (search: { range: string; service?: string | undefined; scope?: string | undefined; from?: string | undefined; to?: string | undefined; compare?: string | undefined }) =>
+    ['overview', { range: search.range, service: search.service ?? null, scope: search.scope ?? null, from: search.from ?? null, to: search.to ?? null, compare: search.compare ?? null }] as const,
   /** `staleClaims()` (no argument) is the prefix of every service's list, for invalidation. */
   staleClaims: (service?: string | null) => (service === undefined ? (['stale-claims'] as const) : (['stale-claims', { service }] as const)),
   /** `retention()` (no argument) is the prefix of every service's review, for invalidation. */

@@ -51,6 +51,7 @@ const readOnly = [
   'store_stats',
   'store_stats_scopes',
   'endpoint_policy_history',
+  'endpoint_policy_declarations',
   'sweep_runs',
   'sweep_run_scopes',
   'idempotency_key_usage',
@@ -60,6 +61,9 @@ const readOnly = [
   'principal_names',
   'flow_counts_series',
   'claim_latency_series',
+  // The trace of attempts (migration 0025): no body, no fingerprint.
+  'key_attempts',
+  'key_attempt_counts',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [

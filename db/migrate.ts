@@ -7,6 +7,9 @@ import pg from 'pg';
 import { detectLayout } from '@retrysafe/store';
 import {
   applyMigrations,
+  behindTransactionPooler,
+  SessionRequiredError,
+  TRANSACTION_POOLER_REFUSAL,
   migrationStatus as setStatus,
   readMigrations,
   STORE_MIGRATIONS,
@@ -62,7 +65,12 @@ export interface MigrateOptions {
   layout?: StoreLayout;
 }
 
+/**
+ * Migrates over `connectionString`, which must hold a session (the advisory lock): a
+ * transaction-mode pooler is refused (SessionRequiredError) before anything runs.
+ */
 export async function migrateDatabase(connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
+  if (await behindTransactionPooler(connectionString)) throw new SessionRequiredError(`the migration connection ${TRANSACTION_POOLER_REFUSAL}`);
   const client = new pg.Client({ connectionString, application_name: 'retrysafe-migrate' });
   await client.connect();
   const lockKey = STORE_MIGRATIONS.lockKey.toString();

@@ -34,11 +34,14 @@ export function beginWithLockTimeout(ms: number): string {
   return `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(ms))}`;
 }
 
-export async function inTransaction<T>(pool: Connectable, run: (db: Pick<pg.PoolClient, 'query'>) => Promise<T>): Promise<T> {
+/** A read-only transaction on one snapshot (consistent across its statements; runs on a hot standby too). */
+export const BEGIN_READ_ONLY_SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
+export async function inTransaction<T>(pool: Connectable, run: (db: Pick<pg.PoolClient, 'query'>) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect();
   const held: HeldConnection = { client };
   try {
-    return await transactionOn(held, run);
+    return await transactionOn(held, run, begin);
   } finally {
     client.release(held.broken);
   }

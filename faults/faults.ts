@@ -6,6 +6,8 @@ import { networkFaults } from './network';
 import { clockSkew } from './clock';
 import { diskFull } from './disk';
 import { sweeperKilled } from './sweeper';
+import { poolerFault } from './pooler';
+import { quotaFlood } from './quota';
 
 const restartFault = (mode: 'fast' | 'immediate', label: string): Fault => ({
   number: 1,
@@ -87,4 +89,4 @@ const poolExhaustion: Fault = {
   },
 };
 
-export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, diskFull, clockSkew, sweeperKilled];
+export const faults: Fault[] = [restartFault('fast', '1a'), restartFault('immediate', '1b'), killedInstance, networkFaults, poolExhaustion, diskFull, clockSkew, sweeperKilled, poolerFault, quotaFlood];

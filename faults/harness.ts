@@ -6,6 +6,7 @@ import type { Cluster } from './cluster';
 import type { Instance } from './instances';
 import { emptyResult, flowCounts, judge, metricsLost, percentile, recovery, type FaultResult } from './checks';
 import { settleKey, startLoad, type KeyRecord, type LoadOptions, type Tenant } from './load';
+import { startRefusedActions } from './refused-actions';
 
 export interface Harness {
   cluster: Cluster;
@@ -50,13 +51,23 @@ export async function underLoad(
   const result = emptyResult(name);
   const before = await flowCounts(harness.db);
   const load = startLoad({ instances: harness.instances, tenants: harness.tenants, callers: CALLERS, prefix, raceShare: 0.1, ...options.load });
+  const refused = startRefusedActions(harness.instances);
   let injected: Injected;
+  let refusedStatuses: number[] = [];
   try {
     await sleep(options.warmupMs ?? 3_000);
     injected = await inject(load.records);
     await sleep(options.afterMs ?? 6_000);
   } finally {
     await load.stop();
+    refusedStatuses = await refused.stop();
+  }
+  // Refused server actions: never a 5xx, whatever the fault (a connection error is the fault's own).
+  const refusedFaults = refusedStatuses.filter((status) => status >= 500 || (status > 0 && status !== 400 && status !== 403));
+  result.notes.push(`${refusedStatuses.length} refused server action request(s)`);
+  if (refusedFaults.length > 0) {
+    result.status500 += refusedFaults.filter((status) => status === 500).length;
+    result.failures.push(`${refusedFaults.length} refused server action request(s) answered ${[...new Set(refusedFaults)].join(', ')}, not 403 or 400`);
   }
   const settle = async (record: KeyRecord, tenant: Tenant) => {
     await settleKey({ instances: harness.instances }, tenant, record, 0);

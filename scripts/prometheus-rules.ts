@@ -1,6 +1,6 @@
 // npm run prometheus:rules [-- --out FILE | --stdout]: writes the Prometheus rule file from the
 // dashboard's alert thresholds (ALERT_THRESHOLDS overrides them, as on the server) with each
-// runbook_url under RUNBOOK_BASE_URL (default: README.md, relative). With neither set it
+// runbook_url under RUNBOOK_BASE_URL (default: docs/operating.md, relative). With neither set it
 // writes the committed monitoring/prometheus/retrysafe-alerts.yml.
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';

@@ -2,6 +2,9 @@
 // plain Node server that first settles who the client is (server/client-address.ts). Inside
 // Next a client-written X-Forwarded-For cannot be told from one Next added itself, so the
 // address is resolved here, from the socket and TRUST_PROXY, before Next sees the request.
+// Server action and RSC requests are screened here too (scripts/action-front.ts): a refused one
+// is a 4xx and one JSON log line, before Next, which would answer 500 and print a raw error; and
+// Next's console output goes through the JSON logger.
 // SIGTERM or SIGINT closes the listener, lets the requests in flight finish, stops the
 // services (the composition root's stop(): a last metrics and quota flush, the pools closed),
 // closes Next and exits.
@@ -10,20 +13,26 @@ import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
 import { readEnvironment } from '../server/config';
 import { stopServices } from '../app/_lib/services';
+import { describeError, logger } from '../server/logging';
+import { knownActionIds, routeConsoleToLogger, screenAction } from './action-front';
 
 async function main(): Promise<void> {
   const environment = readEnvironment();
   const trust = trustFunction(environment.TRUST_PROXY);
   const app = next({ dev: false, dir: process.cwd(), hostname: environment.HOST, port: environment.PORT });
   const handle = app.getRequestHandler();
+  routeConsoleToLogger();
   await app.prepare();
+  const knownActions = await knownActionIds(process.cwd());
   const server = createServer((request, response) => {
     applyClientHeaders(request, trust);
-    handle(request, response).catch((error: unknown) => {
-      process.stderr.write(`[retrysafe] request failed: ${error instanceof Error ? error.message : 'unknown error'}\n`);
-      if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/problem+json' });
-      response.end(JSON.stringify({ type: 'urn:retrysafe:problem:internal', title: 'Internal error', status: 500 }));
-    });
+    screenAction(request, response, knownActions)
+      .then((screened) => (screened ? handle(screened, response) : undefined))
+      .catch((error: unknown) => {
+        logger.error({ error: describeError(error) }, 'request failed');
+        if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/problem+json' });
+        response.end(JSON.stringify({ type: 'urn:retrysafe:problem:internal', title: 'Internal error', status: 500 }));
+      });
   });
   server.listen(environment.PORT, environment.HOST, () => {
     process.stdout.write(`[retrysafe] Listening on ${environment.HOST}:${environment.PORT} (trusted proxies: ${describe(environment.TRUST_PROXY)})\n`);
@@ -40,7 +49,7 @@ async function main(): Promise<void> {
     void closed
       .then(() => clearTimeout(cut))
       .then(() => stopServices())
-      .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the services failed: ${error instanceof Error ? error.message : 'unknown error'}\n`))
+      .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the services failed: ${summary(error)}\n`))
       .then(() => app.close())
       .finally(() => process.exit(code));
   };
@@ -54,7 +63,14 @@ function describe(trust: ReturnType<typeof readEnvironment>['TRUST_PROXY']): str
   return trust.kind === 'hops' ? `${trust.hops} hop(s)` : trust.addresses.join(', ');
 }
 
+/** An error as one line for the terminal, through describeError: a database error's message may quote input. */
+function summary(error: unknown): string {
+  const described = describeError(error);
+  if (described.message !== undefined) return `${described.name}: ${described.message}`;
+  return Object.entries(described).map(([field, value]) => `${field} ${value}`).join(', ');
+}
+
 main().catch((error: unknown) => {
-  process.stderr.write(`[retrysafe] The server could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`[retrysafe] The server could not start: ${summary(error)}\n`);
   process.exit(1);
 });

@@ -2,17 +2,22 @@
 // then the Next server. Prints progress as it goes and, last, where to open it.
 // Ctrl-C (SIGINT) or SIGTERM stops the server, then the embedded database.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { get as httpGet } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase, type DatabaseHandle } from '../db/database-url';
 import pg from 'pg';
-import { detectStoreLayout, migrateDatabase } from '../db/migrate';
+import { detectStoreLayout } from '../db/migrate';
+import { prepareDatabase } from '../db/prepare';
 import { DATA_DIR } from '../db/database-url';
 import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
 import { ensureDashboardLogin } from '../db/dashboard-access';
 import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { ensureFirstAdmin } from '../server/auth/bootstrap';
+import { checkDashboardRole, checkReadReplica } from '../server/dashboard-pools';
+import { logConnectionLost } from '../server/logging';
 import { buildIfStale } from './build';
+import { publicUrl, selfCheckTarget } from '../server/http-host';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
 
@@ -27,7 +32,7 @@ async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>
 }
 
 async function withPool<T>(url: string, run: (pool: pg.Pool) => Promise<T>): Promise<T> {
-  const pool = createPool(url, { applicationName: 'retrysafe-start', max: 2 });
+  const pool = createPool(url, { applicationName: 'retrysafe-start', max: 2, onConnectionLost: logConnectionLost });
   try {
     return await run(pool);
   } finally {
@@ -35,15 +40,33 @@ async function withPool<T>(url: string, run: (pool: pg.Pool) => Promise<T>): Pro
   }
 }
 
-async function waitUntilHealthy(url: string, server: ChildProcess, timeoutMs: number): Promise<void> {
+/** One GET of the health check with the given Host; the status, or 0 when nothing answered. */
+function healthStatus(url: string, host: string): Promise<number> {
+  return new Promise((done) => {
+    const request = httpGet(url, { headers: { host }, timeout: 5_000 }, (response) => {
+      response.resume();
+      done(response.statusCode ?? 0);
+    });
+    request.on('timeout', () => request.destroy());
+    request.on('error', () => done(0));
+  });
+}
+
+async function waitUntilHealthy(target: { url: string; host: string }, server: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  let last = 0;
   while (Date.now() < deadline) {
     if (server.exitCode !== null || server.signalCode !== null) throw new Error('the server exited during start-up');
-    const status = await fetch(url).then((response) => response.status, () => 0);
-    if (status === 200) return;
+    last = await healthStatus(target.url, target.host);
+    if (last === 200) return;
+    if (last === 421) {
+      // Cannot happen with the host the allow-list is built from; said plainly should a proxy rewrite it.
+      throw new Error(`${target.url} refused the host name ${target.host} (421): set PUBLIC_URL to the URL operators open the dashboard at`);
+    }
     await sleep(250);
   }
-  throw new Error(`${url} did not answer 200 within ${timeoutMs / 1000} s`);
+  const answer = last === 0 ? 'no answer' : `last answer ${last}`;
+  throw new Error(`${target.url} (Host: ${target.host}) did not answer 200 within ${timeoutMs / 1000} s (${answer}); the server's log above says why`);
 }
 
 async function main(): Promise<void> {
@@ -84,24 +107,38 @@ async function main(): Promise<void> {
       requireStoreSecrets(environment);
       requireDashboardSettings(environment);
     }
-    const migrated = await migrateDatabase(database.url, { layout: environment.STORE_LAYOUT });
-    say(
-      migrated.applied.length > 0
-        ? `Applied migrations: ${migrated.applied.join(', ')}`
-        : `Schema is current (${migrated.current ?? 'no migrations'})`,
-    );
-    if (!migrated.dashboardGrants.applied) {
-      say(`The dashboard role's grants could not be applied (${migrated.dashboardGrants.reason}): have a DBA run the SQL printed by \`npm run cli -- db grants\``);
+    // A database that cannot be reached, or a pooler other than DATABASE_POOLER says, stops here in one line.
+    const prepared = await prepareDatabase(environment, database.url, say);
+    if (prepared.migrated) {
+      const { migrated } = prepared;
+      say(
+        migrated.applied.length > 0
+          ? `Applied migrations: ${migrated.applied.join(', ')}`
+          : `Schema is current (${migrated.current ?? 'no migrations'})`,
+      );
+      if (!migrated.dashboardGrants.applied) {
+        say(`The dashboard role's grants could not be applied (${migrated.dashboardGrants.reason}): have a DBA run the SQL printed by \`npm run cli -- db grants\``);
+      }
+    } else {
+      say(`Schema is current (${prepared.current ?? 'no migrations'}); not migrating: ${prepared.refused}`);
     }
     if (local && !environment.DASHBOARD_DATABASE_URL) {
       // The dashboard reads through its own restricted role (no response bodies, no store writes).
       const ownerUrl = database.url;
       secrets.DASHBOARD_DATABASE_URL = await withClient(ownerUrl, (client) => ensureDashboardLogin(client, ownerUrl, local.dashboardPassword));
     }
+    // The dashboard's standby, refused now in one line (naming DASHBOARD_READ_URL) if it is not one.
+    const dashboardUrl = secrets.DASHBOARD_DATABASE_URL ?? environment.DASHBOARD_DATABASE_URL;
+    // The dashboard's role, refused now in one line naming the fix (GRANT, search_path), not a 500 at sign-in.
+    if (dashboardUrl) await checkDashboardRole(dashboardUrl);
+    if (environment.DASHBOARD_READ_URL && dashboardUrl) {
+      await checkReadReplica(environment.DASHBOARD_READ_URL, dashboardUrl);
+      say('The dashboard reads from the standby at DASHBOARD_READ_URL (writes go to the primary)');
+    }
     const admin = await withPool(database.url, (pool) => ensureFirstAdmin(pool, { email: environment.ADMIN_EMAIL, password: environment.ADMIN_PASSWORD }));
     // The generated password is printed once, on the last line (where to sign in).
     if (admin.created) say(`Created the first admin: ${admin.email}${admin.generatedPassword ? ' with a generated password (on the last line, shown this once)' : ' (password from ADMIN_PASSWORD)'}`);
-    const layout = await withClient(database.url, detectStoreLayout);
+    const layout = await withPool(database.url, detectStoreLayout);
     say(`Key store layout: ${layout}`);
     if (layout !== environment.STORE_LAYOUT) {
       say(`Note: STORE_LAYOUT=${environment.STORE_LAYOUT} is chosen when a database is first migrated; this one is ${layout}`);
@@ -133,8 +170,7 @@ async function main(): Promise<void> {
       if (!normal) say(`The server exited unexpectedly (${signal ?? `exit code ${code}`})`);
       void stop(normal ? 0 : 1);
     });
-    const host = environment.HOST === '0.0.0.0' || environment.HOST === '::' ? '127.0.0.1' : environment.HOST;
-    await waitUntilHealthy(`http://${host.includes(':') ? `[${host}]` : host}:${environment.PORT}/api/health`, server, 60_000);
+    await waitUntilHealthy(selfCheckTarget(environment), server, 60_000);
     const signIn = !admin.email
       ? 'no admin is enabled: create one with npm run cli -- user create --email E --password P --role admin'
       : admin.created && admin.generatedPassword
@@ -142,7 +178,7 @@ async function main(): Promise<void> {
         : admin.created
           ? `sign in as ${admin.email} with ADMIN_PASSWORD`
           : `sign in as ${admin.email} (password printed on the first start; npm run cli -- user create adds operators)`;
-    say(`Ready: open http://localhost:${environment.PORT} in your browser and ${signIn}`);
+    say(`Ready: open ${publicUrl(environment).origin} in your browser and ${signIn}`);
   } catch (error) {
     say(`Start failed: ${error instanceof Error ? error.message : String(error)}`);
     await stop(1);

@@ -4,10 +4,10 @@ import { z } from 'zod';
 import { parseResponseKeys } from '@retrysafe/store';
 import { alertThresholdOverrides } from './metrics/alerts';
 import { trustProxySchema } from './client-address';
+import { ConfigurationError, databaseVariables, readVariables } from '../db/settings';
 
-const postgresUrl = z
-  .string()
-  .refine((value) => /^postgres(ql)?:\/\//.test(value) && URL.canParse(value), 'must be a postgres:// connection URL');
+// Defined beside the database code that reads them (db/ is below server/).
+export { ConfigurationError };
 
 /** `id:base64key` entries, comma-separated; each key 32 bytes (AES-256). The first one encrypts. */
 const encryptionKeys = z.string().transform((value, context) => {
@@ -22,8 +22,8 @@ const encryptionKeys = z.string().transform((value, context) => {
 const flag = z.enum(['0', '1']).transform((value) => value === '1');
 
 const environmentSchema = z.object({
-  DATABASE_URL: postgresUrl.optional(),
-  DASHBOARD_DATABASE_URL: postgresUrl.optional(),
+  /** DATABASE_URL, DASHBOARD_DATABASE_URL, DASHBOARD_READ_URL, DATABASE_POOLER, DATABASE_DIRECT_URL (db/settings.ts). */
+  ...databaseVariables,
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Interface the server binds; loopback by default so a demo is not exposed to the network. */
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -76,6 +76,8 @@ const environmentSchema = z.object({
    * Either answers 503 with Retry-After. A pooled connection is waited for at most 2 s.
    */
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /** The database instance's memory, for the capacity forecast (the unique index against it); unset: shared_buffers alone. */
+  DATABASE_MEMORY_BYTES: z.coerce.number().int().positive().optional(),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
   STALE_CLAIM_RELEASE_AFTER_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
 });
@@ -83,19 +85,9 @@ const environmentSchema = z.object({
 export type Environment = z.infer<typeof environmentSchema>;
 export type EncryptionKey = NonNullable<Environment['RESPONSE_ENCRYPTION_KEYS']>[number];
 
-export class ConfigurationError extends Error {
-  readonly code = 'CONFIGURATION';
-}
-
 export function readEnvironment(source: NodeJS.ProcessEnv = process.env): Environment {
-  const present = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ''));
-  const parsed = environmentSchema.safeParse(present);
-  if (!parsed.success) {
-    // Name the variable and the rule, never the value: it may be a secret.
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
-    throw new ConfigurationError(`Invalid configuration: ${problems.join('; ')}`);
-  }
-  return parsed.data;
+  // Names the variable and the rule, never the value: it may be a secret.
+  return readVariables(environmentSchema, source);
 }
 
 /** The owner database URL, for code that only runs once the launcher has resolved it. */
@@ -128,6 +120,8 @@ export function requireStoreSecrets(environment: Environment = readEnvironment()
 
 export interface DashboardSettings {
   databaseUrl: string;
+  /** DASHBOARD_READ_URL as given (server/dashboard-pools.ts settles its credentials); undefined: reads on the primary. */
+  readUrl: string | undefined;
   authSecret: string;
   publicUrl: string;
   absoluteSessionSeconds: number;
@@ -141,6 +135,7 @@ export function requireDashboardSettings(environment: Environment = readEnvironm
   }
   return {
     databaseUrl: environment.DASHBOARD_DATABASE_URL,
+    readUrl: environment.DASHBOARD_READ_URL,
     authSecret: environment.AUTH_SECRET,
     publicUrl: environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`,
     absoluteSessionSeconds: Math.round(environment.SESSION_ABSOLUTE_HOURS * 3_600),

@@ -19,11 +19,13 @@ export async function checkHealth(pool: pg.Pool): Promise<HealthReport> {
   }
   let broken: Error | undefined;
   try {
-    await client.query("SET statement_timeout = '2s'");
+    // A transaction's own timeout (SET LOCAL): through a transaction pooler a session's would
+    // stay on the server connection for its next client.
+    await client.query("BEGIN READ ONLY; SET LOCAL statement_timeout = '2s'");
     const { rows } = await client.query<{ server_version: string }>('SHOW server_version');
     const latencyMs = Math.round((performance.now() - started) * 10) / 10;
     const migrations = await migrationStatus(client);
-    await client.query('RESET statement_timeout');
+    await client.query('COMMIT');
     return {
       status: migrations.pending.length === 0 ? 'ok' : 'degraded',
       database: { reachable: true, latencyMs, serverVersion: rows[0]?.server_version },

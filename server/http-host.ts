@@ -5,8 +5,15 @@
 // rebinding page holds no API key, and cookies never authenticate it.
 import type { Environment } from './config';
 
-export function allowedHosts(environment: Pick<Environment, 'PUBLIC_URL' | 'PORT' | 'RETRYSAFE_EMBEDDED'>): Set<string> {
-  const hosts = new Set([new URL(environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`).host.toLowerCase()]);
+type HostSettings = Pick<Environment, 'PUBLIC_URL' | 'PORT' | 'RETRYSAFE_EMBEDDED'>;
+
+/** Where operators reach the dashboard: PUBLIC_URL, else http://localhost:PORT. */
+export function publicUrl(environment: Pick<Environment, 'PUBLIC_URL' | 'PORT'>): URL {
+  return new URL(environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`);
+}
+
+export function allowedHosts(environment: HostSettings): Set<string> {
+  const hosts = new Set([publicUrl(environment).host.toLowerCase()]);
   if (environment.RETRYSAFE_EMBEDDED === true) {
     for (const name of ['localhost', '127.0.0.1', '[::1]']) hosts.add(`${name}:${environment.PORT}`);
   }
@@ -15,4 +22,15 @@ export function allowedHosts(environment: Pick<Environment, 'PUBLIC_URL' | 'PORT
 
 export function isAllowedHost(host: string | null, allowed: Set<string>): boolean {
   return host !== null && allowed.has(host.toLowerCase());
+}
+
+/**
+ * How `npm start` checks the server it started: over the address it binds (a wildcard bind is
+ * reached on loopback), sent with PUBLIC_URL's host, the one Host every mode answers for. (Sent
+ * as `127.0.0.1:PORT`, the check was answered 421 outside embedded mode.)
+ */
+export function selfCheckTarget(environment: Pick<Environment, 'PUBLIC_URL' | 'PORT' | 'HOST'>): { url: string; host: string } {
+  const bound = environment.HOST === '0.0.0.0' ? '127.0.0.1' : environment.HOST === '::' ? '::1' : environment.HOST;
+  const address = bound.includes(':') ? `[${bound}]` : bound;
+  return { url: `http://${address}:${environment.PORT}/api/health`, host: publicUrl(environment).host };
 }

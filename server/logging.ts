@@ -82,3 +82,11 @@ export function describeError(error: unknown): Record<string, string> {
   }
   return { name: error.name, message: error.message.slice(0, 300) };
 }
+
+/**
+ * A pool's lost connection (db/client.ts's onConnectionLost) as a warning: the error described,
+ * never its raw message (a database error's may quote a statement's input).
+ */
+export function logConnectionLost(error: Error, pool: string, log: Pick<Logger, 'warn'> = logger): void {
+  log.warn({ pool, error: describeError(error) }, 'database connection lost');
+}

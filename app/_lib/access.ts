@@ -21,6 +21,8 @@ export const routeAccess = {
   '/retention': operator('compliance'),
   '/audit': operator('compliance'),
   '/operators': operator('admin'),
+  // The access review: who may sign in with which role, read-only.
+  '/access-review': operator('compliance'),
   // Every signed-in operator: their own password.
   '/account': operator('viewer'),
   '/login': { kind: 'public' },
@@ -34,6 +36,7 @@ export const routeAccess = {
   '/api/v1/refunds': { kind: 'api-key' },
   '/api/admin/overview': operator('viewer'),
   '/api/admin/operators': operator('admin'),
+  '/api/admin/access-review': operator('compliance'),
   '/api/admin/operators/[id]': operator('admin'),
   '/api/admin/operators/[id]/password': operator('admin'),
   '/api/account/password': operator('viewer'),

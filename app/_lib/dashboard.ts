@@ -1,6 +1,7 @@
-// The bridge from dashboard pages and admin routes to server/auth: the dashboard's own pool
-// (its restricted database role), the key records read through the store's KeyRecordReads on
-// that pool, the operator auth, and the role checks every page, route handler and server
+// The bridge from dashboard pages and admin routes to server/auth: the dashboard's own pools
+// (its restricted database role on the primary, and on a hot standby for reads when
+// DASHBOARD_READ_URL is set: server/dashboard-pools.ts), the key records read through the store's
+// KeyRecordReads, the operator auth, and the role checks every page, route handler and server
 // action makes on the server.
 import 'server-only';
 import { randomUUID } from 'node:crypto';
@@ -8,26 +9,26 @@ import { nextCookies } from 'better-auth/next-js';
 import { headers } from 'next/headers';
 import { forbidden, redirect } from 'next/navigation';
 import type pg from 'pg';
-import { createPool, DASHBOARD_POOL_IDLE_MS, DASHBOARD_POOL_MAX } from '@/db/client';
 import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
 import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
-import { AUTH_SESSION_OPTIONS } from '@/db/dashboard-access';
-import { PostgresKeyReads, problemResponse } from '@retrysafe/store';
+import { createAuthPool, createDashboardPools, type DashboardPools } from '@/server/dashboard-pools';
+import { problemResponse } from '@retrysafe/store';
 import type { KeyAccess } from '@/server/idempotency/key-metadata';
 import { requiredRole, type OperatorRoute } from './access';
 import { misdirected } from './host';
 
 const slot = Symbol.for('retrysafe.dashboard');
-type Holder = typeof globalThis & { [slot]?: { pool: pg.Pool; keys: KeyAccess; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
+type Holder = typeof globalThis & { [slot]?: { pools: DashboardPools; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
 
 function dashboard() {
   const holder = globalThis as Holder;
   if (!holder[slot]) {
     const settings = requireDashboardSettings(readEnvironment());
-    const pool = createPool(settings.databaseUrl, { applicationName: 'retrysafe-dashboard', max: DASHBOARD_POOL_MAX, idleTimeoutMillis: DASHBOARD_POOL_IDLE_MS });
+    // Writes on the primary; reads on DASHBOARD_READ_URL's standby when set (npm start checked it is one).
+    const pools = createDashboardPools(settings);
     // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
-    const authPool = createPool(requireDatabaseUrl(readEnvironment()), { applicationName: 'retrysafe-auth', max: 5, client: { options: AUTH_SESSION_OPTIONS } });
+    const authPool = createAuthPool(requireDatabaseUrl(readEnvironment()));
     const auth = createOperatorAuth({
       pool: authPool,
       secret: settings.authSecret,
@@ -35,22 +36,35 @@ function dashboard() {
       absoluteSessionSeconds: settings.absoluteSessionSeconds,
       plugins: [nextCookies()],
     });
-    // The store's key records through its backend seam, on the restricted role: Postgres's
-    // reads need no more than that role's grants (metadata columns, the release function).
-    const keys: KeyAccess = { reads: new PostgresKeyReads(pool), audit: pool };
-    holder[slot] = { pool, keys, authPool, auth, publicUrl: settings.publicUrl };
+    holder[slot] = { pools, authPool, auth, publicUrl: settings.publicUrl };
   }
   return holder[slot];
 }
 
-/** The dashboard's pool: its role cannot read response bodies or write the store. */
+/**
+ * The dashboard's pool on the primary: everything that writes (audit rows, policy edits,
+ * operator changes, sign-in, audited exports). Its role cannot read response bodies or write the store.
+ */
 export function dashboardPool(): pg.Pool {
-  return dashboard().pool;
+  return dashboard().pools.pool;
 }
 
-/** Key records (lookups, a principal's keys, correlation ids, stale claims) and the audit log they are recorded in. */
+/** The dashboard's pool for reads that write nothing: the standby's (DASHBOARD_READ_URL), else dashboardPool(). */
+export function dashboardReadPool(): pg.Pool {
+  return dashboard().pools.readPool;
+}
+
+/** The standby's lag behind the primary for the overview (readReplicaLag); undefined when the dashboard reads the primary. */
+export function dashboardReplicaLag(): DashboardPools['replicaLag'] {
+  return dashboard().pools.replicaLag;
+}
+
+/**
+ * Key records (lookups, a principal's keys, correlation ids, stale claims) read on the standby
+ * when there is one, and the audit log they are recorded in (and releases) on the primary.
+ */
 export function dashboardKeys(): KeyAccess {
-  return dashboard().keys;
+  return dashboard().pools.keys;
 }
 
 /** Sign-in's pool (AUTH_ROLE): credentials and sessions, nothing else. */

@@ -9,6 +9,7 @@ const pages: { href: OperatorRoute; label: string }[] = [
   { href: '/claims', label: 'Stale claims' },
   { href: '/retention', label: 'Retention' },
   { href: '/audit', label: 'Audit log' },
+  { href: '/access-review', label: 'Access review' },
   { href: '/operators', label: 'Operators' },
 ];
 

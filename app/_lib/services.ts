@@ -6,20 +6,22 @@
 import type pg from 'pg';
 import { createPool } from '@/db/client';
 import { detectStoreLayout } from '@/db/migrate';
+import { SessionDutyRefused, sessionUrl } from '@/db/topology';
 import { readEnvironment, requireDatabaseUrl, requireStoreSecrets } from '@/server/config';
 import { createDemoApi, type DemoApi } from '@/server/demo/api';
 import { DEMO_SERVICE, defaultPolicies } from '@/server/demo/policies';
 import { FakeProcessor } from '@/server/demo/processor';
 import { TrafficGenerator } from '@/server/demo/traffic';
 import { createRetrysafe, periodicTask, type FlowRecorder, type IdempotencyStore, type LiveKeyQuota, type PeriodicTask, type ServicePolicies } from '@retrysafe/store';
-import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
+import { storePoolSettings } from '@retrysafe/store/postgres';
 import { Sweeper } from '@/server/retention/sweeper';
 import { thresholdsWith, type AlertThresholds } from '@/server/metrics/alerts';
 import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metrics/prometheus';
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 import { pruneThrottle } from '@/server/auth/throttle';
 import { sampleStoreStats } from '@/server/metrics/sampler';
-import { logger } from '@/server/logging';
+import { describeError, logConnectionLost, logger } from '@/server/logging';
+import { createReplicaLagReader } from '@/server/dashboard-pools';
 
 export interface Services {
   ownerPool: pg.Pool;
@@ -27,13 +29,16 @@ export interface Services {
   /** The demo service's policies, refreshed from the database (the package's registry). */
   policies: ServicePolicies;
   quota: LiveKeyQuota;
-  sweeper: Sweeper;
+  /** null when it was refused: DATABASE_POOLER=transaction and no DATABASE_DIRECT_URL (db/topology.ts). */
+  sweeper: Sweeper | null;
   recorder: FlowRecorder;
   prometheus: PrometheusMetrics;
   metricsToken: string | undefined;
   alertThresholds: AlertThresholds;
   /** SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
   sweepIntervalSeconds: number;
+  /** DATABASE_MEMORY_BYTES, for the capacity figures and their check. */
+  databaseMemoryBytes: number | undefined;
   demo: DemoApi;
   /** Flushes the recorder and the quota, stops every periodic task and closes the pools. */
   stop: () => Promise<void>;
@@ -50,6 +55,7 @@ export function ownerPool(): pg.Pool {
   holder[poolSlot] ??= createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-app',
     max: 10,
+    onConnectionLost: logConnectionLost,
     ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
   });
   return holder[poolSlot];
@@ -70,8 +76,6 @@ export function logEvent(level: 'info' | 'error', message: string, fields: Recor
   logger[level](fields, message);
 }
 
-const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error');
-
 async function bootServices(): Promise<Services> {
   const environment = readEnvironment();
   const secrets = requireStoreSecrets(environment);
@@ -82,16 +86,32 @@ async function bootServices(): Promise<Services> {
   const storePool = createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-store',
     max: 20,
+    onConnectionLost: logConnectionLost,
     ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
-    client: STORE_POOL_SETTINGS,
+    client: storePoolSettings(environment.DATABASE_POOLER),
+    // Through a pooler that tracks named statements the store keeps its own named (checked when the store starts).
+    keepStatementNames: environment.DATABASE_POOLER === 'transaction-prepared',
   });
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
-  const prometheus = createPrometheusMetrics(pool, thresholds, { sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS });
+  // The dashboard's standby (DASHBOARD_READ_URL), when it reads one: its lag in /api/metrics.
+  const replicaLag = createReplicaLagReader(environment, pool);
+  // The store's completion counters, read at scrape time (the store is made below).
+  const storeCounters: { of?: { unrecordedCompletions: number; completionRetries: number }; recorder?: { droppedAttempts: number } } = {};
+  const prometheus = createPrometheusMetrics(pool, thresholds, {
+    sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS,
+    databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES,
+    ...(replicaLag ? { replicaLag: replicaLag.read } : {}),
+    completions: () => ({ unrecorded: storeCounters.of?.unrecordedCompletions ?? 0, retried: storeCounters.of?.completionRetries ?? 0 }),
+    droppedAttempts: () => storeCounters.recorder?.droppedAttempts ?? 0,
+  });
   // The same composition root an adopting service uses; this server adds the shared duties.
   // The demo API is one service among those the dashboard shows; its default policies are
   // created on first start and read from the database from then on.
   const retrysafe = await createRetrysafe({
     pool: storePool,
+    // Through a transaction pooler the store sends no startup options, and no named statements
+    // unless the pooler tracks them (transaction-prepared: checked when the store starts).
+    ...(environment.DATABASE_POOLER ? { pooler: environment.DATABASE_POOLER } : {}),
     service: DEMO_SERVICE,
     policies: defaultPolicies,
     layout,
@@ -101,14 +121,21 @@ async function bootServices(): Promise<Services> {
     observer: prometheus.observer,
     onLeaseLost: (id) => logEvent('error', 'an attempt finished after its lease was taken over', { scope: id.scope }),
     onAbandonFailed: (error, id) =>
-      logEvent('error', 'a failed attempt could not be marked retryable: its key stays in progress until the lease ends', { scope: id.scope, reason: reason(error) }),
-    onError: (error, { task }) => logEvent('error', `${task} failed`, { reason: reason(error) }),
+      logEvent('error', 'a failed attempt could not be marked retryable: its key stays in progress until the lease ends', { scope: id.scope, error: describeError(error) }),
+    // A completion that could not be recorded names its key, so an operator can look it up.
+    onError: (error, { task, key }) => logEvent('error', `${task} failed`, { error: describeError(error), ...(key ? { key } : {}) }),
   });
   const { store, recorder, policies } = retrysafe;
+  storeCounters.of = store;
+  storeCounters.recorder = recorder;
   const quota = retrysafe.quota;
   if (!quota) throw new Error('the dashboard runs with the live-key quota');
-  const sweeper = new Sweeper(
-    pool,
+  // The sweeper's leader election is a session advisory lock: a direct connection of its own
+  // (DATABASE_DIRECT_URL when DATABASE_URL is pooled), or none, said once, while requests run on.
+  const sweeperUrl = sessionUrlOrRefusal(environment);
+  const sweeperPool = sweeperUrl === null ? null : sweeperUrl === requireDatabaseUrl(environment) ? pool : createPool(sweeperUrl, { applicationName: 'retrysafe-sweeper', max: 2, onConnectionLost: logConnectionLost });
+  const sweeper = sweeperPool && new Sweeper(
+    sweeperPool,
     environment.SWEEP_INTERVAL_SECONDS * 1000,
     { staleGraceMs: environment.STALE_CLAIM_RELEASE_AFTER_SECONDS * 1000 },
     (result) => {
@@ -122,7 +149,7 @@ async function bootServices(): Promise<Services> {
         });
       }
     },
-    (error) => logEvent('error', 'sweep failed', { reason: reason(error) }),
+    (error) => logEvent('error', 'sweep failed', { error: describeError(error) }),
   );
   const processor = new FakeProcessor({ latencyMs: environment.DEMO_PROCESSOR_LATENCY_MS, failureRate: environment.DEMO_PROCESSOR_FAILURE_RATE });
   const demo = createDemoApi({
@@ -130,10 +157,10 @@ async function bootServices(): Promise<Services> {
     pool: pool,
     processor,
     policyFor: (endpoint) => policies.policyFor(endpoint),
-    onError: (error, correlationId) => logEvent('error', 'request failed', { reason: reason(error), correlationId }),
+    onError: (error, correlationId) => logEvent('error', 'request failed', { error: describeError(error), correlationId }),
   });
-  sweeper.start();
-  const failed = (error: unknown, task: string) => logEvent('error', `${task} failed`, { reason: reason(error) });
+  sweeper?.start();
+  const failed = (error: unknown, task: string) => logEvent('error', `${task} failed`, { error: describeError(error) });
   const tasks: PeriodicTask[] = [
     periodicTask({
       name: 'metrics roll-up',
@@ -156,11 +183,22 @@ async function bootServices(): Promise<Services> {
   const stop = () =>
     (stopping ??= (async () => {
       traffic?.stop();
-      await Promise.allSettled([sweeper.stop(), ...tasks.map((task) => task.stop())]);
-      await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { reason: reason(error) }));
-      await Promise.allSettled([storePool.end(), pool.end()]);
+      await Promise.allSettled([sweeper?.stop(), ...tasks.map((task) => task.stop())]);
+      await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { error: describeError(error) }));
+      await Promise.allSettled([storePool.end(), pool.end(), replicaLag?.end(), sweeperPool !== pool ? sweeperPool?.end() : undefined]);
     })());
-  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, demo, stop };
+  return { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES, demo, stop };
+}
+
+/** The sweeper's connection (db/topology.ts), or null after logging why it does not run. */
+function sessionUrlOrRefusal(environment: ReturnType<typeof readEnvironment>): string | null {
+  try {
+    return sessionUrl(environment, requireDatabaseUrl(environment), 'The sweeper');
+  } catch (error) {
+    if (!(error instanceof SessionDutyRefused)) throw error;
+    logEvent('error', `${error.message} (keys past their retention stay until it runs)`);
+    return null;
+  }
 }
 
 function startTraffic(port: number, host: string, pool: pg.Pool, store: IdempotencyStore, policies: ServicePolicies): TrafficGenerator {
@@ -174,14 +212,14 @@ function startTraffic(port: number, host: string, pool: pg.Pool, store: Idempote
       // At most one line a minute: the generator keeps going whatever a request does.
       if (Date.now() - lastLogged < 60_000) return;
       lastLogged = Date.now();
-      logEvent('error', 'demo traffic request failed', { reason: reason(error) });
+      logEvent('error', 'demo traffic request failed', { error: describeError(error) });
     },
   });
   // The server starts listening once boot is done; begin a moment later.
   setTimeout(() => {
     traffic.start().then(
       () => logEvent('info', 'demo traffic started'),
-      (error: unknown) => logEvent('error', 'demo traffic did not start', { reason: reason(error) }),
+      (error: unknown) => logEvent('error', 'demo traffic did not start', { error: describeError(error) }),
     );
   }, 3_000).unref();
   return traffic;

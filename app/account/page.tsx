@@ -8,7 +8,7 @@ export const dynamic = 'force-dynamic';
 export default async function AccountPage() {
   const you = await requirePageOperator('/account');
   return (
-    <main className="narrow">
+    <main id="content" tabIndex={-1} className="narrow">
       <h1>Your account</h1>
       <p className="muted">
         Signed in as {you.email} ({you.role}). Your role is changed by an admin.

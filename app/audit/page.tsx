@@ -1,7 +1,7 @@
 // /audit (compliance): the audit log, filtered from the URL, first page prefetched through
 // the dashboard's role; older pages and the CSV export go through /api/admin/audit.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
-import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { requirePageOperator, dashboardReadPool } from '@/app/_lib/dashboard';
 import { AuditLog } from '@/components/audit/audit-log';
 import { parseAuditSearch } from '@/components/audit/search';
 import { AUDIT_PAGE_SIZE } from '@/components/audit/search-params';
@@ -19,13 +19,13 @@ export default async function AuditPage({ searchParams }: { searchParams: Promis
   await client
     .infiniteQuery({
       queryKey: queryKeys.auditLog(search),
-      queryFn: () => listAudit(dashboardPool(), { ...search, limit: AUDIT_PAGE_SIZE }),
+      queryFn: () => listAudit(dashboardReadPool(), { ...search, limit: AUDIT_PAGE_SIZE }),
       initialPageParam: null as string | null,
       getNextPageParam: (last) => last.next,
     })
     .catch(reportPrefetchFailure('/audit'));
   return (
-    <main className="wide">
+    <main id="content" tabIndex={-1} className="wide">
       <h1>Audit log</h1>
       <p className="muted">Who did what, when and why: sign-ins, key lookups, claim releases, operator and policy changes, exports. Newest first; it cannot be edited.</p>
       <HydrationBoundary state={dehydrate(client)}>

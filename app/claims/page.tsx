@@ -1,7 +1,7 @@
 // /claims[?service=] (operator): stale claims of every service or of one, prefetched through the
 // dashboard's role.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
-import { dashboardKeys, dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { dashboardKeys, requirePageOperator, dashboardReadPool } from '@/app/_lib/dashboard';
 import { StaleClaims } from '@/components/claims/stale-claims';
 import { queryKeys, STALE_CLAIMS_SHOWN } from '@/components/query-keys';
 import { listStaleClaims } from '@/server/idempotency/key-metadata';
@@ -16,7 +16,7 @@ export default async function ClaimsPage({ searchParams }: { searchParams: Promi
   const asked = Array.isArray(params.service) ? params.service[0] : params.service;
   // The Service picker's choices; a service no policy names is said so on the page (which then
   // corrects its URL), rather than listing every service's claims under an address naming one.
-  const services = await policyServices(dashboardPool()).catch((error: unknown) => {
+  const services = await policyServices(dashboardReadPool()).catch((error: unknown) => {
     reportPrefetchFailure('/claims')(error);
     return null;
   });
@@ -28,7 +28,7 @@ export default async function ClaimsPage({ searchParams }: { searchParams: Promi
     .query({ queryKey: queryKeys.staleClaims(service ?? null), queryFn: () => listStaleClaims(dashboardKeys().reads, STALE_CLAIMS_SHOWN, service) })
     .catch(reportPrefetchFailure('/claims'));
   return (
-    <main className="wide">
+    <main id="content" tabIndex={-1} className="wide">
       <h1>Stale claims</h1>
       <p className="muted">In-progress attempts whose lease has passed: the handler crashed or hung mid-work. A retry takes such a key over by itself; the sweeper releases them 15 minutes after their lease.</p>
       <HydrationBoundary state={dehydrate(client)}>

@@ -1,7 +1,7 @@
 // /keys (operator): look up one principal's key, metadata only, audited; find a principal by
 // name or a request by its correlation id. Links from the overview's principals table prefill
 // the principal and the key list's scope and state.
-import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { requirePageOperator, dashboardReadPool } from '@/app/_lib/dashboard';
 import { knownScopes } from '@/server/retention/policies';
 import { KeyLookup } from '@/components/keys/key-lookup';
 import { serviceNameSchema } from '@/server/service-name';
@@ -17,7 +17,7 @@ export default async function KeysPage({ searchParams }: { searchParams: Promise
   const params = await searchParams;
   const text = (value: string | string[] | undefined) => (typeof value === 'string' ? value.slice(0, 255) : '');
   return (
-    <main className="wide">
+    <main id="content" tabIndex={-1} className="wide">
       <h1>Key lookup</h1>
       <p className="muted">What the store holds for one tenant&apos;s idempotency key, in every service and scope: state, timing and sizes, never the response itself.</p>
       <KeyLookup
@@ -26,7 +26,7 @@ export default async function KeysPage({ searchParams }: { searchParams: Promise
         initialService={serviceNameSchema.safeParse(params.service).data ?? ''}
         initialScope={text(params.scope).slice(0, 200)}
         initialState={keyStateSchema.safeParse(params.state).data ?? ''}
-        scopes={await knownScopes(dashboardPool())}
+        scopes={await knownScopes(dashboardReadPool())}
       />
     </main>
   );

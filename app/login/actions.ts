@@ -22,6 +22,8 @@ function safeNext(value: FormDataEntryValue | null): string {
 }
 
 export async function signIn(_previous: SignInState, form: FormData): Promise<SignInState> {
+  // An action is a public endpoint: arguments that are not the form's are refused, not a 500.
+  if (!((form as unknown) instanceof FormData)) return { error: 'Enter your email and password.', email: '' };
   const email = form.get('email');
   const password = form.get('password');
   if (typeof email !== 'string' || typeof password !== 'string' || email.trim() === '' || password === '') {

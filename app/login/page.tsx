@@ -10,7 +10,7 @@ export default async function LoginPage({ searchParams }: { searchParams: Promis
   const { next } = await searchParams;
   if (await currentOperator()) redirect('/');
   return (
-    <main className="narrow">
+    <main id="content" tabIndex={-1} className="narrow">
       <h1>Sign in to Retrysafe</h1>
       <p className="muted">Operators only. Accounts are created by an admin.</p>
       <section className="card">

@@ -2,11 +2,12 @@
 // history, evidence, of every service or of one.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
 import { requiredRole } from '@/app/_lib/access';
-import { dashboardPool, requirePageOperator } from '@/app/_lib/dashboard';
+import { requirePageOperator, dashboardReadPool } from '@/app/_lib/dashboard';
 import { queryKeys } from '@/components/query-keys';
 import { RetentionReview } from '@/components/retention/retention-review';
 import { roleIncludes } from '@/server/auth/roles';
-import { policyServices, readRetentionReview } from '@/server/retention/review';
+import { readRetentionReview } from '@/server/retention/review';
+import { checkServiceFilter } from '@/server/service-filter';
 import { reportPrefetchFailure } from '@/server/prefetch';
 
 export const dynamic = 'force-dynamic';
@@ -16,14 +17,13 @@ export default async function RetentionPage({ searchParams }: { searchParams: Pr
   const params = await searchParams;
   const asked = Array.isArray(params.service) ? params.service[0] : params.service;
   // A service no policy names is said so on the page (which then corrects its URL), rather
-  // than showing every service under an address that names one.
-  const services = asked ? await policyServices(dashboardPool()).catch(() => null) : [];
-  const service = asked && services?.includes(asked) ? asked : undefined;
-  const notices = asked && services && !services.includes(asked) ? [`There is no service "${asked.slice(0, 80)}": showing all services.`] : [];
+  // than showing every service under an address that names one; a failed check is logged and
+  // the review's own read (which checks the service again) shows the error state.
+  const { service, notices } = await checkServiceFilter(dashboardReadPool(), asked, '/retention');
   const client = new QueryClient();
-  await client.query({ queryKey: queryKeys.retention(service ?? null), queryFn: () => readRetentionReview(dashboardPool(), service) }).catch(reportPrefetchFailure('/retention'));
+  await client.query({ queryKey: queryKeys.retention(service ?? null), queryFn: () => readRetentionReview(dashboardReadPool(), service) }).catch(reportPrefetchFailure('/retention'));
   return (
-    <main className="wide">
+    <main id="content" tabIndex={-1} className="wide">
       <h1>Retention review</h1>
       <p className="muted">A retry with the same key is safe for the documented window; keys are kept for the retention applied. Expiry must never come before the promise.</p>
       <HydrationBoundary state={dehydrate(client)}>

@@ -3,8 +3,8 @@
 // required and goes to the audit log with the lookup. A key under another principal and an
 // absent key show the same "no record" answer, by design.
 import { useMutation } from '@tanstack/react-query';
-import { useState } from 'react';
-import type { KeyRecord } from '@/server/idempotency/key-metadata';
+import { useEffect, useRef, useState } from 'react';
+import type { TracedKeyRecord } from '@/server/idempotency/attempts';
 import type { ServiceScope } from '@/server/retention/policies';
 import { Options } from '../options';
 import { adminFetch } from '../admin-fetch';
@@ -23,13 +23,13 @@ interface LookupInput {
   service: string;
 }
 
-async function lookUp({ service, ...input }: LookupInput): Promise<KeyRecord[]> {
+async function lookUp({ service, ...input }: LookupInput): Promise<TracedKeyRecord[]> {
   const body = service === '' ? input : { ...input, service };
-  return (await adminFetch<{ records: KeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body, fieldLabels: labels })).records;
+  return (await adminFetch<{ records: TracedKeyRecord[] }>('/api/admin/keys/lookup', { method: 'POST', body, fieldLabels: labels })).records;
 }
 
 const labels: Record<string, string> = { principalId: 'Principal ID', service: 'Service', key: 'Idempotency key', reason: 'Reason' };
-const stateLabels: Record<KeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
+const stateLabels: Record<TracedKeyRecord['state'], string> = { in_progress: 'in progress', completed: 'completed', failed: 'failed (retryable)' };
 
 export function KeyLookup({
   initialPrincipalId = '',
@@ -55,9 +55,20 @@ export function KeyLookup({
   const [key, setKey] = useState(initialKey);
   const [reason, setReason] = useState('');
   const services = [...new Set(scopes.map((scope) => scope.service))];
+  // Once a look-up settles, focus goes to its result (the form's button is disabled meanwhile,
+  // so focus would otherwise fall to <body>), whichever control asked for it.
+  const result = useRef<HTMLElement>(null);
+  const focusResult = useRef(false);
+  useEffect(() => {
+    if (!focusResult.current || lookup.isPending) return;
+    focusResult.current = false;
+    result.current?.focus();
+  }, [lookup.isPending, lookup.data, lookup.error]);
   const run = (input: LookupInput) => {
+    focusResult.current = true;
     setAsked({ principalId: input.principalId, key: input.key, service: input.service });
     lookup.mutate(input);
+    showInAddress(input);
   };
   return (
     <>
@@ -85,7 +96,7 @@ export function KeyLookup({
           {lookup.isPending ? 'Looking up…' : 'Look up'}
         </button>
       </form>
-      <section aria-live="polite" aria-label="Lookup result">
+      <section ref={result} tabIndex={-1} aria-live="polite" aria-label="Lookup result" className="results">
         {lookup.error ? (
           <Problem>
             {lookup.error.message}
@@ -132,7 +143,21 @@ export function KeyLookup({
   );
 }
 
-function RecordCard({ record, principalId, keyName, onReleased }: { record: KeyRecord; principalId: string; keyName: string; onReleased: () => void }) {
+/**
+ * The key looked up goes in the address (principal, key, service; never the reason), so the
+ * link can be shared: it prefills the form, and whoever opens it still signs in and gives a
+ * reason before the lookup runs. Replaced, not pushed: Back leaves the page as before.
+ */
+function showInAddress({ principalId, key, service }: LookupInput) {
+  const params = new URLSearchParams(window.location.search);
+  params.set('principalId', principalId);
+  params.set('key', key);
+  if (service === '') params.delete('service');
+  else params.set('service', service);
+  window.history.replaceState(window.history.state, '', `${window.location.pathname}?${params.toString()}`);
+}
+
+function RecordCard({ record, principalId, keyName, onReleased }: { record: TracedKeyRecord; principalId: string; keyName: string; onReleased: () => void }) {
   const leasePassed = record.leasePassedSeconds !== null;
   return (
     <article className="card" aria-label={`Record in ${record.scope} of ${record.service}`}>
@@ -177,8 +202,64 @@ function RecordCard({ record, principalId, keyName, onReleased }: { record: KeyR
         </dd>
         <dt>Attempts</dt>
         <dd>{record.takeovers > 0 ? `${record.attempts} (${record.takeovers} takeover${record.takeovers > 1 ? 's' : ''} of a crashed attempt)` : record.attempts}</dd>
+        <dt>A retry now gets</dt>
+        <dd>{record.retryNow.text}</dd>
       </dl>
+      <KeyTraceView record={record} />
       {leasePassed ? <LeasePassed record={record} principalId={principalId} keyName={keyName} onReleased={onReleased} /> : null}
     </article>
+  );
+}
+
+const outcomeLabels: Record<TracedKeyRecord['lastAttempts'][number]['outcome'], string> = {
+  replay: 'replay',
+  conflict: 'conflict (in flight)',
+  mismatch: 'mismatch (another body)',
+  rejected: 'refused (quota)',
+};
+
+/** The key's counts of replays, conflicts, mismatches and quota refusals, and its last attempts. */
+export function KeyTraceView({ record }: { record: Pick<TracedKeyRecord, 'counts' | 'lastAttempts' | 'scope'> }) {
+  const { counts } = record;
+  return (
+    <>
+      <h3>Retries of this key</h3>
+      <dl>
+        <dt>Replays</dt>
+        <dd>{counts.replays}</dd>
+        <dt>Conflicts (409)</dt>
+        <dd className={counts.conflicts > 0 ? 'warn' : undefined}>{counts.conflicts}</dd>
+        <dt>Mismatches (422)</dt>
+        <dd className={counts.mismatches > 0 ? 'bad' : undefined}>{counts.mismatches}</dd>
+        <dt>Quota refusals (429)</dt>
+        <dd>{counts.quotaRefusals}</dd>
+      </dl>
+      {record.lastAttempts.length === 0 ? (
+        <p className="muted small">No replay, conflict, mismatch or refusal recorded for this key.</p>
+      ) : (
+        <table aria-label={`Last attempts in ${record.scope}`}>
+          <thead>
+            <tr>
+              <th scope="col">Time</th>
+              <th scope="col">Outcome</th>
+              <th scope="col">Status</th>
+              <th scope="col">Correlation id</th>
+            </tr>
+          </thead>
+          <tbody>
+            {record.lastAttempts.map((attempt) => (
+              <tr key={`${attempt.at} ${attempt.correlationId}`}>
+                <td>{formatDateTime(attempt.at)}</td>
+                <td>{outcomeLabels[attempt.outcome]}</td>
+                <td>{attempt.status}</td>
+                <td>
+                  <code>{attempt.correlationId}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
   );
 }

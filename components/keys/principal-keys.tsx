@@ -3,8 +3,8 @@
 // page is audited with the operator's reason, so nothing refetches by itself. A page examines
 // at most 2,000 keys, so when matches are rare it comes back short and says how far back it looked.
 import { useMutation } from '@tanstack/react-query';
-import { useState } from 'react';
-import type { KeyPage, KeySummary } from '@/server/idempotency/key-metadata';
+import { useEffect, useRef, useState } from 'react';
+import type { MarkedKeyPage, KeySummary } from '@/server/idempotency/key-metadata';
 import { adminFetch } from '../admin-fetch';
 import { formatDateTime } from '../overview/format';
 import { Options } from '../options';
@@ -12,7 +12,7 @@ import { Problem } from '../banners';
 
 type State = KeySummary['state'];
 export type KeyState = State;
-type Page = KeyPage;
+type Page = MarkedKeyPage;
 export interface ListRequest {
   principalId: string;
   reason: string;
@@ -43,6 +43,8 @@ export function PrincipalKeys({
 }) {
   const [state, setState] = useState<State | ''>(initialState);
   const [scope, setScope] = useState(initialScope);
+  // The listed keys newest first, or those with the most conflicts and mismatches first.
+  const [troubledFirst, setTroubledFirst] = useState(false);
   // What the pages on screen were listed with: later pages reuse it, whatever the form says now.
   const [listing, setListing] = useState<{ of: Listing; pages: Page[] } | null>(null);
   const list = useMutation({
@@ -54,7 +56,19 @@ export function PrincipalKeys({
       }),
     onSuccess: (page, input) => setListing((previous) => ({ of: input.of, pages: input.after && previous ? [...previous.pages, page] : [page] })),
   });
-  const start = () =>
+  // Where focus goes once a list request settles (its button is disabled meanwhile, so focus
+  // would fall to <body>): the results for a first page, the first new row's button for a later one.
+  const results = useRef<HTMLDivElement>(null);
+  const focusNext = useRef<'results' | number | null>(null);
+  useEffect(() => {
+    const target = focusNext.current;
+    if (target === null || list.isPending) return;
+    focusNext.current = null;
+    const button = typeof target === 'number' ? results.current?.querySelectorAll('tbody tr')[target]?.querySelector('button') : null;
+    (button ?? results.current)?.focus();
+  }, [listing, list.isPending]);
+  const start = () => {
+    focusNext.current = 'results';
     list.mutate({
       of: {
         principalId: request.principalId,
@@ -65,8 +79,10 @@ export function PrincipalKeys({
       },
       after: null,
     });
+  };
   /** A filter changed: the pages on screen no longer answer it. */
   const clear = () => {
+    focusNext.current = null;
     setListing(null);
     list.reset();
   };
@@ -117,63 +133,99 @@ export function PrincipalKeys({
         </button>
         <span className="muted small">Uses the Principal ID, Service and Reason above; each page is audited.</span>
       </div>
-      {list.error ? (
-        <Problem>
-          {list.error.message}
-        </Problem>
-      ) : null}
-      {keys.length > 0 ? (
-        <div className="table-scroll">
-          <table>
-            <caption className="visually-hidden">Live keys of the principal, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Service</th>
-                <th scope="col">Scope</th>
-                <th scope="col">Key</th>
-                <th scope="col">State</th>
-                <th scope="col" className="num">
-                  Status
-                </th>
-                <th scope="col">Created</th>
-                <th scope="col">Expires</th>
-                <th scope="col">
-                  <span className="visually-hidden">Action</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((key) => (
-                <tr key={`${key.service} ${key.scope} ${key.key} ${key.expiresAt}`}>
-                  <td className="nowrap">{key.service}</td>
-                  <td className="nowrap">{key.scope}</td>
-                  <td className="key-cell">
-                    <code>{key.key}</code>
-                  </td>
-                  <td>{stateLabels[key.state]}</td>
-                  <td className="num">{key.statusCode ?? '—'}</td>
-                  <td className="nowrap">{formatDateTime(key.createdAt)}</td>
-                  <td className="nowrap">{formatDateTime(key.expiresAt)}</td>
-                  <td className="nowrap">
-                    <button type="button" className="link" onClick={() => onLookUp(key)} aria-label={`Look up ${key.key}`}>
-                      Look up
-                    </button>
-                  </td>
+      <div ref={results} tabIndex={-1} role="region" aria-label="Listed keys" className="results">
+        {list.error ? (
+          <Problem>
+            {list.error.message}
+          </Problem>
+        ) : null}
+        {keys.length > 0 ? (
+          <div className="table-scroll">
+            <label className="small">
+              <input type="checkbox" checked={troubledFirst} onChange={(event) => setTroubledFirst(event.target.checked)} /> Most conflicts and mismatches first
+            </label>
+            <table className="stack">
+              <caption className="visually-hidden">Live keys of the principal, {troubledFirst ? 'most conflicts and mismatches first' : 'newest first'}</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Service</th>
+                  <th scope="col">Scope</th>
+                  <th scope="col">Key</th>
+                  <th scope="col">State</th>
+                  <th scope="col" className="num">
+                    Status
+                  </th>
+                  <th scope="col" className="num">
+                    Conflicts
+                  </th>
+                  <th scope="col" className="num">
+                    Mismatches
+                  </th>
+                  <th scope="col">Created</th>
+                  <th scope="col">Expires</th>
+                  <th scope="col">
+                    <span className="visually-hidden">Action</span>
+                  </th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      ) : null}
-      {/* Always mounted, so a screen reader announces each change of what the list says. */}
-      <p className={keys.length === 0 && listing ? 'empty' : 'muted small'} role="status">
-        {status}
-      </p>
-      {next ? (
-        <button type="button" className="link" onClick={() => listed && list.mutate({ of: listed, after: next })} disabled={list.isPending}>
-          {searchedBackTo ? 'Search older keys' : 'Next page'}
-        </button>
-      ) : null}
+              </thead>
+              <tbody>
+                {(troubledFirst ? [...keys].sort((a, b) => b.conflicts + b.mismatches - (a.conflicts + a.mismatches)) : keys).map((key) => (
+                  <tr key={`${key.service} ${key.scope} ${key.key} ${key.expiresAt}`}>
+                    <td className="nowrap" data-label="Service">
+                      {key.service}
+                    </td>
+                    <td className="nowrap" data-label="Scope">
+                      {key.scope}
+                    </td>
+                    <td className="key-cell" data-label="Key">
+                      <code>{key.key}</code>
+                    </td>
+                    <td data-label="State">{stateLabels[key.state]}</td>
+                    <td className="num" data-label="Status">
+                      {key.statusCode ?? '—'}
+                    </td>
+                    <td className={key.conflicts > 0 ? 'num warn' : 'num'} data-label="Conflicts">
+                      {key.conflicts}
+                    </td>
+                    <td className={key.mismatches > 0 ? 'num bad' : 'num'} data-label="Mismatches">
+                      {key.mismatches}
+                    </td>
+                    <td className="nowrap" data-label="Created">
+                      {formatDateTime(key.createdAt)}
+                    </td>
+                    <td className="nowrap" data-label="Expires">
+                      {formatDateTime(key.expiresAt)}
+                    </td>
+                    <td className="nowrap row-actions">
+                      <button type="button" className="link" onClick={() => onLookUp(key)} aria-label={`Look up ${key.key}`}>
+                        Look up
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        ) : null}
+        {/* Always mounted, so a screen reader announces each change of what the list says. */}
+        <p className={keys.length === 0 && listing ? 'empty' : 'muted small'} role="status">
+          {status}
+        </p>
+        {next ? (
+          <button
+            type="button"
+            className="link"
+            onClick={() => {
+              if (!listed) return;
+              focusNext.current = keys.length;
+              list.mutate({ of: listed, after: next });
+            }}
+            disabled={list.isPending}
+          >
+            {searchedBackTo ? 'Search older keys' : 'Next page'}
+          </button>
+        ) : null}
+      </div>
     </section>
   );
 }

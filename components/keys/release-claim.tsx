@@ -9,7 +9,7 @@ import { DialogActions, useFocusReason } from '../dialog-actions';
 import { formatDuration } from '../overview/format';
 import { formText } from '../form-text';
 
-export function LeasePassed({ record, principalId, keyName, onReleased }: { record: KeyRecord; principalId: string; keyName: string; onReleased: () => void }) {
+export function LeasePassed({ record, principalId, keyName, onReleased }: { record: Pick<KeyRecord, 'service' | 'scope' | 'leasePassedSeconds'>; principalId: string; keyName: string; onReleased: () => void }) {
   const id = useId();
   const dialog = useRef<HTMLDialogElement>(null);
   const [opened, setOpened] = useState(0);

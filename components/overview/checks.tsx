@@ -1,11 +1,13 @@
 'use client';
-// The overview's alert banners and the checks that passed (pghero's convention): each banner
-// says the value against its threshold, where (a scope, or store-wide), since when, and links to
-// where the action happens. Not a live region: the values change on every refresh.
+// The overview's alert banners, the pending checks and the checks that passed (pghero's
+// convention): each banner says the value against its threshold, where (a scope, or store-wide),
+// since when, and links to where the action happens. A pending check (over its threshold, not yet
+// for its duration) is amber with how long it has held, never a tick. Not a live region: the
+// values change on every refresh.
 import Link from 'next/link';
 import type { OverviewJson } from '@/server/metrics/overview';
-import { LocalTime } from '../local-time';
-import { overviewHref, type OverviewSearch } from './search-params';
+import { LocalClock, LocalTime } from '../local-time';
+import { overviewHref, windowAround, type OverviewSearch } from './search-params';
 
 type Check = OverviewJson['checks'][number];
 
@@ -31,14 +33,50 @@ function linkOf(check: Check, search: OverviewSearch): { href: string; label: st
 }
 
 export function CheckBanners({ checks, search }: { checks: Check[]; search: OverviewSearch }) {
-  const firing = checks.filter((check) => check.firing);
-  const passed = checks.filter((check) => !check.firing);
+  const firing = checks.filter((check) => check.state === 'firing');
+  const pending = checks.filter((check) => check.state === 'pending');
+  const passed = checks.filter((check) => check.state === 'ok');
   return (
     <section aria-labelledby="alerts-heading" className="checks">
       <h2 id="alerts-heading" className="visually-hidden">
         Alerts
       </h2>
-      {firing.length === 0 ? <div className="banner ok">No alert is firing: all {passed.length} checks passed.</div> : null}
+      {firing.length === 0 ? (
+        <div className="banner ok">
+          No alert is firing: {pending.length === 0 ? `all ${passed.length} checks passed.` : `${pending.length} pending, ${passed.length} of ${checks.length} checks passed.`}
+        </div>
+      ) : null}
+      {pending.map((check) => {
+        const link = linkOf(check, search);
+        return (
+          <article
+            key={`pending:${check.name}:${check.service ?? ''}:${check.scope ?? ''}`}
+            className="banner pending"
+            aria-label={`Pending: ${check.title}: ${where(check, search)}`}
+          >
+            <div className="banner-head">
+              <strong>Pending: {check.title}</strong>
+              <span className="scope-tag">{where(check, search)}</span>
+            </div>
+            <span>
+              Now <strong>{check.value}</strong>, fires when {check.threshold}
+              {check.since ? (
+                <>
+                  {' '}
+                  · since <LocalClock iso={check.since} />
+                  {check.forMinutes !== null ? `, ${Math.min(check.heldMinutes ?? 0, check.forMinutes)} of ${check.forMinutes} min` : null}
+                </>
+              ) : null}
+            </span>
+            <span>
+              Not an alert yet: it fires if this lasts.{' '}
+              <Link href={link.href} className="banner-link">
+                {link.label} →
+              </Link>
+            </span>
+          </article>
+        );
+      })}
       {firing.map((check) => {
         const link = linkOf(check, search);
         return (
@@ -54,7 +92,10 @@ export function CheckBanners({ checks, search }: { checks: Check[]; search: Over
               {check.since ? (
                 <>
                   {' '}
-                  · since <LocalTime iso={check.since} />
+                  · since <LocalTime iso={check.since} />{' '}
+                  <Link href={overviewHref({ ...search, ...windowAround(check.since) })} className="banner-link">
+                    the hour around its start
+                  </Link>
                 </>
               ) : null}
             </span>
@@ -69,7 +110,7 @@ export function CheckBanners({ checks, search }: { checks: Check[]; search: Over
         );
       })}
       {passed.length > 0 ? (
-        <details className="card passed" open={firing.length === 0}>
+        <details className="card passed" open={firing.length === 0 && pending.length === 0}>
           <summary>
             Checks passed ({passed.length} of {checks.length})
           </summary>

@@ -12,8 +12,8 @@ import { RefreshControl } from '../refresh-control';
 import type { ReactNode } from 'react';
 import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
-import { overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
-import { TimeChart, type TimeAxis } from './time-chart';
+import { compareSettings, overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
+import { TimeChart, withEarlier, type Series, type TimeAxis } from './time-chart';
 import { timeTicks, timeZoneText } from './axis';
 import { useHydrated } from '../local-time';
 import { PrincipalsTable } from './principals-table';
@@ -25,6 +25,11 @@ import { CheckBanners } from './checks';
 const colors = { a: 'var(--c1)', b: 'var(--c2)', c: 'var(--c3)', d: 'var(--c4)' };
 const rangeLabels: Record<OverviewSearch['range'], string> = { '1h': 'Last hour', '6h': 'Last 6 hours', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
 const refreshLabels: Record<OverviewSearch['refresh'], string> = { off: 'Off', '10': 'Every 10 s', '30': 'Every 30 s', '60': 'Every minute' };
+const compareLabels: Record<NonNullable<OverviewSearch['compare']>, string> = { '1d': 'a day earlier', '7d': 'a week earlier' };
+
+type FlowJson = OverviewJson['flow'][number];
+/** A flow point with the point of the compared window at the same place (compare.flow is as long as flow). */
+type ComparedPoint = FlowJson & { earlier: FlowJson | null };
 
 
 export function OverviewDashboard({ search, notices = [] }: { search: OverviewSearch; notices?: string[] }) {
@@ -36,7 +41,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
     if (correctedHref) router.replace(correctedHref, { scroll: false });
   }, [correctedHref, router]);
   const query = useQuery({
-    queryKey: queryKeys.overview(search.range, search.service ?? null, search.scope ?? null),
+    queryKey: queryKeys.overview(search),
     queryFn: () => adminFetch<OverviewJson>(overviewApiUrl(search)),
     refetchInterval: refreshEvery(search.refresh === 'off' ? false : Number(search.refresh) * 1000),
     refetchIntervalInBackground: false,
@@ -44,14 +49,18 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
   });
   // Range, service and scope are what was looked at: each change is a history entry, so Back
   // returns to it. The refresh setting is not, and replaces the entry.
+  // Choosing a range leaves an absolute window (from/to) for the range ending now.
   const navigate = (change: Partial<OverviewSearch>) => {
-    const href = overviewHref({ ...search, ...change });
+    const href = overviewHref({ ...search, ...('range' in change ? { from: undefined, to: undefined } : {}), ...change });
     if (Object.keys(change).every((name) => name === 'refresh')) router.replace(href, { scroll: false });
     else router.push(href, { scroll: false });
   };
   const data = query.data;
   const hydrated = useHydrated();
-  const tick = timeTick(rangeSeconds[search.range]);
+  // An absolute window is read at the step of the shortest range as long (data.range).
+  const shownRange = data?.range ?? search.range;
+  const absolute = search.from !== undefined && search.to !== undefined;
+  const tick = timeTick(rangeSeconds[shownRange]);
   const latest = data?.store.at(-1);
   // One time axis for every chart: the whole range, round local-clock ticks.
   const from = data ? Date.parse(data.from) : 0;
@@ -60,7 +69,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
   const storeAxis: TimeAxis = {
     from,
     to,
-    ticks: data && hydrated ? timeTicks(search.range, from, to) : [],
+    ticks: data && hydrated ? timeTicks(shownRange, from, to) : [],
     format: (ms) => tick(new Date(ms).toISOString()),
     partialFrom: null,
     dataFrom: null,
@@ -72,16 +81,29 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
     // A step that ended before the first recorded bucket is a gap, not zero traffic.
     dataFrom: data?.dataSince ? Date.parse(data.dataSince) - stepMs + 1 : to,
   };
+  // The flow charts' points: each with the compared window's point at the same place.
+  const flowPoints: ComparedPoint[] = data ? data.flow.map((point, index) => ({ ...point, earlier: data.compare?.flow[index] ?? null })) : [];
+  const comparedText = data?.compare ? (data.compare.offsetSeconds === 86_400 ? compareLabels['1d'] : data.compare.offsetSeconds === 604_800 ? compareLabels['7d'] : `${formatDuration(data.compare.offsetSeconds)} earlier`) : null;
+  const withEarlierFlow = (series: Series<ComparedPoint>[]) => withEarlier(series, (point) => (point.earlier ? { ...point.earlier, earlier: null } : null), comparedText);
+  const events = data?.events ?? [];
   const claimsInRange = data?.flow.reduce((sum, point) => sum + point.claims, 0) ?? 0;
   const noClaims = 'No claims in this range yet. With demo traffic on, they start a few seconds after npm start.';
   const noSamples = 'No store sample in this range yet: one is taken every minute.';
+  const windowText = absolute && hydrated ? `${new Date(from).toLocaleString()} to ${new Date(to).toLocaleString()}` : absolute ? 'the chosen window' : rangeLabels[search.range].toLowerCase();
+  // Drag across a chart: that stretch becomes the address's window (a history entry).
+  const zoom = (start: number, end: number) => navigate({ from: new Date(start).toISOString(), to: new Date(end).toISOString() });
 
   return (
     <div className="overview">
       <div className="toolbar" role="group" aria-label="Overview settings">
         <label>
           Time range
-          <select value={search.range} onChange={(event) => navigate({ range: event.target.value as OverviewSearch['range'] })}>
+          <select value={absolute ? 'window' : search.range} onChange={(event) => navigate({ range: event.target.value as OverviewSearch['range'] })}>
+            {absolute ? (
+              <option value="window" disabled>
+                Chosen window
+              </option>
+            ) : null}
             <Options values={ranges} label={(range) => rangeLabels[range]} />
           </select>
         </label>
@@ -100,12 +122,20 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
           </select>
         </label>
         <label>
+          Compare with
+          <select value={search.compare ?? ''} onChange={(event) => navigate({ compare: event.target.value === '' ? undefined : (event.target.value as OverviewSearch['compare']) })}>
+            <option value="">nothing</option>
+            <Options values={compareSettings} label={(setting) => compareLabels[setting]} />
+          </select>
+        </label>
+        <label>
           Auto-refresh
           <select value={search.refresh} onChange={(event) => navigate({ refresh: event.target.value as OverviewSearch['refresh'] })}>
             <Options values={refreshSettings} label={(setting) => refreshLabels[setting]} />
           </select>
         </label>
         <RefreshControl isFetching={query.isFetching} updatedAt={query.dataUpdatedAt} onRefresh={() => void query.refetch()} />
+        <CopyLink search={search} window={data ? { from: data.from, to: data.to } : null} />
       </div>
 
       {corrections.length > 0 ? (
@@ -147,12 +177,16 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                 )
               }
             />
+            {data.replica ? <ReplicaStat replica={data.replica} /> : null}
+            <CapacityStats capacity={data.capacity} service={search.service ?? null} />
           </section>
 
           <PrincipalsTable data={data.principals} service={search.service ?? null} scope={search.scope ?? null} />
 
           <p className="muted small chart-caption">
-            Charts share one time axis ({rangeLabels[search.range].toLowerCase()}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running.
+            Charts share one time axis ({windowText}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running. Drag across a chart to zoom in.
+            {events.length > 0 ? ' Marks on the time axis: P a policy change, ! the start of an alert firing now, S a failed sweep (point at one for what happened).' : ''}
+            {comparedText ? ` Dashed, fainter lines on the claim charts: the same window ${comparedText}.` : ''}
           </p>
           <div className="charts">
             <TimeChart
@@ -170,6 +204,8 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               kind="number"
               rightKind="number"
               axis={storeAxis}
+              onZoom={zoom}
+              events={events}
               thresholds={[{ value: data.objectives.rowsOverBaselineRatio, label: `alert over ${data.objectives.rowsOverBaselineRatio}x baseline`, right: true }]}
               emptyMessage={noSamples}
             />
@@ -186,53 +222,61 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               
               kind="bytes"
               axis={storeAxis}
+              onZoom={zoom}
+              events={events}
               emptyMessage={noSamples}
             />
             <TimeChart
               title="Claim latency"
               description="The claim statement's p50, p95 and p99, from histograms merged across instances."
-              points={data.flow}
-              series={[
+              points={flowPoints}
+              series={withEarlierFlow([
                 { key: 'p50', label: 'p50', color: colors.a, value: (point) => point.p50Ms },
                 { key: 'p95', label: 'p95', color: colors.b, value: (point) => point.p95Ms },
                 { key: 'p99', label: 'p99', color: colors.c, value: (point) => point.p99Ms },
-              ]}
+              ])}
               format={(value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`}
               
               kind="number"
               axis={flowAxis}
+              onZoom={zoom}
+              events={events}
               thresholds={[{ value: data.objectives.claimP99Ms, label: `p99 objective ${data.objectives.claimP99Ms} ms` }]}
               emptyMessage={noClaims}
             />
             <TimeChart
               title="Replays, conflicts and mismatches per second"
               description="Replays are retries answered from the store; conflicts hit a key still running; mismatches reuse a key for another request."
-              points={data.flow}
-              series={[
+              points={flowPoints}
+              series={withEarlierFlow([
                 { key: 'replay', label: 'Replays', color: colors.a, value: (point) => point.perSecond.replay },
                 { key: 'conflict', label: 'Conflicts', color: colors.b, value: (point) => point.perSecond.conflict },
                 { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => point.perSecond.mismatch },
                 { key: 'new', label: 'New keys', color: colors.d, value: (point) => point.perSecond.new, dashed: true },
-              ]}
+              ])}
               format={formatRate}
               
               kind="number"
               axis={flowAxis}
+              onZoom={zoom}
+              events={events}
               emptyMessage={noClaims}
             />
             <TimeChart
               title="Share of claims"
               description="Each outcome as a share of all claims in the step."
-              points={data.flow}
-              series={[
+              points={flowPoints}
+              series={withEarlierFlow([
                 { key: 'replay', label: 'Replays', color: colors.a, value: (point) => (point.claims > 0 ? point.share.replay : null) },
                 { key: 'conflict', label: 'Conflicts', color: colors.b, value: (point) => (point.claims > 0 ? point.share.conflict : null) },
                 { key: 'mismatch', label: 'Mismatches', color: colors.c, value: (point) => (point.claims > 0 ? point.share.mismatch : null) },
-              ]}
+              ])}
               format={formatPercent}
               
               kind="share"
               axis={flowAxis}
+              onZoom={zoom}
+              events={events}
               thresholds={[
                 { value: data.objectives.conflictShare, label: `conflict alert ${formatPercent(data.objectives.conflictShare)}` },
                 { value: data.objectives.mismatchShare, label: `mismatch alert ${formatPercent(data.objectives.mismatchShare)}` },
@@ -254,6 +298,8 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               kind="seconds"
               rightKind="count"
               axis={storeAxis}
+              onZoom={zoom}
+              events={events}
               emptyMessage={noSamples}
             />
           </div>
@@ -302,7 +348,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             )}
           </section>
           <p className="muted small">
-            {formatCount(claimsInRange)} claims in {rangeLabels[search.range].toLowerCase()}
+            {formatCount(claimsInRange)} claims in {windowText}
             {search.service ? ` of ${search.service}` : ''}
             {search.scope ? ` on ${search.scope}` : ''}, in steps of {formatDuration(data.stepSeconds)}.
           </p>
@@ -311,6 +357,84 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
         <p className="empty">Loading the overview…</p>
       ) : null}
     </div>
+  );
+}
+
+/**
+ * "Copy link": this view as an absolute link (the relative range resolved to the window the
+ * server read), so whoever opens it later sees the same stretch of time.
+ */
+function CopyLink({ search, window: shown }: { search: OverviewSearch; window: { from: string; to: string } | null }) {
+  const [status, setStatus] = useState<string | null>(null);
+  const copy = async () => {
+    const from = search.from ?? shown?.from;
+    const to = search.to ?? shown?.to;
+    const link = `${location.origin}${overviewHref({ ...search, from, to })}`;
+    try {
+      await navigator.clipboard.writeText(link);
+      setStatus('Link copied');
+    } catch {
+      setStatus(`Copy this link: ${link}`);
+    }
+  };
+  return (
+    <span className="copy-link">
+      <button type="button" onClick={() => void copy()} disabled={shown === null && search.from === undefined}>
+        Copy link
+      </button>{' '}
+      <span role="status" className="muted small">
+        {status}
+      </span>
+    </span>
+  );
+}
+
+/** The standby the dashboard reads (DASHBOARD_READ_URL): how far behind the primary its figures are. */
+function ReplicaStat({ replica }: { replica: NonNullable<OverviewJson['replica']> }) {
+  const paused = replica.replayPaused ? ', replay paused' : '';
+  const value = !replica.inRecovery ? 'not a standby' : replica.bytes === 0 ? 'caught up' : replica.seconds === null ? 'behind' : formatDuration(replica.seconds);
+  const detail = !replica.inRecovery
+    ? 'no longer in recovery: its reads do not follow the primary'
+    : `${replica.bytes === 0 ? 'nothing' : formatBytes(replica.bytes ?? 0)} of WAL to replay${paused}; alert over ${formatDuration(replica.thresholdSeconds)}`;
+  return <Stat label="Dashboard standby lag" value={value} detail={detail} />;
+}
+
+/**
+ * Capacity (server/metrics/capacity.ts): the unique index against the database's memory (the
+ * figure claim p99 bends on once it no longer fits), and the steady state the current new-key
+ * rate and the policies' retention lead to.
+ */
+function CapacityStats({ capacity, service }: { capacity: OverviewJson['capacity']; service: string | null }) {
+  const share = capacity.indexShareOfMemory;
+  const memory = capacity.memorySource === 'DATABASE_MEMORY_BYTES' ? 'DATABASE_MEMORY_BYTES' : 'shared_buffers only';
+  return (
+    <>
+      <Stat
+        label="Unique index against memory"
+        value={`${formatBytes(capacity.indexBytes)} of ${formatBytes(capacity.memoryBytes)}`}
+        detail={`${share === null ? '—' : formatPercent(share)} (${memory}; the check fires over ${formatPercent(capacity.thresholdShare)})${
+          capacity.bytesPerKey === null ? '' : `, ${formatBytes(capacity.bytesPerKey)} a key with its heap row`
+        }`}
+      />
+      <Stat
+        label={service ? `Steady state of ${service}` : 'Steady state'}
+        value={`${formatCount(capacity.steadyStateRows)} rows`}
+        detail={
+          <>
+            {capacity.steadyStateIndexBytes === null ? 'no bytes per key measured yet' : `unique index ${formatBytes(capacity.steadyStateIndexBytes)}`} at {formatRate(capacity.newKeysPerSecond)} new keys and each policy&apos;s retention;{' '}
+            {capacity.outgrowsMemoryAt ? (
+              <>
+                outgrows memory <LocalTime iso={capacity.outgrowsMemoryAt} /> at the last day&apos;s trend
+              </>
+            ) : capacity.steadyStateIndexBytes !== null && capacity.steadyStateIndexBytes > capacity.memoryBytes ? (
+              'over memory at the steady state'
+            ) : (
+              'fits in memory at this rate'
+            )}
+          </>
+        }
+      />
+    </>
   );
 }
 

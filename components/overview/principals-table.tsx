@@ -49,7 +49,7 @@ export function PrincipalsTable({ data, service, scope }: { data: PrincipalsBehi
       ) : (
         <>
           <div className="table-scroll">
-            <table>
+            <table className="stack principals">
               <caption className="visually-hidden">Principals with the most trouble first</caption>
               <thead>
                 <tr>
@@ -78,7 +78,7 @@ export function PrincipalsTable({ data, service, scope }: { data: PrincipalsBehi
                   const label = row.name ?? row.principalId;
                   return (
                     <tr key={row.principalId}>
-                      <th scope="row">
+                      <th scope="row" className="principal">
                         {row.name ? (
                           <>
                             {row.name}
@@ -89,15 +89,21 @@ export function PrincipalsTable({ data, service, scope }: { data: PrincipalsBehi
                           <code>{row.principalId}</code>
                         )}
                       </th>
-                      {columns.map(([outcome]) => (
-                        <td key={outcome} className="num">
+                      {columns.map(([outcome, heading]) => (
+                        <td key={outcome} className="num" data-label={heading}>
                           {formatCount(row.counts[outcome])}
                         </td>
                       ))}
-                      <td className="num">{formatCount(row.staleClaims)}</td>
-                      <td className="num">{row.counts.claims > 0 ? formatCount(row.counts.claims) : '—'}</td>
-                      <td className="num">{row.counts.claims > 0 ? formatPercent(Math.min(1, trouble(row) / row.counts.claims)) : '—'}</td>
-                      <td className="nowrap">
+                      <td className="num" data-label="Stale claims">
+                        {formatCount(row.staleClaims)}
+                      </td>
+                      <td className="num" data-label="Claims">
+                        {row.counts.claims > 0 ? formatCount(row.counts.claims) : '—'}
+                      </td>
+                      <td className="num" data-label="Share">
+                        {row.counts.claims > 0 ? formatPercent(Math.min(1, trouble(row) / row.counts.claims)) : '—'}
+                      </td>
+                      <td className="nowrap row-actions">
                         <a href={keysHref(row, service, scope)} aria-label={`Keys of ${label}`}>
                           Keys
                         </a>

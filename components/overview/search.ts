@@ -5,5 +5,5 @@ import { correctOverviewSearch, type CorrectedSearch, type KnownNames } from './
 
 export function parseOverviewSearch(params: Record<string, string | string[] | undefined>, names: KnownNames): CorrectedSearch {
   const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
-  return correctOverviewSearch({ range: first(params.range), service: first(params.service), scope: first(params.scope), refresh: first(params.refresh) }, names);
+  return correctOverviewSearch({ range: first(params.range), service: first(params.service), scope: first(params.scope), refresh: first(params.refresh), from: first(params.from), to: first(params.to), compare: first(params.compare) }, names);
 }

@@ -2,9 +2,14 @@
 // One time-series chart on the overview's shared time axis: labelled axes with round ticks,
 // a tooltip with formatted values, a legend, objectives as threshold lines, and a plain-text
 // empty state. The unfinished current step is drawn dashed ("so far"), not as a dip; time
-// before any data was recorded is a gap, not zero.
-import { CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis, type DotItemDotProps } from 'recharts';
+// before any data was recorded is a gap, not zero. Dragging across a chart selects a stretch
+// of time (drawn as a band) and zooms to it (onZoom). Events (a policy change, an alert's
+// start, a failed sweep) are vertical markers titled with what happened; they are drawn, never
+// focused (a chart is not a Tab stop).
+import { useRef, useState, type MouseEvent as ReactMouseEvent } from 'react';
+import { CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis, type DotItemDotProps } from 'recharts';
 import { lonePoints, valueTicks, type ValueKind } from './axis';
+import { useHydrated } from '../local-time';
 
 export interface Series<Point> {
   key: string;
@@ -14,7 +19,45 @@ export interface Series<Point> {
   /** Plot against the right-hand axis (formatted with rightFormat). */
   right?: boolean;
   dashed?: boolean;
+  /** A comparison line (the same series earlier): fainter, and every step of it is finished. */
+  earlier?: boolean;
 }
+
+/** A moment marked on the time axis (the overview JSON's events). */
+export interface ChartEvent {
+  at: string;
+  kind: string;
+  text: string;
+}
+
+/**
+ * Each line with its twin from a compared window (an earlier one, at the same places):
+ * dashed and fainter, labelled "<line>, <compared>" (say "Replays, a day earlier"); the lines
+ * alone when nothing is compared (`compared` null).
+ */
+export function withEarlier<Point>(series: Series<Point>[], earlierOf: (point: Point) => Point | null, compared: string | null): Series<Point>[] {
+  if (compared === null) return series;
+  return [
+    ...series,
+    ...series.map((line): Series<Point> => {
+      const { right, dashed } = line;
+      return {
+        key: `${line.key}-earlier`,
+        label: `${line.label}, ${compared}`,
+        color: line.color,
+        ...(right === undefined ? {} : { right }),
+        ...(dashed === undefined ? {} : { dashed }),
+        earlier: true,
+        value: (point) => {
+          const earlier = earlierOf(point);
+          return earlier === null ? null : line.value(earlier);
+        },
+      };
+    }),
+  ];
+}
+
+const eventGlyph: Record<string, string> = { policy: 'P', alert: '!', sweep_failed: 'S' };
 
 export interface Threshold {
   value: number;
@@ -46,13 +89,48 @@ interface Props<Point extends { t: string }> {
   thresholds?: Threshold[];
   axis: TimeAxis;
   emptyMessage: string;
+  /** Called with the stretch (epoch ms, start < end) dragged across the chart. */
+  onZoom?: ((from: number, to: number) => void) | undefined;
+  /** Moments to mark (those outside the axis are left out). */
+  events?: ChartEvent[] | undefined;
 }
 
 const PARTIAL = '~so-far';
 
 type Row = Record<string, number | null>;
 
-export function TimeChart<Point extends { t: string }>({ title, description, points, series, format, kind, rightFormat, rightKind = 'number', thresholds = [], axis, emptyMessage }: Props<Point>) {
+export function TimeChart<Point extends { t: string }>({ title, description, points, series, format, kind, rightFormat, rightKind = 'number', thresholds = [], axis, emptyMessage, onZoom, events = [] }: Props<Point>) {
+  // The drag under way: where it started and where the pointer is now (epoch ms on the time axis).
+  const [drag, setDrag] = useState<{ start: number; end: number } | null>(null);
+  // The time under the pointer, from its place in the plot area (the chart's width less its
+  // margins and axes, as drawn below): Recharts' own mouse state carries no time unless a tooltip
+  // is active, so the pointer's geometry decides, clamped to the axis.
+  const area = useRef<HTMLDivElement>(null);
+  const plotLeft = 8 + 72;
+  const plotRight = rightFormat ? 8 + 56 : 16;
+  const timeAt = (clientX: number): number | null => {
+    const box = area.current?.getBoundingClientRect();
+    if (!box) return null;
+    const width = box.width - plotLeft - plotRight;
+    if (width <= 0) return null;
+    const share = Math.min(1, Math.max(0, (clientX - box.left - plotLeft) / width));
+    return Math.round(axis.from + share * (axis.to - axis.from));
+  };
+  const startDrag = (event: ReactMouseEvent) => {
+    if (!onZoom || event.button !== 0) return;
+    const at = timeAt(event.clientX);
+    if (at !== null) setDrag({ start: at, end: at });
+  };
+  const moveDrag = (event: ReactMouseEvent) => {
+    if (!drag) return;
+    const at = timeAt(event.clientX);
+    if (at !== null && at !== drag.end) setDrag({ ...drag, end: at });
+  };
+  const endDrag = () => {
+    // A stretch narrower than a minute is a click, not a zoom.
+    if (drag && onZoom && Math.abs(drag.end - drag.start) >= 60_000) onZoom(Math.min(drag.start, drag.end), Math.max(drag.start, drag.end));
+    setDrag(null);
+  };
   const rows: Row[] = points.map((point) => {
     const t = Date.parse(point.t);
     const row: Row = { t };
@@ -67,6 +145,7 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
   if (partialAt >= 0) {
     rows.forEach((row, index) => {
       for (const line of series) {
+        if (line.earlier) continue;
         row[`${line.key}${PARTIAL}`] = index >= partialAt - 1 ? (row[line.key] ?? null) : null;
         if (index >= partialAt) row[line.key] = null;
       }
@@ -81,6 +160,8 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
     );
   const leftTicks = valueTicks(maxOf(false), kind);
   const rightTicks = rightFormat ? valueTicks(maxOf(true), rightKind) : [];
+  const hydrated = useHydrated();
+  const shownEvents = events.filter((event) => Date.parse(event.at) >= axis.from && Date.parse(event.at) <= axis.to);
   const lineOf = (key: string) => series.find((line) => line.key === key.replace(PARTIAL, ''));
   const formatFor = (key: string) => (lineOf(key)?.right ? (rightFormat ?? format) : format);
   return (
@@ -90,9 +171,26 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
         <p className="muted small">{description}</p>
       </figcaption>
       {hasData ? (
-        <div className="chart-area">
+        <div
+          className="chart-area"
+          ref={area}
+          onMouseDown={startDrag}
+          onMouseMove={moveDrag}
+          onMouseUp={endDrag}
+          onMouseLeave={() => setDrag(null)}
+          style={onZoom ? { cursor: 'crosshair', userSelect: 'none' } : undefined}
+        >
+          {!hydrated ? (
+            <FirstDrawing rows={rows} series={series} axis={axis} leftMax={leftTicks.at(-1) ?? 1} rightMax={rightTicks.at(-1) ?? 1} hasRight={Boolean(rightFormat)} events={shownEvents} />
+          ) : (
           <ResponsiveContainer width="100%" height={220}>
-            <LineChart data={rows} margin={{ top: 8, right: rightFormat ? 8 : 16, bottom: 0, left: 8 }}>
+            {/* No accessibility layer: it makes each chart an unnamed Tab stop (role "application")
+                whose arrow keys only move the tooltip; the figure's caption names the chart. */}
+            <LineChart
+              accessibilityLayer={false}
+              data={rows}
+              margin={{ top: 8, right: rightFormat ? 8 : 16, bottom: 0, left: 8 }}
+            >
               <CartesianGrid stroke="var(--grid)" strokeDasharray="3 3" />
               <XAxis dataKey="t" type="number" scale="time" domain={[axis.from, axis.to]} ticks={axis.ticks} tickFormatter={axis.format} stroke="var(--muted)" fontSize={12} allowDataOverflow />
               <YAxis yAxisId="left" domain={[0, leftTicks.at(-1) ?? 1]} ticks={leftTicks} tickFormatter={format} width={72} stroke="var(--muted)" fontSize={12} />
@@ -134,6 +232,7 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                   label={{ value: threshold.label, position: 'insideTopRight', fill: 'var(--fg)', fontSize: 11 }}
                 />
               ))}
+              {drag && drag.start !== drag.end ? <ReferenceArea yAxisId="left" x1={Math.min(drag.start, drag.end)} x2={Math.max(drag.start, drag.end)} fill="var(--c1)" fillOpacity={0.15} ifOverflow="hidden" /> : null}
               {series.map((line) => (
                 <Line
                   key={line.key}
@@ -141,14 +240,34 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                   dataKey={line.key}
                   stroke={line.color}
                   strokeWidth={2}
-                  strokeDasharray={line.dashed ? '5 4' : undefined}
+                  strokeDasharray={line.dashed || line.earlier ? '5 4' : undefined}
+                  strokeOpacity={line.earlier ? 0.55 : undefined}
                   dot={loneDot(lone.get(line.key), line.color, 0, false)}
                   connectNulls={false}
                   isAnimationActive={false}
                 />
               ))}
+              {shownEvents.map((event, index) => (
+                  <ReferenceLine
+                    key={`event-${index}`}
+                    yAxisId="left"
+                    x={Date.parse(event.at)}
+                    stroke="var(--muted)"
+                    strokeDasharray="1 3"
+                    ifOverflow="hidden"
+                    className="chart-event"
+                    label={({ viewBox }: { viewBox?: { x?: number; y?: number } }) => (
+                      <g className="chart-event-marker" data-kind={event.kind}>
+                        <title>{`${axis.format(Date.parse(event.at))}: ${event.text}`}</title>
+                        <text x={viewBox?.x ?? 0} y={(viewBox?.y ?? 0) + 10} textAnchor="middle" fontSize={10} fill="var(--fg)">
+                          {eventGlyph[event.kind] ?? '•'}
+                        </text>
+                      </g>
+                    )}
+                  />
+                ))}
               {partialAt >= 0
-                ? series.map((line) => (
+                ? series.filter((line) => !line.earlier).map((line) => (
                     <Line
                       key={`${line.key}${PARTIAL}`}
                       yAxisId={line.right ? 'right' : 'left'}
@@ -166,11 +285,63 @@ export function TimeChart<Point extends { t: string }>({ title, description, poi
                 : null}
             </LineChart>
           </ResponsiveContainer>
+          )}
         </div>
       ) : (
         <p className="empty">{emptyMessage}</p>
       )}
     </figure>
+  );
+}
+
+/**
+ * The lines as plain SVG in the first HTML, before the page's script runs: the server-rendered
+ * answer is drawn at first paint (Recharts measures its container and draws only after
+ * hydration, which replaces this). Lines only, stretched to the chart's box; no axes or text.
+ */
+function FirstDrawing<Point>({ rows, series, axis, leftMax, rightMax, hasRight, events }: { rows: Row[]; series: Series<Point>[]; axis: TimeAxis; leftMax: number; rightMax: number; hasRight: boolean; events: ChartEvent[] }) {
+  // The plot area within a 1000 x 220 box, near where Recharts puts it (axes, legend).
+  const box = { left: 80, right: 1000 - (hasRight ? 64 : 16), top: 8, bottom: 220 - 62 };
+  const x = (t: number) => box.left + ((t - axis.from) / Math.max(1, axis.to - axis.from)) * (box.right - box.left);
+  const y = (value: number, right: boolean) => box.bottom - (value / Math.max(Number.MIN_VALUE, right ? rightMax : leftMax)) * (box.bottom - box.top);
+  const pathOf = (key: string, right: boolean) => {
+    let d = '';
+    let pen = false;
+    for (const row of rows) {
+      const value = row[key];
+      if (typeof value !== 'number' || typeof row.t !== 'number') {
+        pen = false;
+        continue;
+      }
+      d += `${pen ? 'L' : 'M'}${x(row.t).toFixed(1)} ${y(value, right).toFixed(1)}`;
+      pen = true;
+    }
+    return d;
+  };
+  return (
+    <svg className="chart-first-drawing" width="100%" height={220} viewBox="0 0 1000 220" preserveAspectRatio="none" aria-hidden="true" focusable="false">
+      {series.flatMap((line) =>
+        (line.earlier ? [line.key] : [line.key, `${line.key}${PARTIAL}`]).map((key) => (
+          <path
+            key={key}
+            className="chart-line"
+            d={pathOf(key, Boolean(line.right))}
+            fill="none"
+            stroke={line.color}
+            strokeWidth={2}
+            strokeDasharray={key.endsWith(PARTIAL) ? '2 3' : line.dashed || line.earlier ? '5 4' : undefined}
+            strokeOpacity={line.earlier ? 0.55 : undefined}
+            vectorEffect="non-scaling-stroke"
+          />
+        )),
+      )}
+      {events.map((event, index) => (
+        <line key={`event-${index}`} className="chart-event" data-kind={event.kind} x1={x(Date.parse(event.at))} x2={x(Date.parse(event.at))} y1={box.top} y2={box.bottom} stroke="var(--muted)" strokeDasharray="1 3" vectorEffect="non-scaling-stroke">
+          {/* No time here: the server's time zone is not the reader's (the page would not hydrate). */}
+          <title>{event.text}</title>
+        </line>
+      ))}
+    </svg>
   );
 }
 

@@ -13,7 +13,7 @@ import { queryKeys } from '../query-keys';
 import { LocalTime } from '../local-time';
 import { formatCount, formatDuration } from '../overview/format';
 import { LoadProblem, Notice } from '../banners';
-import { durationWords, policyChanges } from '@/server/retention/policy-words';
+import { changeWords, durationWords, policyChanges } from '@/server/retention/policy-words';
 import { DownloadProblem, useDownload } from '../download';
 import { Options } from '../options';
 
@@ -64,6 +64,25 @@ const exportKinds = [
   ['history', 'Change history'],
   ['evidence', 'Sweeper evidence'],
 ] as const;
+
+/**
+ * A route's own policy in code against the published one: its requests run on the code's values,
+ * so a difference is said here (and in the JSON), never resolved silently. Admins settle it by
+ * changing the published policy or the code.
+ */
+function CodePolicyCell({ policy }: { policy: PolicyReview }) {
+  if (!policy.code) return <span className="muted">none: runs on the published policy</span>;
+  if (policy.codeDifferences.length === 0) return <span>the route's own, same as published</span>;
+  return (
+    <>
+      <span className="badge fail">Differs</span>{' '}
+      <span>
+        the route runs on its own:{' '}
+        {policy.codeDifferences.map((difference) => `${difference.label} ${difference.code} in code, ${difference.published} published`).join('; ')}
+      </span>
+    </>
+  );
+}
 
 export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: boolean; service: string | null; notices?: string[] }) {
   const client = useQueryClient();
@@ -131,8 +150,17 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
             </button>
           );
         })}
+        {(() => {
+          // The store is shared by every service: its export is the whole table's, whatever is chosen above.
+          const href = '/api/admin/retention/export?what=store&range=30d';
+          return (
+            <button type="button" className="button-link" onClick={() => download.start(href, 'retrysafe-retention-store-30d.csv')} aria-disabled={download.busy !== null}>
+              {download.busy === href ? 'Exporting…' : 'Export the store against its baseline, 30 days (CSV)'}
+            </button>
+          );
+        })()}
         <span className="muted small">
-          Each export is audited{service ? ` and holds ${service} only` : ''}. The evidence holds the last 10,000 sweeper runs that deleted or released something{service ? ` of ${service}` : ''}.
+          Each export is audited{service ? ` and holds ${service} only (the store's holds every service: they share the table)` : ''}. The evidence holds the last 10,000 sweeper runs that deleted or released something{service ? ` of ${service}` : ''}.
         </span>
       </div>
       <DownloadProblem failure={download.failure} />
@@ -152,6 +180,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                     <th scope="col">Margin</th>
                     <th scope="col">Scope</th>
                     <th scope="col">Sweeper evidence</th>
+                    <th scope="col">Policy in code</th>
                     <th scope="col">Promise</th>
                     {canEdit ? (
                       <th scope="col">
@@ -177,6 +206,9 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                         {policy.evidenceMinMarginSeconds === null
                           ? 'nothing deleted yet'
                           : `${formatCount(policy.evidenceRowsDeleted)} rows deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
+                      </td>
+                      <td data-label="Policy in code">
+                        <CodePolicyCell policy={policy} />
                       </td>
                       <td data-label="Promise">{policy.keepsPromise ? <span className="badge pass">Pass</span> : <span className="badge fail">Fail</span>}</td>
                       {canEdit ? (
@@ -229,7 +261,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                         </td>
                         <td data-label="By">{entry.changedBy}</td>
                         <td data-label="Change">
-                          {entry.breaking ? <span className="badge fail">Breaking{entry.acknowledged ? ' (acknowledged)' : ''}</span> : null} {describeChange(entry.previous, entry.current)}
+                          {entry.breaking ? <span className="badge fail">Breaking{entry.acknowledged ? ' (acknowledged)' : ''}</span> : null} {changeWords(entry.previous, entry.current)}
                         </td>
                         <td data-label="Reason">{entry.reason}</td>
                       </tr>
@@ -372,8 +404,3 @@ function MarginPreview({ edit }: { edit: PolicyEdit }) {
   );
 }
 
-function describeChange(previous: Record<string, unknown> | null, current: Record<string, unknown>): string {
-  if (!previous) return 'created';
-  const changes = policyChanges(previous, current).map((change) => `${change.label.toLowerCase()} ${change.from} → ${change.to}`);
-  return changes.length > 0 ? changes.join(', ') : 'no field changed';
-}

@@ -54,3 +54,25 @@ export const refunds = retrysafeDemo.table(
   },
   (t) => [index('refunds_payment_idx').on(t.paymentId), check('refunds_amount_positive', sql`${t.amount} > 0`)],
 );
+
+/**
+ * Incidents staged for practice (`npm run cli -- demo incident KIND --minutes N`): the running
+ * server's traffic generator polls the active ones (until > now()) and plays each with its own
+ * tenant (principal_id) until it ends.
+ */
+export const demoIncidents = retrysafeDemo.table(
+  'demo_incidents',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    kind: text('kind').notNull(),
+    principalId: uuid('principal_id').notNull(),
+    startsAt: timestamp('starts_at', { withTimezone: true }).notNull().defaultNow(),
+    until: timestamp('until', { withTimezone: true }).notNull(),
+  },
+  (t) => [
+    // The generator's poll: the incidents not yet over.
+    index('demo_incidents_until_idx').on(t.until),
+    check('demo_incidents_kind', sql`${t.kind} IN ('noisy-tenant', 'key-reuse', 'slow-claims')`),
+    check('demo_incidents_span', sql`${t.until} > ${t.startsAt}`),
+  ],
+);

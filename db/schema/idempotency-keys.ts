@@ -77,10 +77,10 @@ export const idempotencyKeys = retrysafe.table(
     index('idempotency_keys_stale_lease_idx').on(t.leaseExpiresAt).where(sql.raw(STALE_LEASE_INDEX_PREDICATE)),
     // Serves the dashboard's "this principal's recent keys", newest first, a page at a time.
     // The one index not needed by the claim itself; it costs 3 to 10% of peak claim throughput
-    // (bench/README: measured at 10M rows), paid so an operator can see what a tenant just did.
+    // (bench, docs/benchmarks.md: measured at 10M rows), paid so an operator can see what a tenant just did.
     index('idempotency_keys_principal_created_idx').on(t.principalId, t.createdAt).where(sql.raw(PRINCIPAL_CREATED_INDEX_PREDICATE)),
     // Serves the dashboard's lookup by the X-Correlation-Id a customer quotes, across the store.
-    // Written on every claim like the one above (its cost: README, "Correlation-id lookup").
+    // Written on every claim like the one above (its cost: docs/benchmarks.md, "Correlation ids").
     index('idempotency_keys_correlation_idx').on(t.correlationId).where(sql.raw(CORRELATION_INDEX_PREDICATE)),
     check('idempotency_keys_key_length', sql`octet_length(${t.key}) BETWEEN 1 AND 255`),
     check('idempotency_keys_service_name', sql`${t.service} ~ '^[a-z0-9][a-z0-9._-]{0,62}$'`),

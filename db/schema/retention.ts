@@ -36,6 +36,31 @@ export const endpointPolicies = retrysafe.table(
   ],
 );
 
+// What a service's code declares for one of its endpoints: a route's own policy (given in code,
+// in force on that route's requests), as the route last registered it. The endpoint_policies row
+// stays the published promise; the retention review shows where the two differ.
+export const endpointPolicyDeclarations = retrysafe.table(
+  'endpoint_policy_declarations',
+  {
+    service: text('service').notNull(),
+    endpoint: text('endpoint').notNull(),
+    scopeMode: text('scope_mode', { enum: ['endpoint', 'intent'] }).notNull(),
+    retryWindowSeconds: integer('retry_window_seconds').notNull(),
+    retentionSeconds: integer('retention_seconds').notNull(),
+    leaseMs: integer('lease_ms').notNull(),
+    lockTimeoutMs: integer('lock_timeout_ms').notNull(),
+    maxResponseBytes: integer('max_response_bytes').notNull(),
+    liveKeyQuota: integer('live_key_quota').notNull(),
+    // When a route last registered these values (each instance's start registers its routes).
+    declaredAt: timestamp('declared_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // Serves the review's join (service, endpoint) and the key lookup's scopes of a service.
+    primaryKey({ name: 'endpoint_policy_declarations_pkey', columns: [t.service, t.endpoint] }),
+    check('endpoint_policy_declarations_scope_mode', sql`${t.scopeMode} IN ('endpoint', 'intent')`),
+  ],
+);
+
 export const endpointPolicyHistory = retrysafe.table(
   'endpoint_policy_history',
   {

@@ -3,6 +3,7 @@
 export { retrysafe } from './schemas';
 export * from './idempotency-keys';
 export * from './key-usage';
+export * from './key-attempts';
 export * from './retention';
 export * from './audit';
 export * from './metrics';

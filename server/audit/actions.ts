@@ -25,6 +25,7 @@ export const auditActions = [
   'policy.change_refused',
   'retention.export',
   'audit.export',
+  'operators.export',
 ] as const;
 
 export type AuditAction = (typeof auditActions)[number];

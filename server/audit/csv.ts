@@ -4,7 +4,8 @@
 const FORMULA = /^[=+\-@\t\r]/;
 
 function cell(value: unknown): string {
-  let text = value === null || value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value);
+  // A time is its ISO 8601 text (JSON.stringify would quote it, and the CSV quoting double that).
+  let text = value === null || value === undefined ? '' : typeof value === 'string' ? value : value instanceof Date ? value.toISOString() : JSON.stringify(value);
   if (FORMULA.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

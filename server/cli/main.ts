@@ -1,14 +1,16 @@
 // `npm run cli -- <command>`: each command prints one JSON object on stdout and
 // exits non-zero with a message on stderr on error. Uses DATABASE_URL, else the
 // embedded database that `npm start` uses (starting it if it is not running).
-import { migrateDatabase } from '../../db/migrate';
+import { prepareDatabase, type Prepared } from '../../db/prepare';
+import { sessionUrl } from '../../db/topology';
 import { DATA_DIR, openDatabase } from '../../db/database-url';
-import pg from 'pg';
 import { ConfigurationError, readEnvironment } from '../config';
-import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../../db/client';
+import { createPool } from '../../db/client';
+import { logConnectionLost } from '../logging';
 import { DEMO_SERVICE, defaultPolicyFields } from '../demo/policies';
 import { serviceNameSchema } from '../service-name';
 import { createTenant } from '../demo/tenants';
+import { stageIncident, stageIncidentInput } from '../demo/incidents';
 import { ensurePolicies } from '../retention/policies';
 import { sweepOnce } from '../retention/sweeper';
 import { createOperator, newOperatorSchema } from '../auth/operators';
@@ -16,18 +18,37 @@ import { DASHBOARD_ROLE, dashboardGrantStatements } from '../../db/dashboard-acc
 import { loadOrCreateLocalSecrets } from '../../db/local-secrets';
 import { rotateResponseKeys } from '../idempotency/key-rotation';
 import { ResponseKeyRing } from '@retrysafe/store';
+import { readPassword } from './password-input';
 
-type Command = (args: string[], databaseUrl: string) => Promise<unknown>;
+type Run = (args: string[], databaseUrl: string, prepared: Prepared) => Promise<unknown>;
 
-const commands: Record<string, Command> = {
-  async migrate(args, databaseUrl) {
+/**
+ * Commands that only print (db grants; help needs no database at all) never migrate nor
+ * connect: a DBA reads the grants before the schema is there. Every other command needs the
+ * schema current, `migrate` being the migration itself.
+ */
+const printOnly: Record<string, (args: string[], databaseUrl: string) => Promise<unknown>> = {
+  db(args, databaseUrl) {
+    if (args.join(' ') !== 'grants') throw new UsageError(`usage: ${usages.db}`);
+    // For a DBA when the migrating role may not create roles: apply as a role that may,
+    // then create a login role in it and set DASHBOARD_DATABASE_URL to that login.
+    const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
+    const sql = `${dashboardGrantStatements(database).join(';\n')};\n-- then: CREATE ROLE <login> LOGIN PASSWORD '<secret>' IN ROLE ${DASHBOARD_ROLE};`;
+    return Promise.resolve({ role: DASHBOARD_ROLE, database, sql });
+  },
+};
+
+const runs: Record<string, Run> = {
+  migrate(args, _databaseUrl, prepared) {
     expectNoArguments('migrate', args);
-    const result = await migrateDatabase(databaseUrl, { layout: readEnvironment().STORE_LAYOUT });
-    return { applied: result.applied, current: result.current };
+    // Through a transaction pooler with no DATABASE_DIRECT_URL, even with nothing pending: say so.
+    if (!prepared.migrated) throw new ConfigurationError(prepared.refused);
+    return Promise.resolve({ applied: prepared.migrated.applied, current: prepared.migrated.current });
   },
   async sweep(args, databaseUrl) {
     expectNoArguments('sweep', args);
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-sweep', max: 2 });
+    // The sweeper's session advisory lock needs a direct connection (db/topology.ts).
+    const pool = createPool(sessionUrl(readEnvironment(), databaseUrl, 'Sweeping'), { applicationName: 'retrysafe-cli-sweep', max: 2, onConnectionLost: logConnectionLost });
     try {
       // The evidence compares against the policies, so they must exist (first run before npm start).
       await ensurePolicies(pool, DEMO_SERVICE, defaultPolicyFields, 'system');
@@ -53,7 +74,7 @@ const commands: Record<string, Command> = {
       keys = readEnvironment({ ...process.env, RESPONSE_ENCRYPTION_KEYS: local.responseEncryptionKeys }).RESPONSE_ENCRYPTION_KEYS;
     }
     if (!keys) throw new ConfigurationError('RESPONSE_ENCRYPTION_KEYS must be set when DATABASE_URL is set');
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-rotate-keys', max: 1 });
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-rotate-keys', max: 1, onConnectionLost: logConnectionLost });
     try {
       return await rotateResponseKeys(pool, new ResponseKeyRing(keys), name.data);
     } finally {
@@ -62,11 +83,16 @@ const commands: Record<string, Command> = {
   },
   async user(args, databaseUrl) {
     const [action, ...rest] = args;
-    if (action !== 'create') throw new UsageError('usage: user create --email E --password P --role viewer|operator|compliance|admin');
+    if (action !== 'create') throw new UsageError(`usage: ${usages.user}`);
     const options = parseOptions(rest, ['email', 'password', 'role']);
+    if (options.password === undefined) {
+      options.password = await readPassword();
+    } else {
+      process.stderr.write('warning: --password leaves the password in the shell history and the process list; pipe it on stdin instead (omit --password)\n');
+    }
     const parsed = newOperatorSchema.safeParse(options);
     if (!parsed.success) throw new UsageError(`user create: ${parsed.error.issues.map((issue) => `--${issue.path.join('.')} ${issue.message}`).join('; ')}`);
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-user', max: 2 });
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-user', max: 2, onConnectionLost: logConnectionLost });
     try {
       const operator = await createOperator(pool, parsed.data, { system: 'cli' });
       return { id: operator.id, email: operator.email, role: operator.role };
@@ -74,28 +100,49 @@ const commands: Record<string, Command> = {
       await pool.end();
     }
   },
-  db(args, databaseUrl) {
-    if (args.join(' ') !== 'grants') throw new UsageError('usage: db grants');
-    // For a DBA when the migrating role may not create roles: apply as a role that may,
-    // then create a login role in it and set DASHBOARD_DATABASE_URL to that login.
-    const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
-    const sql = `${dashboardGrantStatements(database).join(';\n')};\n-- then: CREATE ROLE <login> LOGIN PASSWORD '<secret>' IN ROLE ${DASHBOARD_ROLE};`;
-    return Promise.resolve({ role: DASHBOARD_ROLE, database, sql });
+  async demo(args, databaseUrl) {
+    // Stages an incident for the running server's demo traffic to play (server/demo/incidents.ts).
+    const [action, kind, ...rest] = args;
+    if (action !== 'incident' || kind === undefined) throw new UsageError(`usage: ${usages.demo}`);
+    const options = parseOptions(rest, ['minutes']);
+    if (options.minutes === undefined) throw new UsageError(`demo incident: --minutes is required (1 to 60)\nusage: ${usages.demo}`);
+    const parsed = stageIncidentInput.safeParse({ kind, minutes: /^\d+$/.test(options.minutes) ? options.minutes : Number.NaN });
+    if (!parsed.success) {
+      throw new UsageError(`demo incident: ${parsed.error.issues.map((issue) => `${issue.path[0] === 'kind' ? `incident ${kind}` : `--minutes ${options.minutes ?? ''}`} ${issue.message}`).join('; ')}\nusage: ${usages.demo}`);
+    }
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-demo', max: 1, onConnectionLost: logConnectionLost });
+    try {
+      return await stageIncident(pool, parsed.data);
+    } finally {
+      await pool.end();
+    }
   },
   async tenant(args, databaseUrl) {
     const [action, ...rest] = args;
-    if (action !== 'create') throw new UsageError('usage: tenant create <name>');
+    if (action !== 'create') throw new UsageError(`usage: ${usages.tenant}`);
     const name = rest.join(' ').trim();
     if (name.length < 1 || name.length > 200) throw new UsageError('tenant create needs a name of 1 to 200 characters');
-    const client = new pg.Client({ connectionString: databaseUrl, application_name: 'retrysafe-cli', options: SERVER_SEARCH_PATH_OPTIONS });
-    await client.connect();
+    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli', max: 1, onConnectionLost: logConnectionLost });
     try {
-      return await createTenant(client, name);
+      return await createTenant(pool, name);
     } finally {
-      await client.end();
+      await pool.end();
     }
   },
 };
+
+/** Each command's usage line, as `help` prints them. */
+const usages: Record<string, string> = {
+  migrate: 'migrate',
+  sweep: 'sweep',
+  'rotate-keys': 'rotate-keys [--service NAME]',
+  user: 'user create --email E --role viewer|operator|compliance|admin (the password on stdin, or asked for; --password P works but stays in the shell history)',
+  db: 'db grants',
+  tenant: 'tenant create <name>',
+  demo: 'demo incident noisy-tenant|key-reuse|slow-claims --minutes N (1 to 60; the running server\'s demo traffic plays it)',
+  help: 'help',
+};
+
 
 class UsageError extends Error {
   readonly code = 'USAGE';
@@ -120,22 +167,38 @@ function expectNoArguments(command: string, args: string[]): void {
 }
 
 function usage(): string {
-  return `usage: npm run cli -- <command>\ncommands: ${Object.keys(commands).join(', ')}`;
+  return `usage: npm run cli -- <command>\ncommands: ${Object.keys(usages).join(', ')}`;
+}
+
+function help(args: string[]): Promise<unknown> {
+  expectNoArguments('help', args);
+  return Promise.resolve({ usage: 'npm run cli -- <command>', commands: Object.values(usages) });
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  const command = name === undefined ? undefined : commands[name];
-  if (!command) {
+  if (name === 'help' || name === '--help') {
+    process.stdout.write(`${JSON.stringify(await help(args))}\n`);
+    return 0;
+  }
+  const print = name === undefined ? undefined : printOnly[name];
+  const run = name === undefined ? undefined : runs[name];
+  if (!print && !run) {
     process.stderr.write(`${name === undefined ? 'no command given' : `unknown command: ${name}`}\n${usage()}\n`);
     return 2;
   }
   const environment = readEnvironment();
   const database = await openDatabase(environment.DATABASE_URL, (line) => process.stderr.write(`${line}\n`));
   try {
-    // Every other command needs the current schema; migrating is a no-op when it is current.
-    if (name !== 'migrate') await migrateDatabase(database.url, { layout: environment.STORE_LAYOUT });
-    const result = await command(args, database.url);
+    let result: unknown;
+    if (print) {
+      result = await print(args, database.url);
+    } else if (run) {
+      // The current schema: migrated (a no-op when current), or through a transaction pooler
+      // with no DATABASE_DIRECT_URL, checked to be current. Bad settings stop here.
+      const prepared = await prepareDatabase(environment, database.url, (line) => process.stderr.write(`${line}\n`));
+      result = await run(args, database.url, prepared);
+    }
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   } finally {

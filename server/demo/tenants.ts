@@ -29,6 +29,17 @@ export async function createTenant(db: Queryable, name: string): Promise<Created
   return { principalId: row.id, apiKey };
 }
 
+/**
+ * A new API key for an existing tenant, replacing its old one (only its hash is kept): the traffic
+ * generator issues itself one for a staged incident's tenant, whose first key was never kept.
+ */
+export async function issueApiKey(db: Queryable, principalId: string): Promise<string> {
+  const apiKey = `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+  const result = await db.query('UPDATE tenants SET api_key_hash = $2 WHERE id = $1 AND revoked_at IS NULL', [principalId, hashApiKey(apiKey)]);
+  if (result.rowCount !== 1) throw new Error(`no tenant ${principalId} to issue an API key for`);
+  return apiKey;
+}
+
 /** `Authorization: Bearer <apiKey>` -> the tenant, unless missing, unknown or revoked. Unique index on api_key_hash. */
 /** A tenant of the demo API: the principal and what its API key may do. */
 export interface TenantPrincipal extends Principal {

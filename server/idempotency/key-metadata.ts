@@ -6,9 +6,10 @@
 import { z } from 'zod';
 import { storableText } from '../storable';
 import { writeAudit } from '../audit/log';
-import { KEY_PATTERN, type KeyPage, type KeyRecord, type KeyRecordReads, type Queryable, type StaleClaim } from '@retrysafe/store';
+import { KEY_PATTERN, type KeyPage, type KeyRecord, type KeySummary, type KeyRecordReads, type Queryable, type StaleClaim } from '@retrysafe/store';
 import { MICROS_PATTERN } from '../keyset';
 import { serviceNameSchema } from '../service-name';
+import { pageCounts, withTraces, type TracedKeyRecord } from './attempts';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -29,6 +30,8 @@ export type { CorrelationRecord, KeyPage, KeyRecord, KeySummary, StaleClaim } fr
 export interface KeyAccess {
   reads: KeyRecordReads;
   audit: Queryable;
+  /** Where the trace of attempts is read (Postgres, whatever the key backend: migration 0025); absent, none is shown. */
+  trace?: Queryable;
 }
 
 /**
@@ -36,14 +39,16 @@ export interface KeyAccess {
  * changes nothing, so no transaction spans the two; the records are returned only once their
  * audit row is written, and a lookup whose audit fails fails.
  */
-export async function lookUpKey(access: KeyAccess, lookup: KeyLookup, actor: string): Promise<KeyRecord[]> {
-  const records = await access.reads.keyRecords({ principalId: lookup.principalId, key: lookup.key, service: lookup.service });
+export async function lookUpKey(access: KeyAccess, lookup: KeyLookup, actor: string): Promise<TracedKeyRecord[]> {
+  const found: KeyRecord[] = await access.reads.keyRecords({ principalId: lookup.principalId, key: lookup.key, service: lookup.service });
+  // Each record's counts, last attempts and what a retry gets now (issue 31.2), in the same audited lookup.
+  const records = await withTraces(access.trace, lookup.principalId, lookup.key, found);
   await writeAudit(access.audit, {
     actor,
     action: 'key.lookup',
     target: { principalId: lookup.principalId, ...(lookup.service ? { service: lookup.service } : {}), key: lookup.key },
     reason: lookup.reason,
-    details: { records: records.length },
+    details: { records: records.length, attempts: records.reduce((sum, record) => sum + record.lastAttempts.length, 0) },
   });
   return records;
 }
@@ -90,8 +95,20 @@ export type KeyList = z.infer<typeof keyListSchema>;
  * with millions of keys costs one page). Listing reveals key strings, so it takes a reason and
  * is audited like a lookup, before the page is returned.
  */
-export async function listPrincipalKeys(access: KeyAccess, list: KeyList, actor: string): Promise<KeyPage> {
-  const page = await access.reads.principalKeys({ principalId: list.principalId, service: list.service, scope: list.scope, state: list.state, after: list.after, limit: list.limit });
+/** A listed key with its marks: conflicts and mismatches recorded for it (issue 31.2). */
+export type MarkedKeySummary = KeySummary & { conflicts: number; mismatches: number };
+export type MarkedKeyPage = Omit<KeyPage, 'keys'> & { keys: MarkedKeySummary[] };
+
+export async function listPrincipalKeys(access: KeyAccess, list: KeyList, actor: string): Promise<MarkedKeyPage> {
+  const listed = await access.reads.principalKeys({ principalId: list.principalId, service: list.service, scope: list.scope, state: list.state, after: list.after, limit: list.limit });
+  const counts = access.trace ? await pageCounts(access.trace, list.principalId, listed.keys) : new Map<string, { conflicts: number; mismatches: number }>();
+  const page: MarkedKeyPage = {
+    ...listed,
+    keys: listed.keys.map((key) => {
+      const count = counts.get(`${key.service}\0${key.scope}\0${key.key}`);
+      return { ...key, conflicts: count?.conflicts ?? 0, mismatches: count?.mismatches ?? 0 };
+    }),
+  };
   await writeAudit(access.audit, {
     actor,
     action: 'key.list',

@@ -10,6 +10,8 @@ import { ALL, BUCKET_COUNT, percentileOf, SERIES_STEPS } from '@retrysafe/store'
 const IDLE_LATENCY_STEP: (typeof SERIES_STEPS)[number] = 60;
 import { readLastFinishedSweep } from '../retention/review';
 import { readTogether } from './read-together';
+import type { ReplicaLag } from './replica-lag';
+import { readIndexMemory, type IndexMemory } from './capacity';
 
 export type Severity = 'warning' | 'critical';
 
@@ -29,6 +31,12 @@ export interface AlertThresholds {
   minimumClaimsPerMinute: number;
   /** The sweeper is stalled when no run has finished for this many sweep intervals. */
   sweepStalledIntervals: number;
+  /** The dashboard's standby (DASHBOARD_READ_URL) is this far behind the primary (replica-lag.ts). */
+  replicaLagSeconds: number;
+  /** The key table's unique index over this share of the database's memory (capacity.ts)... */
+  indexOverMemoryShare: number;
+  /** ...for this long. */
+  indexOverMemoryMinutes: number;
 }
 
 export const alertThresholds: AlertThresholds = {
@@ -47,6 +55,13 @@ export const alertThresholds: AlertThresholds = {
   minimumClaimsPerMinute: 20,
   // One late run is a slow sweep; three missed intervals mean none is getting through.
   sweepStalledIntervals: 3,
+  // The overview refreshes every 30 s by default and a lookup is asked about a key just used:
+  // a minute behind shows an incident's last minute wrong.
+  replicaLagSeconds: 60,
+  // Claim p99 bends once the unique index's random inserts miss memory (the design lesson; docs/sizing.md):
+  // warn while a fifth is left. The index grows by the hour, so half an hour over is no blip.
+  indexOverMemoryShare: 0.8,
+  indexOverMemoryMinutes: 30,
 };
 
 /**
@@ -84,6 +99,16 @@ export const alertCatalog = {
     severity: 'warning',
     action: 'No sweep is getting through: look for "sweep failed" in the server logs and at the last sweep runs (retention page), or run npm run cli -- sweep.',
   },
+  index_over_memory: {
+    severity: 'warning',
+    action:
+      "The key table's unique index is close to the database's memory: once its inserts miss memory, claim p99 bends. Switch to the day-partitioned layout, shorten retention, or give the database more memory (DATABASE_MEMORY_BYTES, docs/sizing.md).",
+  },
+  replica_lag: {
+    severity: 'warning',
+    action:
+      "The dashboard reads a standby (DASHBOARD_READ_URL) that is behind: its figures and key lookups are that old. Check the standby's replication (its log, pg_stat_replication on the primary), or unset DASHBOARD_READ_URL to read from the primary.",
+  },
 } as const satisfies Record<string, { severity: Severity; action: string; what?: string }>;
 
 export type AlertName = keyof typeof alertCatalog;
@@ -103,6 +128,9 @@ export const alertThresholdOverrides = z
     rateMinutes: z.number().int().positive(),
     minimumClaimsPerMinute: z.number().int().min(0),
     sweepStalledIntervals: z.number().positive(),
+    replicaLagSeconds: z.number().positive(),
+    indexOverMemoryShare: z.number().positive(),
+    indexOverMemoryMinutes: z.number().int().positive(),
   })
   .partial();
 
@@ -117,6 +145,8 @@ export interface StoreSamplePoint {
   cleanupLagSeconds: number;
   /** Oldest stale claim's time past its lease, seconds (0 when none). */
   oldestStaleSeconds: number;
+  /** Bytes of every index of the key table (store_stats.index_bytes). */
+  indexBytes?: number;
 }
 
 export interface FlowMinutePoint {
@@ -158,6 +188,10 @@ export interface AlertInputs {
   flowByScope?: ScopeSeries[];
   policies: PolicyPoint[];
   sweep: SweepPoint;
+  /** The dashboard's standby, measured now (readReplicaLag); absent without DASHBOARD_READ_URL. */
+  replica?: ReplicaLag;
+  /** The key table's unique index and the database's memory, now (capacity.ts). */
+  indexMemory?: IndexMemory;
 }
 
 /** One service's scope's flow, minute by minute. */
@@ -200,8 +234,56 @@ function heldFor<T extends { at: Date }>(points: T[], now: Date, minutes: number
   return window.every(holds) ? earliest.at : null;
 }
 
+/**
+ * Since when the condition has held without a break up to the newest point (Prometheus' pending:
+ * true now, not yet for its duration): the start of the newest run of points it holds on, given
+ * (with `needs`) that one of them meets it; null when it does not hold now.
+ */
+function holdingSince<T extends { at: Date }>(points: readonly T[], holds: (point: T) => boolean, needs?: (point: T) => boolean): Date | null {
+  let start: T | undefined;
+  let needed = needs === undefined;
+  for (let i = points.length - 1; i >= 0; i -= 1) {
+    const point = points[i];
+    if (point === undefined || !holds(point)) break;
+    start = point;
+    if (needs?.(point)) needed = true;
+  }
+  return start !== undefined && needed ? start.at : null;
+}
+
+/** A rule whose condition holds now but has not yet held for its duration: not an alert, not a pass. */
+export interface PendingAlert {
+  name: AlertName;
+  severity: Severity;
+  service: string | null;
+  scope: string | null;
+  storeWide: boolean;
+  /** The start of the run of minutes (or samples) the condition has held on. */
+  since: Date;
+  /** The rule's duration ("for"). */
+  forMinutes: number;
+}
+
+/** The rules that must hold for a duration before they fire (the Prometheus rules' `for:`), by name. */
+export function forMinutesOf(name: AlertName, thresholds: AlertThresholds): number | null {
+  switch (name) {
+    case 'rows_over_baseline':
+      return thresholds.rowsOverBaselineMinutes;
+    case 'claim_p99':
+      return thresholds.claimP99Minutes;
+    case 'mismatch_rate':
+    case 'conflict_rate':
+    case 'rejection_rate':
+      return thresholds.rateMinutes;
+    case 'index_over_memory':
+      return thresholds.indexOverMemoryMinutes;
+    default:
+      return null;
+  }
+}
+
 /** The flow alerts of one series: one service's scope's, or (of null) all scopes together. */
-function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: string } | null, now: Date, thresholds: AlertThresholds): Alert[] {
+function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: string } | null, now: Date, thresholds: AlertThresholds, pending: PendingAlert[] = []): Alert[] {
   const flow = [...series].sort((a, b) => a.at.getTime() - b.at.getTime());
   const where = of === null ? '' : `${of.scope} (${of.service}): `;
   const service = of?.service ?? null;
@@ -211,7 +293,10 @@ function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: str
   const p99 = (point: FlowMinutePoint) => percentileOf(point.latency, 99);
   // Minutes under the claims floor are not judged, and a window of them alone is not judged at
   // all (a scope whose traffic dwindled is not in trouble): each rule needs a busy minute in it.
-  const slow = heldFor(flow, now, thresholds.claimP99Minutes, (point) => !busy(point) || p99(point) > thresholds.claimP99ObjectiveMs, busy);
+  const slowHolds = (point: FlowMinutePoint) => !busy(point) || p99(point) > thresholds.claimP99ObjectiveMs;
+  const slow = heldFor(flow, now, thresholds.claimP99Minutes, slowHolds, busy);
+  const slowSince = slow ? null : holdingSince(flow, slowHolds, busy);
+  if (slowSince) pending.push({ name: 'claim_p99', service, scope, storeWide: false, severity: alertCatalog.claim_p99.severity, since: slowSince, forMinutes: thresholds.claimP99Minutes });
   if (slow) {
     alerts.push({
       name: 'claim_p99',
@@ -230,7 +315,10 @@ function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: str
     ['conflict_rate', thresholds.conflictShare, (point: FlowMinutePoint) => point.conflicts, 'clients'],
     ['rejection_rate', thresholds.rejectedShare, (point: FlowMinutePoint) => point.rejections, 'principals'],
   ] as const) {
-    const since = heldFor(flow, now, thresholds.rateMinutes, (point) => !busy(point) || pick(point) / point.claims > share, busy);
+    const holds = (point: FlowMinutePoint) => !busy(point) || pick(point) / point.claims > share;
+    const since = heldFor(flow, now, thresholds.rateMinutes, holds, busy);
+    const pendingSince = since ? null : holdingSince(flow, holds, busy);
+    if (pendingSince) pending.push({ name, service, scope, storeWide: false, severity: alertCatalog[name].severity, since: pendingSince, forMinutes: thresholds.rateMinutes });
     if (since) {
       alerts.push({
         name,
@@ -248,7 +336,17 @@ function flowAlerts(series: FlowMinutePoint[], of: { service: string; scope: str
 }
 
 export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds = alertThresholds): Alert[] {
+  return evaluateAlertStates(input, thresholds).firing;
+}
+
+/**
+ * Every rule's state (Prometheus' Normal, Pending, Firing): the firing alerts, and the rules
+ * whose condition holds now without having held for their duration yet (pending). A rule not
+ * in either is ok.
+ */
+export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresholds = alertThresholds): { firing: Alert[]; pending: PendingAlert[] } {
   const { now } = input;
+  const pending: PendingAlert[] = [];
   const store = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime());
   const flow = [...input.flow].sort((a, b) => a.at.getTime() - b.at.getTime());
   const alerts: Alert[] = [];
@@ -268,7 +366,20 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
     }
   }
 
-  const overBaseline = heldFor(store, now, thresholds.rowsOverBaselineMinutes, (point) => point.baselineRows > 0 && point.estimatedRows > thresholds.rowsOverBaselineRatio * point.baselineRows);
+  const overBaselineHolds = (point: StoreSamplePoint) => point.baselineRows > 0 && point.estimatedRows > thresholds.rowsOverBaselineRatio * point.baselineRows;
+  const overBaseline = heldFor(store, now, thresholds.rowsOverBaselineMinutes, overBaselineHolds);
+  const overBaselineSince = overBaseline ? null : holdingSince(store, overBaselineHolds);
+  if (overBaselineSince) {
+    pending.push({
+      name: 'rows_over_baseline',
+      service: null,
+      scope: null,
+      storeWide: true,
+      severity: alertCatalog.rows_over_baseline.severity,
+      since: overBaselineSince,
+      forMinutes: thresholds.rowsOverBaselineMinutes,
+    });
+  }
   if (overBaseline) {
     const latest = store.at(-1);
     alerts.push({
@@ -313,11 +424,17 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
   // Flow alerts per scope, so one scope's trouble shows however busy and healthy the others
   // are; all scopes together only where no single scope explains it (e.g. each scope under
   // the minimum-claims floor, together over it).
+  const scopesPending: PendingAlert[] = [];
   const perScope = [...(input.flowByScope ?? [])]
     .sort((a, b) => a.service.localeCompare(b.service) || a.scope.localeCompare(b.scope))
-    .flatMap((series) => flowAlerts(series.points, series, now, thresholds));
+    .flatMap((series) => flowAlerts(series.points, series, now, thresholds, scopesPending));
   const named = new Set(perScope.map((alert) => alert.name));
-  alerts.push(...flowAlerts(flow, null, now, thresholds).filter((alert) => !named.has(alert.name)), ...perScope);
+  const togetherPending: PendingAlert[] = [];
+  const together = flowAlerts(flow, null, now, thresholds, togetherPending);
+  alerts.push(...together.filter((alert) => !named.has(alert.name)), ...perScope);
+  // All scopes together pend only where no scope fires, pends or explains it, as they fire.
+  const namedOrPending = new Set([...perScope, ...together, ...scopesPending].map((alert) => alert.name));
+  pending.push(...togetherPending.filter((alert) => !namedOrPending.has(alert.name)), ...scopesPending);
 
   const { lastFinishedAt, intervalSeconds } = input.sweep;
   const stalledAfterMs = thresholds.sweepStalledIntervals * intervalSeconds * 1000;
@@ -333,7 +450,55 @@ export function evaluateAlerts(input: AlertInputs, thresholds: AlertThresholds =
       since: new Date(lastFinishedAt.getTime() + stalledAfterMs),
     });
   }
-  return alerts;
+
+  // The unique index against memory: now from the catalog; for how long from the store samples,
+  // whose index bytes (every index of the table) are scaled by the unique index's share of them now.
+  const memory = input.indexMemory;
+  if (memory && memory.memoryBytes > 0 && memory.uniqueIndexBytes > thresholds.indexOverMemoryShare * memory.memoryBytes) {
+    const uniqueShare = memory.allIndexBytes > 0 ? memory.uniqueIndexBytes / memory.allIndexBytes : 1;
+    const overHolds = (point: StoreSamplePoint) => point.indexBytes !== undefined && point.indexBytes * uniqueShare > thresholds.indexOverMemoryShare * memory.memoryBytes;
+    const over = heldFor(store, now, thresholds.indexOverMemoryMinutes, overHolds);
+    const share = `${Math.round((memory.uniqueIndexBytes / memory.memoryBytes) * 100)}%`;
+    if (over) {
+      alerts.push({
+        name: 'index_over_memory',
+        service: null,
+        scope: null,
+        storeWide: true,
+        severity: alertCatalog.index_over_memory.severity,
+        summary: `The key table's unique index is ${share} of the database's memory (${memory.memorySource}), over ${shareText(thresholds.indexOverMemoryShare)} for ${thresholds.indexOverMemoryMinutes} min`,
+        action: alertCatalog.index_over_memory.action,
+        since: over,
+      });
+    } else {
+      pending.push({
+        name: 'index_over_memory',
+        service: null,
+        scope: null,
+        storeWide: true,
+        severity: alertCatalog.index_over_memory.severity,
+        since: holdingSince(store, overHolds) ?? now,
+        forMinutes: thresholds.indexOverMemoryMinutes,
+      });
+    }
+  }
+
+  const replica = input.replica;
+  if (replica && (!replica.inRecovery || (replica.seconds ?? 0) > thresholds.replicaLagSeconds)) {
+    alerts.push({
+      name: 'replica_lag',
+      service: null,
+      scope: null,
+      storeWide: true,
+      severity: alertCatalog.replica_lag.severity,
+      summary: replica.inRecovery
+        ? `The dashboard's standby is ${Math.round(replica.seconds ?? 0)} s behind the primary (${replica.bytes ?? '?'} bytes of WAL to replay${replica.replayPaused ? ', replay paused' : ''}), over ${thresholds.replicaLagSeconds} s`
+        : "The dashboard's standby is no longer in recovery (promoted?): its reads no longer follow the primary",
+      action: alertCatalog.replica_lag.action,
+      since: replica.inRecovery ? new Date(replica.measuredAt.getTime() - (replica.seconds ?? 0) * 1000) : null,
+    });
+  }
+  return { firing: alerts, pending };
 }
 
 /**
@@ -438,6 +603,10 @@ export async function readAlertInputs(
     now?: Date;
     /** The last finished sweep, when the caller reads it too (readLastFinishedSweep). */
     lastSweep?: () => Promise<{ finishedAt: Date } | null>;
+    /** The dashboard's standby's lag (readReplicaLag), when it reads one (DASHBOARD_READ_URL); undefined: not read. */
+    replicaLag?: () => Promise<ReplicaLag | undefined>;
+    /** DATABASE_MEMORY_BYTES, when the operator set it (else shared_buffers is the memory). */
+    databaseMemoryBytes?: number | undefined;
   } = {},
 ): Promise<AlertInputs> {
   const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds, checksFor } = options;
@@ -450,10 +619,10 @@ export async function readAlertInputs(
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
   // Independent reads, at once on a pool (readTogether); named (prepared once per connection),
   // except the store samples' one-sided range, whose custom plan reads the table's statistics.
-  const [stats, stale, counts, latency, policies, lastSweep] = await readTogether(db, [
+  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory] = await readTogether(db, [
     () =>
-      db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number }>(
-        `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds FROM store_stats
+      db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number; index_bytes: string }>(
+        `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds, index_bytes FROM store_stats
          WHERE sampled_at >= now() - $1::int * interval '1 minute' ORDER BY sampled_at`,
         [minutes],
       ),
@@ -472,6 +641,8 @@ export async function readAlertInputs(
         text: 'SELECT service, endpoint, retry_window_seconds, retention_seconds FROM endpoint_policies',
       }),
     options.lastSweep ?? (() => readLastFinishedSweep(db)),
+    options.replicaLag ?? (() => Promise.resolve(undefined)),
+    () => readIndexMemory(db, options.databaseMemoryBytes),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -504,12 +675,15 @@ export async function readAlertInputs(
       estimatedRows: Number(row.estimated_rows),
       baselineRows: Number(row.baseline_rows),
       cleanupLagSeconds: row.cleanup_lag_seconds,
+      indexBytes: Number(row.index_bytes),
       oldestStaleSeconds: index === stats.rows.length - 1 ? Math.max(0, oldestStale) : 0,
     })),
     flow: [...overall.values()],
     flowByScope: [...flowByScope.values()],
     policies: policies.rows.map((row) => ({ service: row.service, endpoint: row.endpoint, retryWindowSeconds: row.retry_window_seconds, retentionSeconds: row.retention_seconds })),
     sweep: { lastFinishedAt: lastSweep?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
+    ...(replica === undefined ? {} : { replica }),
+    indexMemory,
   };
 }
 

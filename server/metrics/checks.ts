@@ -1,17 +1,26 @@
 // The overview's checks (pghero's convention): every alert rule as a check with its current
 // value against its threshold, where it applies (a scope, or store-wide), since when it fires
-// and where the action happens. Firing checks are the banners; the others are listed as
+// and where the action happens. Firing checks are the banners; pending ones (over the threshold,
+// not yet for the rule's duration) are shown apart, never as passed; the others are listed as
 // passed, with their values, so "nothing fires" shows what was looked at.
 import { percentileOf } from '@retrysafe/store';
-import { alertCatalog, lastBusyMinutes, shareText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type Severity } from './alerts';
+import { alertCatalog, forMinutesOf, lastBusyMinutes, shareText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
 
 /** Where an alert's action happens: the dashboard's page or the overview's panel. */
 export type CheckLink = 'principals' | 'claims' | 'store' | 'retention';
+
+/**
+ * Prometheus' states: ok (Normal), pending (the condition holds now but has not yet held for the
+ * rule's duration) and firing.
+ */
+export type CheckState = 'ok' | 'pending' | 'firing';
 
 export interface Check {
   name: AlertName;
   /** What is checked, in words: "Conflict share". */
   title: string;
+  state: CheckState;
+  /** state === 'firing' (kept for the JSON's earlier readers). */
   firing: boolean;
   severity: Severity;
   /** A flow check's service and scope; null for all scopes together or a store-wide check. */
@@ -22,9 +31,14 @@ export interface Check {
   value: string;
   /** The threshold it is held against, in words ("over 10% for 5 min"). */
   threshold: string;
+  /** Since when the condition has held (firing and pending); null when ok or not known. */
   since: Date | null;
+  /** The rule's duration ("for"), minutes; null for a rule that fires as soon as its condition holds. */
+  forMinutes: number | null;
+  /** Whole minutes the condition has held (pending: "N of forMinutes"); null when ok or not known. */
+  heldMinutes: number | null;
   link: CheckLink;
-  /** The firing alert's summary and action (empty for a passing check). */
+  /** The firing alert's summary and action (empty for a passing or pending check). */
   summary: string;
   action: string;
 }
@@ -39,6 +53,8 @@ const titles: Record<AlertName, string> = {
   conflict_rate: 'Conflict share',
   rejection_rate: 'Quota rejections share',
   sweeper_stalled: 'Sweeper',
+  replica_lag: "Dashboard standby's lag",
+  index_over_memory: 'Unique index against memory',
 };
 
 const links: Record<AlertName, CheckLink> = {
@@ -51,6 +67,8 @@ const links: Record<AlertName, CheckLink> = {
   conflict_rate: 'principals',
   rejection_rate: 'principals',
   sweeper_stalled: 'retention',
+  replica_lag: 'store',
+  index_over_memory: 'store',
 };
 
 const flowNames = new Set<AlertName>(['claim_p99', 'mismatch_rate', 'conflict_rate', 'rejection_rate']);
@@ -136,20 +154,50 @@ function thresholdText(name: AlertName, thresholds: AlertThresholds): string {
       return `over ${shareText(thresholds.rejectedShare)} for ${thresholds.rateMinutes} min`;
     case 'sweeper_stalled':
       return `no finished run for ${thresholds.sweepStalledIntervals} intervals`;
+    case 'replica_lag':
+      return `over ${minutesText(thresholds.replicaLagSeconds)} behind the primary`;
+    case 'index_over_memory':
+      return `over ${shareText(thresholds.indexOverMemoryShare)} of memory for ${thresholds.indexOverMemoryMinutes} min`;
   }
+}
+
+/** The standby's lag as the check shows it: caught up, or how far behind (and whether its replay is paused). */
+export function replicaLagText(replica: AlertInputs['replica']): string {
+  if (!replica) return 'no standby';
+  if (!replica.inRecovery) return 'not in recovery';
+  const paused = replica.replayPaused ? ', replay paused' : '';
+  if (replica.bytes === 0) return `caught up${paused}`;
+  return `${replica.seconds === null ? 'behind' : minutesText(replica.seconds)} (${bytesText(replica.bytes ?? 0)} to replay${paused})`;
+}
+
+/** The unique index against memory as the check shows it: "1.2 GiB of 4.0 GiB (30%, shared_buffers)". */
+export function indexMemoryText(memory: AlertInputs['indexMemory']): string {
+  if (!memory) return 'not read';
+  if (memory.memoryBytes <= 0) return 'no memory figure';
+  return `${bytesText(memory.uniqueIndexBytes)} of ${bytesText(memory.memoryBytes)} (${Math.round((memory.uniqueIndexBytes / memory.memoryBytes) * 100)}%, ${memory.memorySource})`;
+}
+
+function bytesText(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KiB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
 /**
  * Every check for the overview's choice of service and scope: the firing alerts (already
- * filtered to that choice) with their values, then each other rule as passed.
+ * filtered to that choice) with their values, then the pending ones (filtered alike), then each
+ * other rule as passed.
  */
 export function evaluateChecks(
   input: AlertInputs,
   alerts: Alert[],
   thresholds: AlertThresholds,
   choice: { service?: string | undefined; scope?: string | undefined } = {},
+  pending: PendingAlert[] = [],
 ): Check[] {
   const { now } = input;
+  const heldMinutes = (since: Date | null) => (since === null ? null : Math.max(0, Math.floor((now.getTime() - since.getTime()) / 60_000)));
   const latestStore = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime()).at(-1);
   const seriesOf = (alert: { service: string | null; scope: string | null }) =>
     alert.service === null && alert.scope === null
@@ -168,14 +216,18 @@ export function evaluateChecks(
     cleanup_lag: latestStore ? minutesText(latestStore.cleanupLagSeconds) : 'no sample yet',
     stale_claims: latestStore ? (latestStore.oldestStaleSeconds > 0 ? `oldest ${minutesText(latestStore.oldestStaleSeconds)} past its lease` : 'none past its lease') : 'no sample yet',
     sweeper_stalled: sinceSweep === null ? 'no run yet' : `last run ${minutesText(sinceSweep)} ago`,
+    replica_lag: replicaLagText(input.replica),
+    index_over_memory: indexMemoryText(input.indexMemory),
   };
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
     name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate' ? flowValues(seriesOf(where), now, thresholds)[name] : storeValue[name];
 
-  const firing: Check[] = alerts.map((alert) => ({
+  /** A firing or pending rule as a check: its value now against its threshold, since when, and for how long. */
+  const checkOf = (alert: Alert | PendingAlert, state: 'firing' | 'pending', forMinutes: number | null, words: { summary: string; action: string }): Check => ({
     name: alert.name,
     title: titles[alert.name],
-    firing: true,
+    state,
+    firing: state === 'firing',
     severity: alert.severity,
     service: alert.service,
     scope: alert.scope,
@@ -183,19 +235,26 @@ export function evaluateChecks(
     value: valueOf(alert.name, alert),
     threshold: thresholdText(alert.name, thresholds),
     since: alert.since,
+    forMinutes,
+    heldMinutes: heldMinutes(alert.since),
     link: links[alert.name],
-    summary: alert.summary,
-    action: alert.action,
-  }));
+    ...words,
+  });
+  const firing: Check[] = alerts.map((alert) => checkOf(alert, 'firing', forMinutesOf(alert.name, thresholds), { summary: alert.summary, action: alert.action }));
   const fired = new Set(alerts.map((alert) => alert.name));
+  // A scope pends on its own, whichever other scope fires the same rule.
+  const pendingChecks: Check[] = pending.map((alert) => checkOf(alert, 'pending', alert.forMinutes, { summary: '', action: '' }));
+  const notOk = new Set([...fired, ...pendingChecks.map((check) => check.name)]);
   const passing: Check[] = (Object.keys(alertCatalog) as AlertName[])
-    .filter((name) => !fired.has(name))
+    // The standby's check only where the dashboard reads one (DASHBOARD_READ_URL).
+    .filter((name) => !notOk.has(name) && (name !== 'replica_lag' || input.replica !== undefined))
     .map((name) => {
       const flow = flowNames.has(name);
       const where = { service: flow ? (choice.service ?? null) : null, scope: flow ? (choice.scope ?? null) : null };
       return {
         name,
         title: titles[name],
+        state: 'ok' as const,
         firing: false,
         severity: alertCatalog[name].severity,
         ...where,
@@ -203,10 +262,12 @@ export function evaluateChecks(
         value: valueOf(name, { service: null, scope: null }),
         threshold: thresholdText(name, thresholds),
         since: null,
+        forMinutes: forMinutesOf(name, thresholds),
+        heldMinutes: null,
         link: links[name],
         summary: '',
         action: '',
       };
     });
-  return [...firing, ...passing];
+  return [...firing, ...pendingChecks, ...passing];
 }

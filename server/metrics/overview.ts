@@ -8,7 +8,7 @@ import { storableText } from '../storable';
 import { serviceNameSchema } from '../service-name';
 import { ALL, claimOutcomes, SERIES_STEPS, type ClaimOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
-import { alertThresholds, evaluateAlerts, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
+import { alertThresholds, evaluateAlertStates, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { evaluateChecks, type Check } from './checks';
 import { BUCKET_COUNT, percentileOf } from '@retrysafe/store';
 import { readLatestScopeFigures } from './scope-sample';
@@ -16,6 +16,8 @@ import type { StoreFigures } from './store-figures';
 import { readLastFinishedSweep, type FinishedSweep } from '../retention/review';
 import { principalsErrorBound, readPrincipalsRanked, troubleOutcomes, type PrincipalsBehind } from './principals';
 import { readTogether } from './read-together';
+import type { ReplicaLag } from './replica-lag';
+import { readCapacity, type Capacity } from './capacity';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -24,12 +26,38 @@ export type OverviewRange = keyof typeof overviewRanges;
 export const overviewSteps: Record<OverviewRange, (typeof SERIES_STEPS)[number]> = { '1h': 60, '6h': 300, '24h': 900, '7d': 3_600, '30d': 21_600 };
 const steps = overviewSteps;
 
-export const overviewQuery = z.strictObject({
-  range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
-  service: serviceNameSchema.optional(),
-  // '*' names the series merged over every scope, never a scope.
-  scope: storableText().min(1).max(200).refine((scope) => scope !== ALL, "'*' is not a scope").optional(),
-});
+/** The longest absolute window (from/to) the overview shows: its longest range. */
+export const OVERVIEW_MAX_WINDOW_SECONDS = overviewRanges['30d'];
+
+const isoTime = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 time with a zone, e.g. 2026-12-06T01:00:00Z' });
+
+/**
+ * `from`/`to`: an absolute window (a shared link reproduces what was seen), taking the place of
+ * `range`; both or neither, from before to, at most the longest range apart.
+ */
+export const overviewQuery = z
+  .strictObject({
+    range: z.enum(['1h', '6h', '24h', '7d', '30d']).default('1h'),
+    service: serviceNameSchema.optional(),
+    // '*' names the series merged over every scope, never a scope.
+    scope: storableText().min(1).max(200).refine((scope) => scope !== ALL, "'*' is not a scope").optional(),
+    from: isoTime.optional(),
+    to: isoTime.optional(),
+    // The same series a day or a week earlier, drawn beside the flow (compare.flow).
+    compare: z.enum(['1d', '7d'], { error: "must be '1d' or '7d'" }).optional(),
+  })
+  .superRefine((query, ctx) => {
+    if (query.from === undefined && query.to === undefined) return;
+    if (query.from === undefined || query.to === undefined) {
+      ctx.addIssue({ code: 'custom', path: [query.from === undefined ? 'from' : 'to'], message: 'from and to go together: give both, or range alone' });
+      return;
+    }
+    const span = (Date.parse(query.to) - Date.parse(query.from)) / 1000;
+    // (A time the field's own check refused is said there, once.)
+    if (Number.isNaN(span)) return;
+    if (!(span > 0)) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be after from' });
+    else if (span > OVERVIEW_MAX_WINDOW_SECONDS) ctx.addIssue({ code: 'custom', path: ['to'], message: `must be at most ${OVERVIEW_MAX_WINDOW_SECONDS / 86_400} days after from` });
+  });
 export type OverviewQuery = z.infer<typeof overviewQuery>;
 
 export interface FlowPoint {
@@ -55,8 +83,42 @@ export interface StorePoint extends Omit<StoreFigures, 'estimatedRows' | 'oldest
   ratio: number | null;
 }
 
+/** The earlier window compare=1d|7d shows beside the flow: the offset in seconds. */
+export const compareOffsets = { '1d': 86_400, '7d': 604_800 } as const;
+
+/** At most this many events of each source in a window (the newest). */
+export const EVENTS_PER_KIND = 200;
+
+/**
+ * A moment the charts mark: a policy created or changed (endpoint_policy_history), an alert that
+ * is firing now and started in the window (alerts are evaluated from the series, not stored, so
+ * past alerts and their ends are not known), a failed sweep run (sweep_runs).
+ */
+export interface OverviewEvent {
+  at: string;
+  kind: 'policy' | 'alert' | 'sweep_failed';
+  text: string;
+  service?: string;
+  scope?: string;
+}
+
+/** A store_stats row's figures as node-postgres returns them (bigints as text); the overview and the store export read them. */
+export interface StoreSampleRow {
+  estimated_rows: string;
+  baseline_rows: string;
+  table_bytes: string;
+  index_bytes: string;
+  toast_bytes: string;
+  oldest_row_age_seconds: number | null;
+  cleanup_lag_seconds: number;
+  stale_claims: number;
+}
+
 export interface Overview {
+  /** The range asked for, or for an absolute window the shortest range as long, whose step it is read at. */
   range: OverviewRange;
+  /** Whether from/to were asked for (an absolute window) rather than a range ending now. */
+  absolute: boolean;
   stepSeconds: number;
   from: string;
   to: string;
@@ -68,6 +130,10 @@ export interface Overview {
   /** The scopes with claims in the range (of the chosen service, or of every service). */
   scopes: string[];
   flow: FlowPoint[];
+  /** With compare=1d|7d: the flow of the window that many seconds earlier, point for point (as long as flow). */
+  compare?: { offsetSeconds: number; flow: FlowPoint[] };
+  /** What happened in the window (newest first, at most EVENTS_PER_KIND of each kind). */
+  events: OverviewEvent[];
   store: StorePoint[];
   /** Each scope's estimated rows and stored response bytes, from the last sample in the range (null: none yet). */
   storeByScope: { sampledAt: string; scopes: { service: string; scope: string; estimatedRows: number; responseBytes: number }[] } | null;
@@ -76,7 +142,7 @@ export interface Overview {
   alerts: Alert[];
   /** The principals behind conflicts, mismatches, rejections and stale claims (readPrincipalsBehind). */
   principals: PrincipalsBehind;
-  /** Every alert rule as a check for this choice: the firing ones first, then the passed ones with their values. */
+  /** Every alert rule as a check for this choice, with its state: the firing ones first, then the pending ones, then the passed ones, each with its value. */
   checks: Check[];
   /** The thresholds the charts draw as lines. */
   objectives: { claimP99Ms: number; conflictShare: number; mismatchShare: number; rowsOverBaselineRatio: number };
@@ -86,6 +152,18 @@ export interface Overview {
   now: string;
   /** Stale claims now (in progress past their lease) of the chosen service and scope. */
   staleClaims: { count: number; oldestPastLeaseSeconds: number | null };
+  /**
+   * The standby the dashboard reads (DASHBOARD_READ_URL), measured now (replica-lag.ts: 0 s when
+   * it has replayed all the primary had written, else the time since its last replayed commit),
+   * with the replica_lag alert's threshold; null when the dashboard reads the primary.
+   */
+  replica: (Omit<ReplicaLag, 'measuredAt'> & { measuredAt: string; thresholdSeconds: number }) | null;
+  /**
+   * The key table's heap and unique index against the database's memory, the measured bytes per
+   * key, and the steady state the chosen service's current new-key rate leads to (capacity.ts).
+   * Catalog and metrics-table figures only: no key, fingerprint or body.
+   */
+  capacity: Capacity & { thresholdShare: number };
 }
 
 /** The overview as it travels as JSON (dates as ISO strings). */
@@ -100,14 +178,34 @@ function once<T>(read: () => Promise<T>): () => Promise<T> {
   return () => (started ??= read());
 }
 
-/** `sweepIntervalSeconds`: the server's SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert. */
-export async function readOverview(db: Queryable, query: OverviewQuery, thresholds: AlertThresholds = alertThresholds, sweepIntervalSeconds?: number): Promise<Overview> {
-  const rangeSeconds = overviewRanges[query.range];
-  const step = steps[query.range];
+/**
+ * `sweepIntervalSeconds`: the server's SWEEP_INTERVAL_SECONDS, for the stalled-sweeper alert;
+ * `replicaLag`: the standby's lag when `db` is a standby's (server/dashboard-pools.ts).
+ */
+export async function readOverview(
+  db: Queryable,
+  query: OverviewQuery,
+  thresholds: AlertThresholds = alertThresholds,
+  sweepIntervalSeconds?: number,
+  options: { replicaLag?: (() => Promise<ReplicaLag>) | undefined; databaseMemoryBytes?: number | undefined } = {},
+): Promise<Overview> {
+  const absolute = query.from !== undefined && query.to !== undefined ? { from: new Date(query.from), to: new Date(query.to) } : null;
+  const readRange = absolute ? rangeForWindow(absolute.from, absolute.to) : query.range;
+  const rangeSeconds = overviewRanges[readRange];
+  const step = steps[readRange];
+  // A range ends at the end of the current step; an absolute window is widened to whole steps.
   const { rows: clock } = await db.query<{ to: Date; from: Date; now: Date }>(
-    `SELECT now() AS now, date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
-            date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' - $2::int * interval '1 second' AS from`,
-    [step, rangeSeconds],
+    absolute
+      ? {
+          text: `SELECT now() AS now, date_bin($1::int * interval '1 second', $2::timestamptz, 'epoch') AS from,
+                        date_bin($1::int * interval '1 second', $3::timestamptz - interval '1 microsecond', 'epoch') + $1::int * interval '1 second' AS to`,
+          values: [step, absolute.from, absolute.to],
+        }
+      : {
+          text: `SELECT now() AS now, date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' AS to,
+                        date_bin($1::int * interval '1 second', now(), 'epoch') + $1::int * interval '1 second' - $2::int * interval '1 second' AS from`,
+          values: [step, rangeSeconds],
+        },
   );
   const window = clock[0];
   if (!window) throw new Error('no clock');
@@ -121,25 +219,17 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   const range = { step, from: window.from, to: window.to, service: query.service, scope: query.scope };
   const scopesOfRange = once(() => readSeriesScopes(db, step, window.from, window.to));
   const lastFinishedSweep = once(() => readLastFinishedSweep(db));
+  const replicaLag = options.replicaLag === undefined ? undefined : once(options.replicaLag);
   const principalsOfRange = async () => {
     const services = query.service === undefined && query.scope !== undefined ? [...new Set((await scopesOfRange()).map((row) => row.service))] : [];
     return readPrincipalsRanked(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null, services });
   };
-  type Sample = {
-    t: Date;
-    estimated_rows: string;
-    baseline_rows: string;
-    table_bytes: string;
-    index_bytes: string;
-    toast_bytes: string;
-    oldest_row_age_seconds: number | null;
-    cleanup_lag_seconds: number;
-    stale_claims: number;
-  };
+  type Sample = StoreSampleRow & { t: Date };
   // Independent reads, at once on a pool (readTogether), each named (prepared once per
   // connection; the plan tests cover their generic plans): the answer takes about as long as the
   // slowest chain (the alert inputs, or the series and then the principals), not their sum.
-  const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures] = await readTogether(db, [
+  const compareOffset = query.compare === undefined ? null : compareOffsets[query.compare];
+  const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures, events, compared, capacity] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
     principalsOfRange,
     // The last sample of each step: one backward primary-key probe per step, so a 30-day range
@@ -171,8 +261,26 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
                WHERE state = 'in_progress' AND lease_expires_at < now() AND ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2)`,
         values: [query.service ?? null, query.scope ?? null],
       }),
-    () => readAlertInputs(db, { sweepIntervalSeconds, thresholds, checksFor: { service: query.service, scope: query.scope }, now: window.now, lastSweep: lastFinishedSweep }),
+    () =>
+      readAlertInputs(db, {
+        sweepIntervalSeconds,
+        thresholds,
+        checksFor: { service: query.service, scope: query.scope },
+        now: window.now,
+        lastSweep: lastFinishedSweep,
+        databaseMemoryBytes: options.databaseMemoryBytes,
+        ...(replicaLag === undefined ? {} : { replicaLag }),
+      }),
     () => readLatestScopeFigures(db, window.to),
+    () => readOverviewEvents(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null }),
+    // The same window earlier, read as a query of that window would read it.
+    async () => {
+      if (compareOffset === null) return null;
+      const earlier = { ...range, from: new Date(window.from.getTime() - compareOffset * 1000), to: new Date(window.to.getTime() - compareOffset * 1000) };
+      const series = await readOverviewSeries(db, earlier);
+      return { offsetSeconds: compareOffset, flow: flowPoints(series.counts, series.latency, earlier.from, earlier.to, step, window.now) };
+    },
+    () => readCapacity(db, { service: query.service, databaseMemoryBytes: options.databaseMemoryBytes }),
   ]);
   // The principals' error bound is from the range's events in the selection (its series).
   const totals = { claims: 0, conflict: 0, mismatch: 0, rejected: 0, takeover: 0, error: 0 };
@@ -183,23 +291,16 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
   const principals: PrincipalsBehind = { ...ranked, errorBound: principalsErrorBound(totals, ranked.k) };
   const services = [...new Set(scopes.map((row) => row.service))];
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
-  const alerts = evaluateAlerts(alertInputs, thresholds).filter(
-    (alert) => alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope)),
-  );
+  const chosen = (alert: { storeWide: boolean; service: string | null; scope: string | null }) =>
+    alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope));
+  const states = evaluateAlertStates(alertInputs, thresholds);
+  const alerts = states.firing.filter(chosen);
+  const pending = states.pending.filter(chosen);
 
-  const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
-  for (let t = window.from.getTime(); t < window.to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
-  for (const row of counts) {
-    const point = flow.get(row.t.getTime());
-    if (point) point.counts[row.outcome] += Number(row.n);
-  }
-  for (const row of latency) {
-    const point = flow.get(row.t.getTime());
-    if (point) row.buckets.forEach((bucket, i) => (point.latency[bucket] = (point.latency[bucket] ?? 0) + (row.counts[i] ?? 0)));
-  }
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
   return {
-    range: query.range,
+    range: readRange,
+    absolute: absolute !== null,
     stepSeconds: step,
     from: window.from.toISOString(),
     to: window.to.toISOString(),
@@ -207,28 +308,14 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     services,
     scope: query.scope ?? null,
     scopes: [...new Set(scopes.filter((row) => query.service === undefined || row.service === query.service).map((row) => row.scope))].sort(),
-    flow: [...flow.entries()].map(([t, point]) => {
-      const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
-      const perSecond = zeroes();
-      const share = zeroes();
-      // The current step has run only since its start: its rate is over that, not the whole step.
-      const seconds = Math.max(1, Math.min(step, (window.now.getTime() - t) / 1000));
-      for (const outcome of claimOutcomes) {
-        perSecond[outcome] = point.counts[outcome] / seconds;
-        share[outcome] = claims > 0 ? point.counts[outcome] / claims : 0;
-      }
-      return {
-        t: new Date(t).toISOString(),
-        claims,
-        counts: point.counts,
-        perSecond,
-        share,
-        p50Ms: finite(percentileOf(point.latency, 50)),
-        p95Ms: finite(percentileOf(point.latency, 95)),
-        p99Ms: finite(percentileOf(point.latency, 99)),
-        seconds,
-      };
-    }),
+    flow: flowPoints(counts, latency, window.from, window.to, step, window.now),
+    ...(compared ? { compare: compared } : {}),
+    events: [
+      ...alerts
+        .filter((alert) => alert.since !== null && alert.since >= window.from && alert.since < window.to)
+        .map((alert): OverviewEvent => ({ at: (alert.since as Date).toISOString(), kind: 'alert', text: `Alert started: ${alert.summary}`, ...(alert.service ? { service: alert.service } : {}), ...(alert.scope ? { scope: alert.scope } : {}) })),
+      ...events,
+    ].sort((a, b) => b.at.localeCompare(a.at)),
     store: samples.rows.map((row) => {
       const rows = Number(row.estimated_rows);
       const baseline = Number(row.baseline_rows);
@@ -256,7 +343,7 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
           },
     lastSweep: lastSweep ? { ...lastSweep, finishedAt: lastSweep.finishedAt.toISOString() } : null,
     alerts,
-    checks: evaluateChecks(alertInputs, alerts, thresholds, { service: query.service, scope: query.scope }),
+    checks: evaluateChecks(alertInputs, alerts, thresholds, { service: query.service, scope: query.scope }, pending),
     objectives: {
       claimP99Ms: thresholds.claimP99ObjectiveMs,
       conflictShare: thresholds.conflictShare,
@@ -266,8 +353,113 @@ export async function readOverview(db: Queryable, query: OverviewQuery, threshol
     dataSince: since.rows[0]?.since?.toISOString() ?? null,
     now: window.now.toISOString(),
     staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
+    capacity: { ...capacity, thresholdShare: thresholds.indexOverMemoryShare },
+    replica: alertInputs.replica ? { ...alertInputs.replica, measuredAt: alertInputs.replica.measuredAt.toISOString(), thresholdSeconds: thresholds.replicaLagSeconds } : null,
     principals,
   };
+}
+
+/**
+ * The flow points of [from, to) at `step`, one per step, from the series' rows. `now` is the
+ * server's clock: the step it falls in has run only since its start.
+ */
+function flowPoints(
+  counts: { t: Date; outcome: ClaimOutcome; n: string }[],
+  latency: { t: Date; buckets: number[]; counts: number[] }[],
+  from: Date,
+  to: Date,
+  step: number,
+  now: Date,
+): FlowPoint[] {
+  const flow = new Map<number, { counts: Record<ClaimOutcome, number>; latency: number[] }>();
+  for (let t = from.getTime(); t < to.getTime(); t += step * 1000) flow.set(t, { counts: zeroes(), latency: new Array<number>(BUCKET_COUNT).fill(0) });
+  for (const row of counts) {
+    const point = flow.get(row.t.getTime());
+    if (point) point.counts[row.outcome] += Number(row.n);
+  }
+  for (const row of latency) {
+    const point = flow.get(row.t.getTime());
+    if (point) row.buckets.forEach((bucket, i) => (point.latency[bucket] = (point.latency[bucket] ?? 0) + (row.counts[i] ?? 0)));
+  }
+  return [...flow.entries()].map(([t, point]) => {
+    const claims = claimOutcomes.reduce((sum, outcome) => sum + point.counts[outcome], 0);
+    const perSecond = zeroes();
+    const share = zeroes();
+    // The current step has run only since its start: its rate is over that, not the whole step.
+    const seconds = Math.max(1, Math.min(step, (now.getTime() - t) / 1000));
+    for (const outcome of claimOutcomes) {
+      perSecond[outcome] = point.counts[outcome] / seconds;
+      share[outcome] = claims > 0 ? point.counts[outcome] / claims : 0;
+    }
+    return {
+      t: new Date(t).toISOString(),
+      claims,
+      counts: point.counts,
+      perSecond,
+      share,
+      p50Ms: finite(percentileOf(point.latency, 50)),
+      p95Ms: finite(percentileOf(point.latency, 95)),
+      p99Ms: finite(percentileOf(point.latency, 99)),
+      seconds,
+    };
+  });
+}
+
+/**
+ * The stored events of [from, to), of a chosen service (and scope) or all: policy creations and
+ * changes (endpoint_policy_history) and failed sweep runs (sweep_runs), each at most
+ * EVENTS_PER_KIND, newest first. A policy's history is read per policy (never deleted: every
+ * history row has one), newest version first, through endpoint_policy_history_endpoint_idx:
+ * policy changes are made by people, so each endpoint's history is short. The sweep runs are a
+ * backward scan of their primary key (id grows with the time), and the runs
+ * scanned stop at the last run that had finished before `from`, as the store sample at or
+ * before `from` recorded it (store_stats.last_sweep_run_id, a probe of its primary key), so a
+ * window's read does not walk the runs before it. No service instance's start is recorded
+ * anywhere, so none is shown.
+ */
+export async function readOverviewEvents(db: Queryable, choice: { from: Date; to: Date; service: string | null; scope: string | null }): Promise<OverviewEvent[]> {
+  const [policies, sweeps] = await readTogether(db, [
+    () =>
+      db.query<{ at: Date; service: string; endpoint: string; version: number; created: boolean; breaking: boolean }>({
+        name: 'dashboard_overview_policy_events',
+        text: `SELECT h.at, p.service, p.endpoint, h.version, h.created, h.breaking FROM endpoint_policies p
+               CROSS JOIN LATERAL (
+                 SELECT changed_at AS at, version, previous IS NULL AS created, breaking FROM endpoint_policy_history h
+                 WHERE h.service = p.service AND h.endpoint = p.endpoint AND h.changed_at >= $1 AND h.changed_at < $2
+                 ORDER BY h.version DESC LIMIT ${EVENTS_PER_KIND}
+               ) h
+               WHERE ($3::text IS NULL OR p.service = $3) AND ($4::text IS NULL OR p.endpoint = $4)
+               ORDER BY h.at DESC LIMIT ${EVENTS_PER_KIND}`,
+        values: [choice.from, choice.to, choice.service, choice.scope],
+      }),
+    // A sweep run is the store's, whatever the service chosen.
+    () =>
+      db.query<{ id: string; at: Date }>({
+        name: 'dashboard_overview_sweep_events',
+        text: `SELECT id, started_at AS at FROM sweep_runs
+               WHERE status = 'failed' AND started_at >= $1 AND started_at < $2
+                 AND id > coalesce((SELECT last_sweep_run_id FROM store_stats WHERE sampled_at <= $1 ORDER BY sampled_at DESC LIMIT 1), 0)
+               ORDER BY id DESC LIMIT ${EVENTS_PER_KIND}`,
+        values: [choice.from, choice.to],
+      }),
+  ]);
+  return [
+    ...policies.rows.map((row): OverviewEvent => ({
+      at: row.at.toISOString(),
+      kind: 'policy',
+      text: `Policy ${row.created ? 'created' : 'changed'}: ${row.endpoint} (${row.service}), version ${row.version}${row.breaking ? ', a shorter retry window' : ''}`,
+      service: row.service,
+      scope: row.endpoint,
+    })),
+    ...sweeps.rows.map((row): OverviewEvent => ({ at: row.at.toISOString(), kind: 'sweep_failed', text: `Sweep run ${row.id} failed` })),
+  ];
+}
+
+/** The shortest range at least as long as [from, to): its step gives the window 60 to 170 points at most. */
+export function rangeForWindow(from: Date, to: Date): OverviewRange {
+  const span = (to.getTime() - from.getTime()) / 1000;
+  const ranges = Object.keys(overviewRanges) as OverviewRange[];
+  return ranges.find((range) => overviewRanges[range] >= span) ?? '30d';
 }
 
 /**

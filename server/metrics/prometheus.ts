@@ -11,7 +11,9 @@ import type { Queryable } from '@retrysafe/store/postgres';
 import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds, type PolicyPoint } from './alerts';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
+import { readIndexMemory } from './capacity';
 import { readLastFinishedSweep } from '../retention/review';
+import type { ReplicaLag } from './replica-lag';
 
 export interface PrometheusMetrics {
   registry: Registry;
@@ -22,6 +24,21 @@ export interface PrometheusMetrics {
 export interface PrometheusOptions {
   /** SWEEP_INTERVAL_SECONDS, exported so a rule can tell a stalled sweeper (its default when not given). */
   sweepIntervalSeconds?: number;
+  /**
+   * The dashboard's standby's lag (readReplicaLag on the dashboard's pools), when it reads one
+   * (DASHBOARD_READ_URL): exported, and judged by the replica_lag alert.
+   */
+  replicaLag?: () => Promise<ReplicaLag>;
+  /**
+   * The store's completion bookkeeping (IdempotencyStore's counters), this instance: attempts
+   * whose work ran and whose completion could not be recorded (each also reported to onError
+   * with its key), and completions sent again within their lease after a transient failure.
+   */
+  completions?: () => { unrecorded: number; retried: number };
+  /** The flow recorder's traced attempts dropped over their principal's per-minute budget (issue 31.1). */
+  droppedAttempts?: () => number;
+  /** DATABASE_MEMORY_BYTES, when the operator set it: the memory the unique index is held against (else shared_buffers). */
+  databaseMemoryBytes?: number | undefined;
 }
 
 export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThresholds = alertThresholds, options: PrometheusOptions = {}): PrometheusMetrics {
@@ -40,6 +57,39 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     buckets: BUCKET_BOUNDS_MS.filter(Number.isFinite).map((bound) => bound / 1000),
     registers: [registry],
   });
+
+  const completions = options.completions;
+  if (completions) {
+    const completionCounter = (name: string, help: string, pick: (counts: { unrecorded: number; retried: number }) => number) =>
+      new Counter({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.reset();
+          this.inc(pick(completions()));
+        },
+      });
+    completionCounter(
+      'retrysafe_unrecorded_completions_total',
+      'Attempts whose work ran and whose completion could not be recorded (the key waits for its lease; each reported with its key), this instance',
+      (counts) => counts.unrecorded,
+    );
+    completionCounter('retrysafe_completion_retries_total', 'Completions sent again within their lease after a transient failure, this instance', (counts) => counts.retried);
+  }
+
+  const droppedAttempts = options.droppedAttempts;
+  if (droppedAttempts) {
+    new Counter({
+      name: 'retrysafe_trace_dropped_attempts_total',
+      help: "Replays, conflicts, mismatches and quota refusals not kept in the trace of attempts because their principal's per-minute budget was spent, this instance",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(droppedAttempts());
+      },
+    });
+  }
 
   // Store gauges: one query per scrape, shared by all of them.
   const figures = sharedPerScrape(() => readStoreFigures(pool));
@@ -61,6 +111,24 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far past its expiry the oldest surviving row is', (f) => f.cleanupLagSeconds);
   storeGauge('retrysafe_stale_claims', 'In-progress claims whose lease has passed', (f) => f.staleClaims);
   storeGauge('retrysafe_stale_claim_oldest_seconds', 'How long the oldest stale claim has been past its lease (0 when none)', (f) => f.oldestStaleSeconds);
+  // The unique index against the database's memory (capacity.ts), one catalog read per scrape.
+  const indexMemory = sharedPerScrape(() => readIndexMemory(pool, options.databaseMemoryBytes));
+  new Gauge({
+    name: 'retrysafe_store_unique_index_bytes',
+    help: "Bytes of the key table's unique index (every partition's): the index every claim inserts into",
+    registers: [registry],
+    async collect() {
+      this.set((await indexMemory()).uniqueIndexBytes);
+    },
+  });
+  new Gauge({
+    name: 'retrysafe_database_memory_bytes',
+    help: "The database's memory the unique index is held against: DATABASE_MEMORY_BYTES where set, else shared_buffers",
+    registers: [registry],
+    async collect() {
+      this.set((await indexMemory()).memoryBytes);
+    },
+  });
   new Gauge({
     name: 'retrysafe_store_baseline_rows',
     help: 'Rows a store that expires on time would hold (new keys within each scope\'s trailing retention), from the last store-statistics sample',
@@ -131,6 +199,30 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     },
   });
 
+  // The standby, once per scrape; a standby that cannot be read leaves its gauges out (and its
+  // reads fail on the dashboard) rather than failing the whole scrape.
+  const replicaLag = options.replicaLag;
+  const replica = replicaLag === undefined ? undefined : sharedPerScrape(() => replicaLag().catch(() => undefined));
+  if (replica) {
+    for (const [name, help, pick] of [
+      ['retrysafe_dashboard_replica_in_recovery', "Whether the dashboard's standby (DASHBOARD_READ_URL) is in recovery (1), or was promoted (0); absent when it cannot be read", (lag) => (lag.inRecovery ? 1 : 0)],
+      ['retrysafe_dashboard_replica_lag_seconds', "How far the dashboard's standby is behind the primary: 0 when it has replayed all the primary had written, else the time since its last replayed commit", (lag) => lag.seconds],
+      ['retrysafe_dashboard_replica_lag_bytes', "WAL bytes the primary had written that the dashboard's standby has not replayed", (lag) => lag.bytes],
+    ] as const satisfies readonly (readonly [string, string, (lag: ReplicaLag) => number | null])[]) {
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        async collect() {
+          const lag = await replica();
+          const value = lag === undefined ? null : pick(lag);
+          this.reset();
+          if (value !== null) this.set(value);
+        },
+      });
+    }
+  }
+
   new Gauge({
     name: 'retrysafe_alert_firing',
     help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) service and scope, evaluated from the stored series',
@@ -138,7 +230,7 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds, thresholds }), thresholds)) this.set(
+      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds, thresholds, databaseMemoryBytes: options.databaseMemoryBytes, ...(replica ? { replicaLag: replica } : {}) }), thresholds)) this.set(
           alert.scope === null || alert.service === null
             ? { name: alert.name, severity: alert.severity }
             : { name: alert.name, severity: alert.severity, service: alert.service, scope: alert.scope },

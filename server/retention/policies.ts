@@ -10,7 +10,7 @@ import { inTransaction, type Connectable } from '../../db/transaction';
 import { writeAudit } from '../audit/log';
 import { isStorableText } from '../storable';
 import type { EndpointPolicy } from '@retrysafe/store';
-import type { Queryable } from '@retrysafe/store/postgres';
+import { createPolicyIfAbsent, type Queryable } from '@retrysafe/store/postgres';
 import { durationWords, policyValueWords } from './policy-words';
 
 // Every refusal is a sentence in the operator's units (policy-words.ts), never a field name or raw seconds.
@@ -62,9 +62,8 @@ export class InvalidPolicyError extends Error {
   }
 }
 
-interface PolicyRow {
-  service: string;
-  endpoint: string;
+/** A policy's columns as endpoint_policies and endpoint_policy_declarations both store them. */
+export interface PolicyFieldsRow {
   scope_mode: 'endpoint' | 'intent';
   retry_window_seconds: number;
   retention_seconds: number;
@@ -72,6 +71,24 @@ interface PolicyRow {
   lock_timeout_ms: number;
   max_response_bytes: number;
   live_key_quota: number;
+}
+
+/** The policy fields of such a row. */
+export function fieldsOfRow(row: PolicyFieldsRow): PolicyFields {
+  return {
+    scopeMode: row.scope_mode,
+    retryWindowSeconds: row.retry_window_seconds,
+    retentionSeconds: row.retention_seconds,
+    leaseMs: row.lease_ms,
+    lockTimeoutMs: row.lock_timeout_ms,
+    maxResponseBytes: row.max_response_bytes,
+    liveKeyQuota: row.live_key_quota,
+  };
+}
+
+interface PolicyRow extends PolicyFieldsRow {
+  service: string;
+  endpoint: string;
   version: number;
   updated_at: Date;
   updated_by: string;
@@ -81,20 +98,7 @@ const COLUMNS = `service, endpoint, scope_mode, retry_window_seconds, retention_
   max_response_bytes, live_key_quota, version, updated_at, updated_by`;
 
 function toRecord(row: PolicyRow): PolicyRecord {
-  return {
-    service: row.service,
-    endpoint: row.endpoint,
-    scopeMode: row.scope_mode,
-    retryWindowSeconds: row.retry_window_seconds,
-    retentionSeconds: row.retention_seconds,
-    leaseMs: row.lease_ms,
-    lockTimeoutMs: row.lock_timeout_ms,
-    maxResponseBytes: row.max_response_bytes,
-    liveKeyQuota: row.live_key_quota,
-    version: row.version,
-    updatedAt: row.updated_at,
-    updatedBy: row.updated_by,
-  };
+  return { service: row.service, endpoint: row.endpoint, ...fieldsOfRow(row), version: row.version, updatedAt: row.updated_at, updatedBy: row.updated_by };
 }
 
 export function fieldsOf(record: PolicyFields): PolicyFields {
@@ -138,13 +142,24 @@ export interface ServiceScope {
   scope: string;
 }
 
-/** The scopes keys can live in, per service (of one service when given). */
+/**
+ * The scopes keys can live in, per service (of one service when given): the policies' and those
+ * of routes' own policies as their code declares them (a scope mode the code kept after an admin
+ * changed the published one), by both tables' primary keys.
+ */
 export async function knownScopes(db: Queryable, service?: string): Promise<ServiceScope[]> {
-  const policies = await listPolicies(db, service);
+  const { rows } = await db.query<{ service: string; endpoint: string; scope_mode: 'endpoint' | 'intent' }>(
+    `SELECT service, endpoint, scope_mode FROM (
+       SELECT service, endpoint, scope_mode FROM endpoint_policies WHERE ($1::text IS NULL OR service = $1)
+       UNION ALL
+       SELECT service, endpoint, scope_mode FROM endpoint_policy_declarations WHERE ($1::text IS NULL OR service = $1)
+     ) known ORDER BY service, endpoint`,
+    [service ?? null],
+  );
   const scopes = new Map<string, ServiceScope>();
-  for (const policy of policies) {
-    const scope = policy.scopeMode === 'intent' ? 'intent' : policy.endpoint;
-    scopes.set(`${policy.service}\0${scope}`, { service: policy.service, scope });
+  for (const row of rows) {
+    const scope = row.scope_mode === 'intent' ? 'intent' : row.endpoint;
+    scopes.set(`${row.service}\0${scope}`, { service: row.service, scope });
   }
   return [...scopes.values()];
 }
@@ -158,27 +173,16 @@ export async function getPolicy(db: Queryable, service: string, endpoint: string
 /** Anything that hands out a connection for a transaction (a pg.Pool). */
 export type Transactional = Connectable;
 
-/** Creates the policies that do not exist yet (first start); existing ones are left alone. */
-export async function ensurePolicies(pool: Transactional, service: string, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {
+/**
+ * Creates the policies that do not exist yet (first start); existing ones are left alone. The
+ * package's creation (createPolicyIfAbsent: the row, its history entry and audit row in one
+ * statement, the partitions a longer retention needs), after the dashboard's own validation.
+ */
+export async function ensurePolicies(db: Queryable, service: string, defaults: Record<string, PolicyFields>, actor: string): Promise<string[]> {
   const created: string[] = [];
   for (const [endpoint, fields] of Object.entries(defaults)) {
     const policy = validate(fields);
-    await inTransaction(pool, async (db) => {
-      const { rowCount } = await db.query(
-        `INSERT INTO endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms,
-           max_response_bytes, live_key_quota, updated_by)
-         VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (service, endpoint) DO NOTHING`,
-        [endpoint, policy.scopeMode, policy.retryWindowSeconds, policy.retentionSeconds, policy.leaseMs, policy.lockTimeoutMs, policy.maxResponseBytes, policy.liveKeyQuota, actor, service],
-      );
-      if (rowCount === 0) return;
-      await db.query(
-        `INSERT INTO endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current) VALUES ($5, $1, 1, $2, $3, NULL, $4)`,
-        [endpoint, actor, 'created with the default policy', JSON.stringify(policy), service],
-      );
-      await db.query('SELECT retrysafe_ensure_partitions()');
-      await writeAudit(db, { actor, action: 'policy.create', target: { service, endpoint }, reason: 'default policy', details: { current: policy } });
-      created.push(endpoint);
-    });
+    if (await createPolicyIfAbsent(db, service, endpoint, toEndpointPolicy(policy), 'service default', actor)) created.push(endpoint);
   }
   return created;
 }

@@ -59,3 +59,18 @@ export function policyChanges(previous: Record<string, unknown> | null, current:
     .filter((field) => previous[field] !== current[field])
     .map((field) => ({ field, label: policyFieldLabels[field], from: policyValueWords(field, previous[field]), to: policyValueWords(field, current[field]) }));
 }
+
+/** Every field of a policy in words, in the form's order: "Scope principal + endpoint; Retry window 24 h; ...". */
+export function policyWords(fields: Record<string, unknown>): string {
+  return (Object.keys(policyFieldLabels) as PolicyFieldName[])
+    .filter((field) => fields[field] !== undefined)
+    .map((field) => `${policyFieldLabels[field]} ${policyValueWords(field, fields[field])}`)
+    .join('; ');
+}
+
+/** A history entry's change as the review page says it: "created", "retention 26 h → 48 h, lease 30 s → 1 min", or "no field changed". */
+export function changeWords(previous: Record<string, unknown> | null, current: Record<string, unknown>): string {
+  if (!previous) return 'created';
+  const changes = policyChanges(previous, current).map((change) => `${change.label.toLowerCase()} ${change.from} → ${change.to}`);
+  return changes.length > 0 ? changes.join(', ') : 'no field changed';
+}

@@ -1,9 +1,25 @@
 // What compliance signs off: each policy against its published promise (retention at least
 // the documented window, and by how much), the change history with breaking changes flagged,
 // and the sweeper's evidence that no key was deleted inside its window (the youngest deleted
-// row's age at deletion against the window in force). Read through the dashboard's role.
+// row's age at deletion against the window in force), and where a route's own policy in code
+// differs from the published one. Read through the dashboard's role.
 import type { Queryable } from '@retrysafe/store/postgres';
-import { listPolicies, policyHistory, type PolicyHistoryEntry, type PolicyRecord } from './policies';
+import { fieldsOf, fieldsOfRow, listPolicies, policyHistory, type PolicyFields, type PolicyFieldsRow, type PolicyHistoryEntry, type PolicyRecord } from './policies';
+import { policyChanges } from './policy-words';
+
+/** A route's own policy as its service's code declares it (in force on that route's requests). */
+export interface CodePolicy extends PolicyFields {
+  /** When a route last registered these values (each instance's start registers its routes). */
+  declaredAt: string;
+}
+
+/** One field where the code and the published policy differ, both in the operator's words. */
+export interface CodeDifference {
+  field: keyof PolicyFields;
+  label: string;
+  published: string;
+  code: string;
+}
 
 export interface PolicyReview extends Omit<PolicyRecord, 'updatedAt'> {
   updatedAt: string;
@@ -13,6 +29,13 @@ export interface PolicyReview extends Omit<PolicyRecord, 'updatedAt'> {
   /** Over the sweep runs reviewed: the smallest margin between a deleted row's age and the window (null: nothing deleted). */
   evidenceMinMarginSeconds: number | null;
   evidenceRowsDeleted: number;
+  /**
+   * The route's own policy in code, when a route declares one: its requests run on these values,
+   * whatever the published row says. null: the endpoint runs on the published policy.
+   */
+  code: CodePolicy | null;
+  /** Where the code's values differ from the published policy (empty: they agree, or no code declares one). */
+  codeDifferences: CodeDifference[];
 }
 
 export interface SweepEvidence {
@@ -107,6 +130,25 @@ export async function policyServices(db: Queryable): Promise<string[]> {
   return rows.map((row) => row.service);
 }
 
+/**
+ * The routes' own policies as their code declares them (of one service when given), by
+ * endpoint_policy_declarations' primary key, keyed "service endpoint".
+ */
+export async function readCodePolicies(db: Queryable, service?: string): Promise<Map<string, CodePolicy>> {
+  const { rows } = await db.query<PolicyFieldsRow & { service: string; endpoint: string; declared_at: Date }>(
+    `SELECT service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms, max_response_bytes, live_key_quota, declared_at
+     FROM endpoint_policy_declarations WHERE ($1::text IS NULL OR service = $1) ORDER BY service, endpoint`,
+    [service ?? null],
+  );
+  return new Map(rows.map((row) => [`${row.service} ${row.endpoint}`, { ...fieldsOfRow(row), declaredAt: row.declared_at.toISOString() }]));
+}
+
+/** Where the code's policy differs from the published one, field by field, in words. */
+export function codeDifferences(published: PolicyFields, code: PolicyFields | null): CodeDifference[] {
+  if (!code) return [];
+  return policyChanges({ ...fieldsOf(published) }, { ...fieldsOf(code) }).map((change) => ({ field: change.field, label: change.label, published: change.from, code: change.to }));
+}
+
 /** A review asked for a service no policy names (a 404: there is nothing of it to review). */
 export class UnknownServiceError extends Error {
   readonly code = 'UNKNOWN_SERVICE';
@@ -119,10 +161,11 @@ export class UnknownServiceError extends Error {
 export async function readRetentionReview(db: Queryable, service?: string): Promise<RetentionReview> {
   const services = await policyServices(db);
   if (service !== undefined && !services.includes(service)) throw new UnknownServiceError(service);
-  const [policies, history, sweeps] = [
+  const [policies, history, sweeps, code] = [
     await listPolicies(db, service),
     await policyHistory(db, service === undefined ? undefined : { service }),
     await readSweepEvidence(db, undefined, service),
+    await readCodePolicies(db, service),
   ];
   return {
     service: service ?? null,
@@ -132,11 +175,16 @@ export async function readRetentionReview(db: Queryable, service?: string): Prom
         .flatMap((sweep) => sweep.scopes)
         .filter((scope) => scope.service === policy.service && (scope.scope === policy.endpoint || (policy.scopeMode === 'intent' && scope.scope === 'intent')));
       const margins = evidence.map((scope) => scope.minMarginSeconds).filter((margin): margin is number => margin !== null);
+      const inCode = code.get(`${policy.service} ${policy.endpoint}`) ?? null;
+      // The retention applied is the code's when a route declares its own: shorter than the published window breaks the promise.
+      const applied = inCode?.retentionSeconds ?? policy.retentionSeconds;
       return {
         ...policy,
         updatedAt: policy.updatedAt.toISOString(),
         marginSeconds: policy.retentionSeconds - policy.retryWindowSeconds,
-        keepsPromise: policy.retentionSeconds >= policy.retryWindowSeconds && margins.every((margin) => margin >= 0),
+        keepsPromise: policy.retentionSeconds >= policy.retryWindowSeconds && applied >= policy.retryWindowSeconds && margins.every((margin) => margin >= 0),
+        code: inCode,
+        codeDifferences: codeDifferences(policy, inCode),
         evidenceMinMarginSeconds: margins.length > 0 ? Math.min(...margins) : null,
         evidenceRowsDeleted: evidence.reduce((sum, scope) => sum + scope.rowsDeleted, 0),
       };

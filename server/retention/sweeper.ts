@@ -70,6 +70,8 @@ export interface SweepResult {
   staleReleased: number;
   /** Live-key quota counter buckets older than any retention, removed at the end of the run. */
   quotaBucketsDeleted: number;
+  /** Traced attempts and key counts (migration 0025) past their key's expiry, removed at the end of the run. */
+  attemptsDeleted: number;
   /** Partitioned layout: day partitions created ahead, and dropped whole (their rows included in rowsDeleted). */
   partitionsCreated: number;
   partitionsDropped: string[];
@@ -185,6 +187,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     rowsDeleted: 0,
     staleReleased: 0,
     quotaBucketsDeleted: 0,
+    attemptsDeleted: 0,
     partitionsCreated: 0,
     partitionsDropped: [],
     longestChunkMs: 0,
@@ -220,6 +223,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
           await sweepChunks(held, runId, options, result);
         }
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
+        result.attemptsDeleted = await sweepExpiredAttempts(client, options.chunkSize, options.maxRowsPerRun);
       } catch (error) {
         result.status = 'failed';
         result.stopReason = 'error';
@@ -264,6 +268,36 @@ async function deleteOldQuotaBuckets(client: pg.ClientBase): Promise<number> {
      WHERE bucket_start < now() - coalesce((SELECT max(retention_seconds) FROM endpoint_policies), 0) * interval '1 second' - interval '2 hours'`,
   );
   return result.rowCount ?? 0;
+}
+
+const SWEEP_ATTEMPTS_SQL = `WITH doomed AS (
+               SELECT ctid FROM key_attempts WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+             )
+             DELETE FROM key_attempts a USING doomed WHERE a.ctid = doomed.ctid`;
+const SWEEP_ATTEMPT_COUNTS_SQL = `WITH doomed AS (
+               SELECT ctid FROM key_attempt_counts WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+             )
+             DELETE FROM key_attempt_counts c USING doomed WHERE c.ctid = doomed.ctid`;
+
+/** The sweep of the trace's statements, for the test that proves their plans. */
+export const sweepAttemptsTexts = { attempts: SWEEP_ATTEMPTS_SQL, counts: SWEEP_ATTEMPT_COUNTS_SQL };
+
+/**
+ * The trace of attempts expires with its key: each row carries its key's expiry (the flush's
+ * copy), so the rows past it go in chunks through the expiry indexes, each chunk its own
+ * statement (no long transaction), up to the run's row budget. Returns the rows deleted.
+ */
+async function sweepExpiredAttempts(client: pg.ClientBase, chunkSize: number, maxRows: number): Promise<number> {
+  let deleted = 0;
+  for (const text of [SWEEP_ATTEMPTS_SQL, SWEEP_ATTEMPT_COUNTS_SQL]) {
+    for (;;) {
+      const result = await client.query(text, [chunkSize]);
+      const rows = result.rowCount ?? 0;
+      deleted += rows;
+      if (rows < chunkSize || deleted >= maxRows) break;
+    }
+  }
+  return deleted;
 }
 
 /** Finishes the run record (its evidence was added as it went) and reads the evidence back. */

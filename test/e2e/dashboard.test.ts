@@ -56,6 +56,10 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
       await chart.locator('svg.recharts-surface').first().waitFor();
     }
     await expect(page.getByRole('table', { name: 'Stored responses per scope' }).getByText('POST /api/v1/payments').isVisible()).resolves.toBe(true);
+    // Capacity: the unique index against the database's memory (here shared_buffers alone) and the steady state.
+    await expect(page.getByText('Unique index against memory', { exact: true }).isVisible()).resolves.toBe(true);
+    await expect(page.getByText(/% \(shared_buffers only; the check fires over 80%\)/).isVisible()).resolves.toBe(true);
+    await expect(page.getByText('Steady state', { exact: true }).isVisible()).resolves.toBe(true);
     await expectAccessible(page, 'overview.png');
     await page.screenshot({ path: join(SCREENSHOTS_DIR, 'overview.png'), fullPage: true });
     await page.getByLabel('Time range').selectOption('6h');

@@ -5,7 +5,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { withDatabase } from './database-url';
 import { AUTH_SESSION_OPTIONS, DASHBOARD_LOGIN } from '../../db/dashboard-access';
-import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
+import { STORE_POOL_SETTINGS, STORE_POOLER_POOL_SETTINGS, type PoolerMode } from '@retrysafe/store/postgres';
+import { hasPgBouncer, preparedPgBouncerPath, startPgBouncer, type PgBouncer } from './pgbouncer';
 
 export interface TestDatabase {
   /** Connection string of this file's database (owner role). */
@@ -18,6 +19,31 @@ export interface TestDatabase {
   storePool: pg.Pool;
   /** As sign-in's pool is: the owner's connection string, in the auth role (AUTH_SESSION_OPTIONS). */
   authPool: pg.Pool;
+  /** With `pooler`: the PgBouncer (transaction mode) that `pool` and `storePool` go through. */
+  pgbouncer?: PgBouncer;
+}
+
+/** How a test file's store reaches its database: the layout, and direct or through PgBouncer (transaction mode). */
+export interface StoreConnection {
+  layout: StoreLayout;
+  /** Through PgBouncer in transaction mode: unnamed statements (`transaction`) or named ones it tracks (`transaction-prepared`, PgBouncer 1.21 and later). */
+  pooler: false | PoolerMode;
+  /** For describe titles. */
+  name: string;
+}
+
+/** Both layouts, direct and through a transaction-mode PgBouncer. */
+export const storeConnections: StoreConnection[] = (['plain', 'partitioned'] as const).flatMap((layout) => [
+  { layout, pooler: false, name: `${layout} layout` },
+  { layout, pooler: 'transaction', name: `${layout} layout, through PgBouncer (transaction mode)` },
+  { layout, pooler: 'transaction-prepared', name: `${layout} layout, through PgBouncer (transaction mode, prepared statements)` },
+]);
+
+/** Whether this machine can run `connection` (a PgBouncer, and for prepared statements one of 1.21 or later). */
+export function runnable(connection: Pick<StoreConnection, 'pooler'>): boolean {
+  if (connection.pooler === 'transaction') return hasPgBouncer;
+  if (connection.pooler === 'transaction-prepared') return preparedPgBouncerPath !== undefined;
+  return true;
 }
 
 export type StoreLayout = 'plain' | 'partitioned';
@@ -86,21 +112,33 @@ export async function createTestDatabase(options: { empty?: boolean; layout?: St
 }
 
 /** Registers beforeAll/afterAll hooks; the returned object is filled in before the first test. */
-export function useTestDatabase(layout: StoreLayout = 'plain'): TestDatabase {
+export function useTestDatabase(layout: StoreLayout = 'plain', options: { pooler?: boolean | PoolerMode } = {}): TestDatabase {
   const handle = {} as TestDatabase;
   let created: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
   beforeAll(async () => {
     created = await createTestDatabase({ layout });
     handle.url = created.url;
     handle.dashboardUrl = dashboardUrlFor(created.url);
-    handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
-    handle.storePool = new pg.Pool({ connectionString: created.url, max: 40, ...STORE_POOL_SETTINGS });
+    if (options.pooler) {
+      // pool and storePool through PgBouncer; the URL (and authPool) stay direct.
+      handle.pgbouncer = await startPgBouncer(
+        options.pooler === 'transaction-prepared' ? { upstreamUrl: created.url, poolSize: 20, binary: preparedPgBouncerPath, maxPreparedStatements: 200 } : { upstreamUrl: created.url, poolSize: 20 },
+      );
+      handle.pool = new pg.Pool({ connectionString: handle.pgbouncer.url(), max: 40 });
+      handle.storePool = new pg.Pool({ connectionString: handle.pgbouncer.url(), max: 40, ...STORE_POOLER_POOL_SETTINGS });
+      // Tests restart the pooler: idle connections it cut are dropped (and would be unhandled errors).
+      for (const pool of [handle.pool, handle.storePool]) pool.on('error', () => undefined);
+    } else {
+      handle.pool = new pg.Pool({ connectionString: created.url, max: 40 });
+      handle.storePool = new pg.Pool({ connectionString: created.url, max: 40, ...STORE_POOL_SETTINGS });
+    }
     handle.authPool = authPoolFor(created.url);
   });
   afterAll(async () => {
     await (handle.pool as pg.Pool | undefined)?.end();
     await (handle.storePool as pg.Pool | undefined)?.end();
     await (handle.authPool as pg.Pool | undefined)?.end();
+    await handle.pgbouncer?.stop();
     await created?.drop();
   });
   return handle;

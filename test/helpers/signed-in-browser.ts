@@ -54,3 +54,23 @@ export async function closeChecked(page: Page): Promise<void> {
   expect(hydrationErrors(page)).toEqual([]);
   await page.close();
 }
+
+/**
+ * Waits until the demo traffic's flushes have reached the database with new keys and replays
+ * both. A page opened with `refresh=off` asks once: opened before that (a busy machine starts the
+ * traffic late), the charts without data say "no data" and are never drawn (the replays chart
+ * needs a replay, the share and latency charts a claim).
+ */
+export async function waitForDemoFlow(db: TestDatabase): Promise<void> {
+  await expect
+    .poll(
+      async () =>
+        (
+          await db.pool.query<{ outcome: string }>(
+            `SELECT outcome FROM flow_counts_minute WHERE service = 'demo' AND outcome IN ('new', 'replay') GROUP BY outcome HAVING sum(count) > 0 ORDER BY outcome`,
+          )
+        ).rows.map((row) => row.outcome),
+      { timeout: 120_000, interval: 500 },
+    )
+    .toEqual(['new', 'replay']);
+}

@@ -1,8 +1,8 @@
 // A real store on a test file's database, with a recorder of its flow events.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import type { FlowEvent } from '@retrysafe/store';
-import type { EndpointPolicy } from '@retrysafe/store';
+import type { FlowEvent, FlowObserver, PoolerMode } from '@retrysafe/store';
+import type { EndpointPolicy, IdempotencyBackend } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
@@ -41,6 +41,15 @@ export function createTestStore(
     quota?: LiveKeyQuota;
     onLeaseLost?: (id: { key: string }) => void;
     layout?: 'plain' | 'partitioned';
+    /** The pool goes through a transaction-mode PgBouncer: createRetrysafe's `pooler` (true: `transaction`). */
+    pooler?: boolean | PoolerMode;
+    /** With `pooler`: the server connections have the planner settings already (no SET LOCAL per transaction). */
+    plannerSettingsInPlace?: boolean;
+    onCompletionFailed?: (error: unknown, id: { key: string }) => void;
+    /** Also told every flow event (e.g. a FlowRecorder), after `events`. */
+    observer?: FlowObserver;
+    /** Keys kept here instead of in `pool`'s Postgres (e.g. a RedisBackend). */
+    backend?: IdempotencyBackend;
   } = {},
 ): TestStore {
   const events: FlowEvent[] = [];
@@ -48,13 +57,22 @@ export function createTestStore(
   const secret = options.secret ?? randomBytes(32);
   const store = new IdempotencyStore({
     pool,
+    backend: options.backend,
     service: options.service ?? TEST_SERVICE,
     fingerprintSecret: secret,
     keyRing,
     quota: options.quota,
     onLeaseLost: options.onLeaseLost,
     layout: options.layout,
-    observer: { record: (event) => events.push(event) },
+    pooler: options.pooler === true ? 'transaction' : options.pooler || undefined,
+    plannerSettingsInPlace: options.plannerSettingsInPlace,
+    onCompletionFailed: options.onCompletionFailed,
+    observer: {
+      record: (event) => {
+        events.push(event);
+        options.observer?.record(event);
+      },
+    },
   });
   return { store, events, keyRing, secret };
 }

@@ -3,7 +3,8 @@
 // with Retry-After while the original runs; 422 for another body; 400 for a malformed key;
 // 413 over the cap; a 5xx that is not final (the retry runs the work again). Express and
 // Fastify are served over real sockets; Hono, Next and the Fetch adapter are called through
-// their own request objects (Hono's app.fetch, a NextRequest).
+// their own request objects (Hono's app.fetch, a NextRequest). Each on both key-record backends:
+// Postgres, and Redis (claim-first, the mode these routes use).
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -21,6 +22,7 @@ import { idempotent as honoIdempotent } from '@retrysafe/store/hono';
 import { idempotentRoute } from '@retrysafe/store/next';
 import { useTestDatabase } from '../helpers/database';
 import { createTestStore, testPolicy } from '../helpers/store';
+import { keyBackendKinds, useKeyBackend } from '../helpers/store-backends';
 
 interface Reply {
   status: number;
@@ -135,8 +137,12 @@ const adapters: Record<string, Adapter> = {
 
 const order = (sku: string, quantity = 1) => JSON.stringify({ sku, quantity });
 
-describe.each(Object.keys(adapters))('%s adapter', (name) => {
+// Every adapter with its keys in Postgres, and in Redis (where a redis-server is installed).
+const cases = keyBackendKinds.flatMap((kind) => Object.keys(adapters).map((name) => ({ name, kind })));
+
+describe.each(cases)('$name adapter, keys in $kind', ({ name, kind }) => {
   const db = useTestDatabase();
+  const keys = useKeyBackend(kind, db);
   const orders = new Orders();
   const principal = randomUUID();
   let served: Served;
@@ -144,7 +150,7 @@ describe.each(Object.keys(adapters))('%s adapter', (name) => {
   beforeAll(async () => {
     const adapter = adapters[name];
     if (!adapter) throw new Error(`no adapter ${name}`);
-    served = await adapter(createTestStore(db.pool).store, orders, principal);
+    served = await adapter(createTestStore(db.pool, { backend: keys.backend() }).store, orders, principal);
   });
   afterAll(() => served.close());
 

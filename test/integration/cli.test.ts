@@ -1,12 +1,15 @@
 import { spawnSync } from 'node:child_process';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { readJournal } from '../../db/migrate';
-import { useTestDatabase } from '../helpers/database';
+import { verifyPassword } from '../../server/auth/passwords';
+import { createTestDatabase, useTestDatabase } from '../helpers/database';
 
-function cli(args: string[], env: Record<string, string>) {
+function cli(args: string[], env: Record<string, string>, input = '') {
   const result = spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'server/cli/main.ts', ...args], {
     env: { ...process.env, ...env },
     encoding: 'utf8',
+    input,
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
@@ -66,6 +69,9 @@ describe('npm run cli', () => {
     const printed = JSON.parse(result.stdout) as { id: string; email: string; role: string };
     expect(printed).toEqual({ id: expect.any(String) as string, email: 'compliance@example.com', role: 'compliance' });
     expect(result.stdout).not.toContain('a long enough secret');
+    // The contract's --password still works, with a warning: it lands in the shell's history.
+    expect(result.stderr).toMatch(/warning: --password .*history.*stdin/);
+    expect(result.stderr).not.toContain('a long enough secret');
     const { rows } = await db.pool.query<{ role: string }>('SELECT role FROM operators WHERE id = $1', [printed.id]);
     expect(rows[0]?.role).toBe('compliance');
     const bad = cli(['user', 'create', '--email', 'x@example.com', '--password', 'short', '--role', 'root'], { DATABASE_URL: db.url });
@@ -73,6 +79,45 @@ describe('npm run cli', () => {
     expect(bad.stderr).toMatch(/--password.*12 characters/);
     expect(bad.stderr).toMatch(/--role/);
     expect(bad.stderr).not.toContain('short');
+  });
+
+  it('user create reads the password piped on stdin (no --password, nothing in shell history)', async () => {
+    const result = cli(['user', 'create', '--email', 'piped@example.com', '--role', 'viewer'], { DATABASE_URL: db.url }, 'a piped long secret\n');
+    expect(result.code).toBe(0);
+    expect(result.stderr).not.toContain('warning');
+    const printed = JSON.parse(result.stdout) as { id: string; email: string; role: string };
+    expect(printed).toMatchObject({ email: 'piped@example.com', role: 'viewer' });
+    const { rows } = await db.pool.query<{ password: string }>('SELECT password FROM operator_accounts WHERE user_id = $1', [printed.id]);
+    // The line's newline is not part of the password.
+    expect(await verifyPassword({ hash: rows[0]?.password ?? '', password: 'a piped long secret' })).toBe(true);
+    const empty = cli(['user', 'create', '--email', 'empty@example.com', '--role', 'viewer'], { DATABASE_URL: db.url }, '');
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/--password/);
+  });
+
+  it('print-only commands (db grants, help) leave an empty database untouched', async () => {
+    const empty = await createTestDatabase({ empty: true });
+    const pool = new pg.Pool({ connectionString: empty.url, max: 1 });
+    const relations = async () => {
+      const { rows } = await pool.query<{ relations: number }>(
+        `SELECT count(*)::int AS relations FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'`,
+      );
+      return rows[0]?.relations;
+    };
+    try {
+      const grants = cli(['db', 'grants'], { DATABASE_URL: empty.url });
+      expect(grants.code).toBe(0);
+      expect(JSON.parse(grants.stdout)).toMatchObject({ role: 'retrysafe_dashboard' });
+      expect(await relations()).toBe(0);
+      const help = cli(['help'], { DATABASE_URL: empty.url });
+      expect(help.code).toBe(0);
+      expect(JSON.parse(help.stdout)).toMatchObject({ commands: expect.arrayContaining(['migrate', 'db grants', 'help']) as unknown });
+      expect(await relations()).toBe(0);
+    } finally {
+      await pool.end();
+      await empty.drop();
+    }
   });
 
   it('db grants prints the dashboard role SQL for a DBA', () => {

@@ -337,7 +337,7 @@ describe('the key records seam', () => {
     expect(records.map((record) => [record.service, record.scope, record.correlationId])).toEqual([['orders', PAYMENTS, correlationId]]);
     const page = await listPrincipalKeys(access, keyListSchema.parse({ principalId: tenant, reason: 'browsing the tenant', service: 'orders' }), 'ops@example.com');
     expect(page.keys.map((key) => key.key)).toEqual(['stuck', 'order-9']);
-    expect((await lookUpCorrelation(access, { correlationId, reason: 'quoted in ticket 5' }, 'ops@example.com')).map((record) => record.key)).toEqual(['order-9']);
+    expect((await lookUpCorrelation(access, { correlationId, reason: 'quoted in ticket 5' }, 'ops@example.com')).records.map((record) => record.key)).toEqual(['order-9']);
     expect((await listStaleClaims(reads, 10)).map((claim) => claim.key)).toEqual(['stuck']);
     const stuck = { principalId: tenant, service: 'orders', scope: REFUNDS, key: 'stuck' };
     await releaseStaleClaim(access, stuck, 'ops@example.com', 'the processor never answered');
@@ -353,7 +353,7 @@ describe('the key records seam', () => {
       // The backend could not audit the release itself, so server/ wrote the row, once.
       ['ops@example.com', 'stale_claim.release', 'the processor never answered'],
     ]);
-    expect(rows[0]?.details).toEqual({ records: 1 });
+    expect(rows[0]?.details).toEqual({ records: 1, attempts: 0 });
     expect(rows[1]?.details).toMatchObject({ service: 'orders', keys: 2 });
     expect(rows[3]?.target).toEqual(stuck);
   });
@@ -368,11 +368,14 @@ describe('the key records seam', () => {
     const readingKeys: string[] = [];
     for (const file of files) if (/\bidempotency_keys\b/.test(await readFile(join(root, file), 'utf8'))) readingKeys.push(file);
     // Monitoring (series, catalog statistics, stale counts), retention sweeps and partitions, and
-    // the owner's key rotation: Postgres's own, not the dashboard's reads of key records.
+    // the owner's key rotation: Postgres's own, not the dashboard's reads of key records; and the
+    // start-up check that a standby's dashboard role cannot read response bodies (a privilege, no rows).
     expect(readingKeys.sort()).toEqual(
       [
+        'server/dashboard-pools.ts',
         'server/idempotency/key-rotation.ts',
         'server/metrics/alerts.ts',
+        'server/metrics/capacity.ts',
         'server/metrics/overview.ts',
         'server/metrics/principals.ts',
         'server/metrics/scope-sample.ts',

@@ -1,5 +1,5 @@
-// Upgrading a store to the partial indexes of migration 0012, as the README's "Upgrading a large
-// store" says: build them first (CONCURRENTLY on a live store), then migrate. 0011 then builds
+// Upgrading a store to the partial indexes of migration 0012, as docs/deploying.md's "Upgrading a
+// large store" says: build them first (CONCURRENTLY on a live store), then migrate. 0011 then builds
 // nothing, 0012 only drops the old indexes, and the rows stored before are served as before.
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -36,7 +36,7 @@ describe.each(layouts)('upgrading to the partial indexes (%s layout)', (layout) 
          SELECT gen_random_uuid(), 'POST /x', 'k' || i, 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now(), now() + interval '1 day'
          FROM generate_series(1, 50) AS i`,
       );
-      // What the README tells a large store to run first (without CONCURRENTLY here: no traffic).
+      // What docs/deploying.md tells a large store to run first (without CONCURRENTLY here: no traffic).
       await client.query(`CREATE INDEX idempotency_keys_expiry_idx ON idempotency_keys (expires_at) WHERE expires_at > '-infinity'::timestamptz;
         CREATE INDEX idempotency_keys_stale_lease_idx ON idempotency_keys (lease_expires_at) WHERE state = 'in_progress' AND lease_expires_at IS NOT NULL;
         CREATE INDEX idempotency_keys_principal_created_idx ON idempotency_keys (principal_id, created_at) WHERE created_at > '-infinity'::timestamptz`);

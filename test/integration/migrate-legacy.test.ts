@@ -52,7 +52,7 @@ describe.each(layouts)('upgrading a Drizzle-era install (%s layout)', (layout) =
 
       // A service built on this package refuses the old store, saying what to do.
       await expect(createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(
-        /version 2 \(in schema public\), older than this @retrysafe\/store's 6: migrate the database with `npx retrysafe migrate`/,
+        /version 2 \(in schema public\), older than this @retrysafe\/store's 8: migrate the database with `npx retrysafe migrate`/,
       );
 
       const result = await migrateDatabase(db.url, { layout });

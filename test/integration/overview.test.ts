@@ -116,6 +116,48 @@ describe('overview', () => {
     expect(overviewQuery.safeParse({ range: '1h', service: 'Not A Service' }).success).toBe(false);
   });
 
+  it('checks from/to: ISO 8601 with a zone, both or neither, from before to, at most 30 days, each error naming its parameter', () => {
+    const issue = (query: Record<string, string>) => {
+      const parsed = overviewQuery.safeParse(query);
+      return parsed.success ? null : parsed.error.issues.map((one) => one.path.join('.'));
+    };
+    expect(issue({ from: '2026-12-01T00:00:00Z', to: '2026-12-01T06:00:00Z' })).toBeNull();
+    expect(issue({ from: '2026-12-01T00:00:00+01:00', to: '2026-12-01T00:30:00.5Z' })).toBeNull();
+    expect(issue({ from: 'yesterday', to: '2026-12-01T06:00:00Z' })).toEqual(['from']);
+    expect(issue({ from: '2026-12-01', to: '2026-12-01T06:00:00Z' })).toEqual(['from']);
+    expect(issue({ from: '2026-12-01T00:00:00Z', to: '2026-13-01T06:00:00Z' })).toEqual(['to']);
+    expect(issue({ from: '2026-12-01T00:00:00Z' })).toEqual(['to']);
+    expect(issue({ to: '2026-12-01T00:00:00Z' })).toEqual(['from']);
+    expect(issue({ from: '2026-12-01T06:00:00Z', to: '2026-12-01T06:00:00Z' })).toEqual(['to']);
+    expect(issue({ from: '2026-12-01T06:00:00Z', to: '2026-12-01T05:00:00Z' })).toEqual(['to']);
+    expect(issue({ from: '2026-11-01T00:00:00Z', to: '2026-12-01T00:00:01Z' })).toEqual(['to']);
+    expect(issue({ from: '2026-11-01T00:00:00Z', to: '2026-12-01T00:00:00Z' })).toBeNull();
+  });
+
+  it('reads an absolute window at the step of the shortest range as long, widened to whole steps', async () => {
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
+         (date_trunc('minute', now()) - interval '3 hours', 'demo', 'POST /a', 'new', 7),
+         (date_trunc('minute', now()) - interval '30 minutes', 'demo', 'POST /a', 'new', 11)`,
+    );
+    await rebuildSeries(db.pool);
+    const { rows } = await db.pool.query<{ at: Date }>(`SELECT date_trunc('minute', now()) - interval '3 hours' AS at`);
+    const at = rows[0]?.at ?? new Date();
+    // Twenty minutes around the older claims, cut mid-minute: a 1 h step (60 s), whole minutes.
+    const from = new Date(at.getTime() - 10 * 60_000 + 15_000);
+    const to = new Date(at.getTime() + 10 * 60_000 + 15_000);
+    const window = await readOverview(db.pool, overviewQuery.parse({ from: from.toISOString(), to: to.toISOString() }));
+    expect(window).toMatchObject({ absolute: true, range: '1h', stepSeconds: 60, from: new Date(at.getTime() - 10 * 60_000).toISOString(), to: new Date(at.getTime() + 11 * 60_000).toISOString() });
+    expect(window.flow).toHaveLength(21);
+    expect(window.flow.reduce((sum, point) => sum + point.claims, 0)).toBe(7);
+    // Seven hours: the 24 h range's 15-minute step.
+    const longer = await readOverview(db.pool, overviewQuery.parse({ range: '1h', from: new Date(at.getTime() - 3_600_000).toISOString(), to: new Date(at.getTime() + 6 * 3_600_000).toISOString() }));
+    expect(longer).toMatchObject({ absolute: true, range: '24h', stepSeconds: 900 });
+    expect(longer.flow.reduce((sum, point) => sum + point.claims, 0)).toBe(18);
+    // A range still ends now.
+    expect(await readOverview(db.pool, overviewQuery.parse({ range: '1h' }))).toMatchObject({ absolute: false, range: '1h' });
+  });
+
   it('never carries a stored response or a fingerprint', async () => {
     const sentinel = 'SENTINEL-overview-7f3a';
     const { store } = createTestStore(db.pool);

@@ -1,14 +1,18 @@
 // @retrysafe/store as an adopter gets it: `npm pack` gives a tarball that installs into an empty
 // project and runs on plain Node (no tsx, no bundler, nothing else from this repository): every
 // subpath loads without its framework installed, and an Express service built on it answers a
-// new key with 201 and its retry with the byte-identical replay.
+// new key with 201 and its retry with the byte-identical replay; with node-redis installed, the
+// same with its key records in Redis.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DATA_DIR } from '../../db/database-url';
+import { withFileLock } from '../../db/file-lock';
 import { createTestDatabase } from '../helpers/database';
+import { hasRedis, startRedis } from '../helpers/redis';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -61,6 +65,29 @@ const server = app.listen(0, '127.0.0.1', async () => {
 });
 `;
 
+// The same service with its key records in Redis: the package loads node-redis (an optional peer
+// dependency the adopter installs) only when createRetrysafe is given `redis`.
+const REDIS_SERVICE = `
+import { createRetrysafe } from '@retrysafe/store';
+import { recordKey } from '@retrysafe/store/redis';
+const retrysafe = await createRetrysafe({
+  connectionString: process.env.DATABASE_URL,
+  service: 'orders',
+  fingerprintSecret: 'a fingerprint secret of the test',
+  responseKeys: 'k1:' + Buffer.alloc(32, 7).toString('base64'),
+  redis: { url: process.env.REDIS_URL },
+});
+const policy = { scopeMode: 'endpoint', retryWindowMs: 3600000, retentionMs: 7200000, leaseMs: 10000, lockTimeoutMs: 2000, maxResponseBytes: 4096, liveKeyQuota: 1000 };
+let runs = 0;
+const call = { principalId: process.env.PRINCIPAL, endpoint: 'POST /orders', method: 'POST', key: 'order-key-1', body: { sku: 'A-1' }, policy, mode: 'claim-first',
+  work: async () => { runs += 1; return { status: 201, contentType: 'application/json', body: Buffer.from(JSON.stringify({ id: 'order-' + runs })) }; } };
+const first = await retrysafe.store.execute(call);
+const second = await retrysafe.store.execute(call);
+const policyName = retrysafe.redis.status().memory.policy;
+await retrysafe.stop();
+process.stdout.write(JSON.stringify({ runs, same: first.body.equals(second.body), replayed: second.replayed, policyName, key: recordKey({ principalId: 'p', service: 'orders', scope: 'POST /orders', key: 'k' }) }));
+`;
+
 describe('@retrysafe/store from its tarball', () => {
   // An adopter's database: nothing in it yet, Postgres's default search_path.
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -70,7 +97,9 @@ describe('@retrysafe/store from its tarball', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ empty: true, serverSearchPath: false });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
-    await run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT });
+    // npm pack rebuilds dist/ (prepack): one pack at a time, so a run beside this one (CI runs two
+    // suites at once) never packs a file the other's build is rewriting.
+    await withFileLock(join(DATA_DIR, 'pack'), () => run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT }));
     const packed = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
     if (!packed) throw new Error('npm pack wrote no tarball');
     tarball = join(dir, packed);
@@ -130,5 +159,21 @@ describe('@retrysafe/store from its tarball', () => {
     expect(result.first.status).toBe(201);
     expect(result.second).toEqual({ status: 201, body: result.first.body, replayed: 'true' });
     expect(result.runs).toBe(1);
+  });
+
+  it.runIf(hasRedis)('keeps key records in Redis once the adopter installs redis', async () => {
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'redis@6.4.0'], { cwd: dir });
+    await writeFile(join(dir, 'redis-service.mjs'), REDIS_SERVICE);
+    const redis = await startRedis();
+    try {
+      const { stdout } = await run(process.execPath, ['redis-service.mjs'], {
+        cwd: dir,
+        env: { PATH: process.env.PATH, NODE_ENV: 'production', DATABASE_URL: db.url, REDIS_URL: redis.url, PRINCIPAL: crypto.randomUUID() },
+        timeout: 60_000,
+      });
+      expect(JSON.parse(stdout)).toEqual({ runs: 1, same: true, replayed: true, policyName: 'noeviction', key: 'retrysafe:{p:orders}:12:POST /orders:k' });
+    } finally {
+      await redis.stop();
+    }
   });
 });

@@ -8,7 +8,7 @@ import { staleClaimTexts } from '../../server/retention/stale-claims';
 import { sweepChunkText } from '../../server/retention/sweeper';
 import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../db/plan';
 import { readAlertInputs } from '../../server/metrics/alerts';
-import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { overviewQuery, readOverview, readOverviewEvents } from '../../server/metrics/overview';
 import { readBaseline } from '../../server/metrics/sampler';
 import { readLatestScopeFigures, sampleScopeFigures } from '../../server/metrics/scope-sample';
 import { readStoreFigures } from '../../server/metrics/store-figures';
@@ -156,6 +156,54 @@ describe('hot-path plans', () => {
           const wholeScans = onKeys.filter((node) => node['Node Type'] === 'Seq Scan');
           expect({ statement: statement.text, wholeScans }).toEqual({ statement: statement.text, wholeScans: [] });
           if (onKeys.some((node) => node['Node Type'] === 'Sample Scan')) expect(statement.text).toMatch(/TABLESAMPLE SYSTEM/);
+        }
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  // The overview's events: a year of sweep runs a minute apart (a few failed) and a long policy
+  // history, read for an hour a day ago, a month ending now, and one service's hour.
+  it('reads the overview events by index scans under a limit', async () => {
+    await db.pool.query(
+      `INSERT INTO sweep_runs (trigger, status, started_at, finished_at)
+       SELECT 'schedule', CASE WHEN i % 5000 = 0 THEN 'failed' ELSE 'completed' END, now() - (200000 - i) * interval '1 minute', now() - (200000 - i) * interval '1 minute'
+       FROM generate_series(1, 200000) AS i;
+       INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, cleanup_lag_seconds, stale_claims, last_sweep_run_id)
+       SELECT date_trunc('minute', now()) - i * interval '1 minute', 1, 1, 1, 1, 0, 0, 0, (SELECT max(id) FROM sweep_runs) - i
+       FROM generate_series(1, 50000) AS i;
+       INSERT INTO endpoint_policy_history (service, endpoint, version, changed_at, changed_by, reason, previous, current)
+       SELECT CASE WHEN i % 2 = 0 THEN 'orders' ELSE 'demo' END, 'POST /e' || (i % 50), i, now() - (20000 - i) * interval '10 minutes', 'test', 'r', '{}', '{}'
+       FROM generate_series(1, 20000) AS i;
+       INSERT INTO endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms, max_response_bytes, live_key_quota, updated_by)
+       SELECT DISTINCT CASE WHEN i % 2 = 0 THEN 'orders' ELSE 'demo' END, 'POST /e' || (i % 50), 'endpoint', 86400, 93600, 30000, 5000, 4096, 100000, 'test' FROM generate_series(1, 100) AS i;
+       ANALYZE sweep_runs; ANALYZE store_stats; ANALYZE endpoint_policy_history; ANALYZE endpoint_policies;`,
+    );
+    const recorded = recordingQueryable(db.pool);
+    const hour = 3_600_000;
+    await readOverviewEvents(recorded.db, { from: new Date(Date.now() - 25 * hour), to: new Date(Date.now() - 24 * hour), service: null, scope: null });
+    await readOverviewEvents(recorded.db, { from: new Date(Date.now() - 720 * hour), to: new Date(), service: null, scope: null });
+    await readOverviewEvents(recorded.db, { from: new Date(Date.now() - hour), to: new Date(), service: 'orders', scope: 'POST /e1' });
+    expect(recorded.statements).toHaveLength(6);
+    const client = await db.pool.connect();
+    try {
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        for (const statement of recorded.statements) {
+          const plan: PlanNode[] = await explain(client, statement.text, statement.values, mode);
+          // The history and the runs by an index (one endpoint's history may be read by a bitmap of
+          // it); the policies (one row per endpoint) as the planner likes.
+          const served: Record<string, string> = { endpoint_policy_history: 'endpoint_policy_history_endpoint_idx', sweep_runs: 'sweep_runs_pkey', store_stats: 'store_stats_pkey' };
+          const scans = plan.filter((node) => node['Relation Name'] !== undefined && node['Relation Name'] !== 'endpoint_policies');
+          const indexes = plan.map((node) => node['Index Name']);
+          const byIndex = (type: string | undefined) => (type === 'Index Scan' || type === 'Index Only Scan' || type === 'Bitmap Heap Scan' ? 'by an index' : type);
+          expect({ mode, statement: statement.text, scans: scans.map((node) => [node['Relation Name'], byIndex(node['Node Type'])]) }).toEqual({
+            mode,
+            statement: statement.text,
+            scans: scans.map((node) => [node['Relation Name'], 'by an index']),
+          });
+          for (const scan of scans) expect(indexes).toContain(served[scan['Relation Name'] ?? '']);
+          expect(plan[0]?.['Node Type']).toBe('Limit');
         }
       }
     } finally {

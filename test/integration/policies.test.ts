@@ -12,8 +12,10 @@ import {
   listPolicies,
   policyHistory,
   PolicyVersionConflictError,
+  toEndpointPolicy,
   type PolicyFields,
 } from '../../server/retention/policies';
+import { ServicePolicies } from '@retrysafe/store';
 import { useTestDatabase } from '../helpers/database';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 
@@ -137,6 +139,31 @@ describe('endpoint policies', () => {
     await expect(changePolicy(db.pool, { service: S, endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1 })).rejects.toThrow(/scope/);
     const result = await changePolicy(db.pool, { service: S, endpoint: e, fields: intent, actor: 'c', reason: 'multi-step flows', expectedVersion: 1, acknowledgeBreakingChange: true });
     expect(result.breaking).toBe(true);
+  });
+
+  it('writes the same history and audit for a default policy whichever path creates it (the server, a service of the package)', async () => {
+    const e = endpoint();
+    // The server's demo defaults (ensurePolicies, validated first) and a service's createRetrysafe defaults.
+    expect(await ensurePolicies(db.pool, 'parity-server', { [e]: base }, 'service:parity-server')).toEqual([e]);
+    const policies = new ServicePolicies(db.pool, { service: 'parity-package', defaults: { [e]: toEndpointPolicy(base) } });
+    await policies.start();
+    await policies.stop();
+    const { rows: history } = await db.pool.query<{ service: string; version: number; changed_by: string; reason: string; previous: unknown; current: unknown }>(
+      `SELECT service, version, changed_by, reason, previous, current FROM endpoint_policy_history
+       WHERE endpoint = $1 AND service IN ('parity-server', 'parity-package') ORDER BY service DESC`,
+      [e],
+    );
+    const { rows: audit } = await db.pool.query<{ service: string; actor: string; action: string; reason: string; details: unknown }>(
+      `SELECT target->>'service' AS service, actor, action, reason, details FROM audit_log
+       WHERE target->>'endpoint' = $1 AND target->>'service' IN ('parity-server', 'parity-package') ORDER BY target->>'service' DESC`,
+      [e],
+    );
+    const withoutService = (row: { service: string } | undefined) => (row ? (JSON.parse(JSON.stringify(row).replaceAll(row.service, 'SERVICE')) as unknown) : row);
+    expect(history).toHaveLength(2);
+    expect(audit).toHaveLength(2);
+    expect(withoutService(history[0])).toEqual(withoutService(history[1]));
+    expect(withoutService(audit[0])).toEqual(withoutService(audit[1]));
+    expect(history[0]).toMatchObject({ version: 1, changed_by: 'service:parity-server', reason: "created with the service's default policy", previous: null });
   });
 
   it('refuses a change made against a stale version', async () => {

@@ -88,7 +88,7 @@ describe('principals', () => {
       work: () => Promise.resolve(jsonResult(201, { description: SENTINEL })),
     });
     const correlationId = outcome.correlationId;
-    const records = await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId, reason: 'customer quoted this id' }, 'ops@example.com');
+    const { records } = await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId, reason: 'customer quoted this id' }, 'ops@example.com');
     expect(records).toHaveLength(1);
     expect(records[0]).toMatchObject({
       principalId: tenant.principalId,
@@ -101,7 +101,12 @@ describe('principals', () => {
       correlationId,
     });
     expect(JSON.stringify(records)).not.toContain(SENTINEL);
-    expect(await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId: randomUUID(), reason: 'a typo' }, 'ops@example.com')).toEqual([]);
+    // A random (v4) id is no id this store issued: never seen, and said so.
+    expect(await lookUpCorrelation(postgresKeyAccess(dashboard), { correlationId: randomUUID(), reason: 'a typo' }, 'ops@example.com')).toMatchObject({
+      records: [],
+      attempts: [],
+      notFound: { why: 'never-seen', issuedAt: null },
+    });
     const { rows } = await db.pool.query<{ actor: string; reason: string; target: unknown; details: unknown }>(
       "SELECT actor, reason, target, details FROM audit_log WHERE action = 'key.correlation_lookup' ORDER BY id",
     );
@@ -110,9 +115,9 @@ describe('principals', () => {
         actor: 'ops@example.com',
         reason: 'customer quoted this id',
         target: { correlationId },
-        details: { records: 1, principalId: tenant.principalId, service: 'demo', scope: 'POST /api/v1/refunds' },
+        details: { records: 1, attempts: 0, principalId: tenant.principalId, service: 'demo', scope: 'POST /api/v1/refunds' },
       },
-      { actor: 'ops@example.com', reason: 'a typo', target: expect.objectContaining({}) as unknown, details: { records: 0 } },
+      { actor: 'ops@example.com', reason: 'a typo', target: expect.objectContaining({}) as unknown, details: { records: 0, attempts: 0 } },
     ]);
     expect(correlationLookupSchema.safeParse({ correlationId: 'abc', reason: 'why not' }).success).toBe(false);
     expect(correlationLookupSchema.safeParse({ correlationId, reason: '' }).success).toBe(false);

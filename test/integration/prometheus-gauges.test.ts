@@ -73,4 +73,18 @@ describe('the series the Prometheus rules read', () => {
     // Exit status 0: no problems (it prints nothing then).
     expect(execFileSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
   });
+
+  it("expose the store's completion counters as they stand at each scrape", async () => {
+    const counts = { unrecorded: 0, retried: 0 };
+    const { registry } = createPrometheusMetrics(db.pool, undefined, { completions: () => counts });
+    const sample = async (name: string) => {
+      const family = parsePrometheusTextFormat(await registry.metrics()).find((entry) => entry.name === name);
+      return family ? Number(family.metrics[0]?.value) : undefined;
+    };
+    expect(await sample('retrysafe_unrecorded_completions_total')).toBe(0);
+    counts.unrecorded = 2;
+    counts.retried = 5;
+    expect(await sample('retrysafe_unrecorded_completions_total')).toBe(2);
+    expect(await sample('retrysafe_completion_retries_total')).toBe(5);
+  });
 });

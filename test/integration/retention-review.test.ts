@@ -3,7 +3,8 @@
 // policy names is refused by name, not shown as an empty review.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePolicies } from '../../server/retention/policies';
+import { changePolicy, ensurePolicies } from '../../server/retention/policies';
+import { exportRetention } from '../../server/retention/export';
 import { readRetentionReview, readSweepEvidence, UnknownServiceError } from '../../server/retention/review';
 import { useTestDatabase } from '../helpers/database';
 
@@ -66,5 +67,40 @@ describe('retention review per service', () => {
   it('refuses a service no policy names', async () => {
     await expect(readRetentionReview(dashboard, 'nobody')).rejects.toBeInstanceOf(UnknownServiceError);
     await expect(readRetentionReview(dashboard, 'nobody')).rejects.toMatchObject({ code: 'UNKNOWN_SERVICE' });
+  });
+
+  it('exports the history in the page\'s words and units, naming the fields each change made', async () => {
+    await changePolicy(db.pool, { service: 'orders', endpoint: ENDPOINT, fields: { ...fields, retentionSeconds: 7_200, leaseMs: 60_000 }, actor: 'compliance@example.com', reason: 'longer audits', expectedVersion: 1 });
+    const csv = await exportRetention({ read: dashboard, write: dashboard }, 'compliance@example.com', 'history', 'orders');
+    const [header, ...rows] = csv.trim().split(/\r?\n/);
+    expect(header).toBe('id,service,endpoint,version,changed_at,changed_by,reason,breaking,acknowledged,changed_fields,change,previous,current');
+    // Newest first: the change, then the creation.
+    expect(rows[0]).toContain(',Retention; Lease,"retention 40 min → 2 h, lease 10 s → 1 min",');
+    expect(rows[0]).toContain('Retention 40 min;');
+    expect(rows[0]).toContain('Retention 2 h;');
+    expect(rows[0]).toContain('Largest stored response 1 KiB');
+    expect(rows[1]).toContain(',all (created),created,,');
+    expect(csv).not.toMatch(/retentionSeconds|93600|7200/);
+    const { rows: audited } = await db.pool.query("SELECT target FROM audit_log WHERE action = 'retention.export' AND actor = 'compliance@example.com'");
+    expect(audited).toEqual([{ target: { what: 'history', service: 'orders' } }]);
+  });
+
+  it('exports the store against its baseline over a range, a sample per step, the baseline named in the header', async () => {
+    // Samples two hours and five minutes ago (the same step: the later one is kept), one an hour ago, and one two days ago (outside 24 h).
+    await db.pool.query(
+      `INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes, oldest_row_age_seconds, cleanup_lag_seconds, stale_claims)
+       VALUES (date_bin('15 minutes', now() - interval '2 hours', 'epoch') + interval '1 minute', 900, 1000, 8192, 4096, 0, 3600, 30, 0),
+              (date_bin('15 minutes', now() - interval '2 hours', 'epoch') + interval '2 minutes', 1500, 1000, 16384, 8192, 1024, 3660, 90, 2),
+              (now() - interval '1 hour', 2000, 1000, 16384, 8192, 2048, NULL, 60, 1),
+              (now() - interval '2 days', 5, 5, 1, 1, 1, 1, 1, 0)`,
+    );
+    const csv = await exportRetention({ read: dashboard, write: dashboard }, 'compliance@example.com', 'store', undefined, '24h');
+    const [header, ...rows] = csv.trim().split(/\r?\n/);
+    expect(header).toBe(
+      'sampled_at,estimated_rows,baseline_rows (new keys within each scope\'s trailing retention: claim rate x retention),rows_to_baseline,table_bytes,index_bytes,toast_bytes,total_bytes,oldest_row_age_seconds,cleanup_lag_seconds,stale_claims',
+    );
+    expect(rows.map((row) => row.split(',').slice(1).join(','))).toEqual(['1500,1000,1.5,16384,8192,1024,25600,3660,90,2', '2000,1000,2,16384,8192,2048,26624,,60,1']);
+    const { rows: audited } = await db.pool.query("SELECT target FROM audit_log WHERE action = 'retention.export' AND target->>'what' = 'store'");
+    expect(audited).toEqual([{ target: { what: 'store', range: '24h' } }]);
   });
 });

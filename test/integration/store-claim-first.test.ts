@@ -7,13 +7,14 @@ import { KeyInUseError } from '@retrysafe/store';
 import pg from 'pg';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
-import { layouts, useTestDatabase } from '../helpers/database';
+import { runnable, storeConnections, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
-describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
-  const db = useTestDatabase(layout);
+// Each case direct and through a transaction-mode PgBouncer (createRetrysafe's pooler: 'transaction', and 'transaction-prepared' where a PgBouncer 1.21 or later is found), in both layouts.
+describe.each(storeConnections.filter(runnable))('store, claim-first mode ($name)', ({ layout, pooler }) => {
+  const db = useTestDatabase(layout, { pooler });
 
   const call = (principalId: string, key: string, work: IdempotentCall['work'], leaseMs = testPolicy.leaseMs): IdempotentCall => ({
     principalId,
@@ -34,7 +35,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
     ).rows;
 
   it('answers 409 with Retry-After while the attempt runs, and replays once it completed', async () => {
-    const { store, events } = createTestStore(db.pool, { layout });
+    const { store, events } = createTestStore(db.pool, { layout, pooler });
     const p = principal();
     let release: (result: WorkResult) => void = () => undefined;
     let started: () => void = () => undefined;
@@ -60,7 +61,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
   });
 
   it('marks a 5xx failed and retryable: the retry runs the work again', async () => {
-    const { store, events } = createTestStore(db.pool, { layout });
+    const { store, events } = createTestStore(db.pool, { layout, pooler });
     const p = principal();
     const failed = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(502, { error: 'processor' }))));
     expect(failed.status).toBe(502);
@@ -72,7 +73,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
   });
 
   it('stores and replays a 4xx outcome of work that started', async () => {
-    const { store } = createTestStore(db.pool, { layout });
+    const { store } = createTestStore(db.pool, { layout, pooler });
     const p = principal();
     await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(404, { error: 'no such payment' }))));
     const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run'))));
@@ -80,7 +81,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
   });
 
   it('lets exactly one of many concurrent retries take over an expired lease', async () => {
-    const { store } = createTestStore(db.pool, { layout });
+    const { store } = createTestStore(db.pool, { layout, pooler });
     const p = principal();
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
@@ -127,7 +128,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
   it('recovers from a SIGKILLed attempt: 409 before the lease ends, exactly one run after', async () => {
     const secret = randomBytes(32);
     const responseKey = newResponseKey();
-    const { store } = createTestStore(db.pool, { layout, secret, keys: [responseKey] });
+    const { store } = createTestStore(db.pool, { layout, pooler, secret, keys: [responseKey] });
     const p = principal();
     const leaseMs = 1_500;
     const child = spawn(
@@ -163,7 +164,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
 
   it('does not let a superseded attempt overwrite the response of the attempt that took over', async () => {
     const lost: string[] = [];
-    const { store } = createTestStore(db.pool, { layout, onLeaseLost: (id) => lost.push(id.key) });
+    const { store } = createTestStore(db.pool, { layout, pooler, onLeaseLost: (id) => lost.push(id.key) });
     const p = principal();
     const slow = store.execute(
       call(
@@ -207,7 +208,7 @@ describe.each(layouts)('store, claim-first mode (%s layout)', (layout) => {
   });
 
   it('offers the claim without a callback: begin, then finish or abandon', async () => {
-    const { store } = createTestStore(db.pool, { layout });
+    const { store } = createTestStore(db.pool, { layout, pooler });
     const p = principal();
     const { work: _work, mode: _mode, ...claimCall } = call(p, 'k', () => Promise.reject(new Error('unused')));
     const first = await store.begin(claimCall);

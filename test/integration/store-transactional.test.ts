@@ -3,18 +3,19 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { FingerprintMismatchError, KeyInUseError } from '@retrysafe/store';
 import type { IdempotentCall } from '@retrysafe/store';
-import { layouts, useTestDatabase } from '../helpers/database';
+import { runnable, storeConnections, useTestDatabase } from '../helpers/database';
 import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /things';
 
-describe.each(layouts)('store, transactional mode (%s layout)', (layout) => {
-  const db = useTestDatabase(layout);
+// Each case direct and through a transaction-mode PgBouncer (createRetrysafe's pooler: 'transaction', and 'transaction-prepared' where a PgBouncer 1.21 or later is found), in both layouts.
+describe.each(storeConnections.filter(runnable))('store, transactional mode ($name)', ({ layout, pooler }) => {
+  const db = useTestDatabase(layout, { pooler });
 
   async function setup() {
     await db.pool.query('CREATE TABLE IF NOT EXISTS things (id uuid PRIMARY KEY, principal_id uuid NOT NULL, value text)');
     // On the store's pool, as the app runs it: BEGIN and the claim pipelined, ROLLBACK not awaited.
-    return createTestStore(db.storePool, { layout });
+    return createTestStore(db.storePool, { layout, pooler });
   }
 
   const call = (overrides: Partial<IdempotentCall> & Pick<IdempotentCall, 'principalId' | 'key'>): IdempotentCall => ({

@@ -1,13 +1,15 @@
 // A connection whose ROLLBACK failed is discarded, never handed to the next caller.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type pg from 'pg';
 import { createPool } from '../../db/client';
 import { beginWithLockTimeout, inTransaction, transactionOn, type HeldConnection } from '../../db/transaction';
 import { useTestDatabase } from '../helpers/database';
+import { captureLog } from '../helpers/log-capture';
+import { logConnectionLost } from '../../server/logging';
 
 describe('transactions on pooled connections', () => {
   const db = useTestDatabase();
-  // The product's pool: a connection lost while checked out is logged, not an unhandled error.
+  // The product's pool: a connection lost while checked out is reported, not an unhandled error.
   let pool: pg.Pool;
   beforeAll(() => {
     pool = createPool(db.url, { applicationName: 'transaction-test', max: 2 });
@@ -17,6 +19,23 @@ describe('transactions on pooled connections', () => {
   });
 
   const pidOf = async (query: HeldConnection['client']['query']) => (await query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+
+  it("tells onConnectionLost of an idle connection killed under it, which the server logs described: its SQLSTATE, not its message", async () => {
+    const { log, lines } = captureLog();
+    const watched = createPool(db.url, { applicationName: 'lost-connection-test', max: 1, onConnectionLost: (error, name) => { logConnectionLost(error, name, log); } });
+    try {
+      const pid = (await watched.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await vi.waitFor(() => { expect(lines.length).toBeGreaterThan(0); });
+      expect(JSON.parse(lines[0] ?? '')).toMatchObject({ level: 'warn', msg: 'database connection lost', pool: 'lost-connection-test', error: { sqlstate: '57P01' } });
+      // The server's message ('terminating connection due to administrator command') stays out.
+      expect(lines.join('')).not.toMatch(/terminating/);
+      // The pool lives on: the next statement gets a new connection.
+      expect((await watched.query<{ n: number }>('SELECT 1 AS n')).rows[0]?.n).toBe(1);
+    } finally {
+      await watched.end();
+    }
+  });
 
   it('commits, rolls back, and keeps a healthy connection after a rollback', async () => {
     const client = await pool.connect();

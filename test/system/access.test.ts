@@ -24,6 +24,7 @@ async function appRoutes(): Promise<{ path: string; file: string }[]> {
     });
 }
 
+const routeMethods = /export (?:async function|const) (GET|POST|PUT|PATCH|DELETE)\b(?! *,)/g;
 const concrete = (path: string) => path.replace(/\[[^\]]+\]/g, 'no-such-id');
 
 describe('access control', () => {
@@ -48,12 +49,52 @@ describe('access control', () => {
     (entry): entry is [string, Extract<Access, { kind: 'operator' }>] => entry[1].kind === 'operator',
   );
 
+  // What a role allowed gets, per method and route, for the request this test sends (GET, or a
+  // same-origin `{}` body, ids that exist nowhere): the page or data, or 400 for the empty input.
+  const allowedStatus: Record<string, number> = {
+    'GET /': 200,
+    'GET /keys': 200,
+    'GET /claims': 200,
+    'GET /retention': 200,
+    'GET /audit': 200,
+    'GET /operators': 200,
+    'GET /access-review': 200,
+    'GET /account': 200,
+    'GET /api/admin/overview': 200,
+    'GET /api/admin/operators': 200,
+    'GET /api/admin/access-review': 200,
+    'POST /api/admin/operators': 400,
+    'PATCH /api/admin/operators/[id]': 400,
+    'POST /api/admin/operators/[id]/password': 400,
+    'POST /api/account/password': 400,
+    'GET /api/admin/audit': 200,
+    'POST /api/admin/keys/lookup': 400,
+    'POST /api/admin/keys/list': 400,
+    'POST /api/admin/keys/correlation': 400,
+    'GET /api/admin/principals': 400,
+    'GET /api/admin/retention': 200,
+    'GET /api/admin/retention/export': 400,
+    'POST /api/admin/policies': 400,
+    'GET /api/admin/stale-claims': 200,
+    'POST /api/admin/stale-claims/release': 400,
+  };
+
+  it('knows the allowed answer of every operator route and method', async () => {
+    const expected: string[] = [];
+    for (const [path] of operatorRoutes) {
+      const file = (await appRoutes()).find((route) => route.path === path)?.file ?? '';
+      if (file.endsWith('page.tsx')) expected.push(`GET ${path}`);
+      else for (const match of (await readFile(file, 'utf8')).matchAll(routeMethods)) expected.push(`${match[1] ?? 'GET'} ${path}`);
+    }
+    expect(expected.sort()).toEqual(Object.keys(allowedStatus).sort());
+  });
+
   it.each(operatorRoutes)('%s: no session, each role below %o, and the role itself', async (path, access) => {
     if (!server) throw new Error('no server');
     const routes = await appRoutes();
     const file = routes.find((route) => route.path === path)?.file ?? '';
     const isPage = file.endsWith('page.tsx');
-    const methods = isPage ? ['GET'] : [...(await readFile(file, 'utf8')).matchAll(/export (?:async function|const) (GET|POST|PUT|PATCH|DELETE)\b(?! *,)/g)].map((match) => match[1] ?? 'GET');
+    const methods = isPage ? ['GET'] : [...(await readFile(file, 'utf8')).matchAll(routeMethods)].map((match) => match[1] ?? 'GET');
     expect(methods.length).toBeGreaterThan(0);
     for (const method of methods) {
       const send = (cookie?: string) =>
@@ -74,14 +115,24 @@ describe('access control', () => {
       for (const role of operatorRoles) {
         const response = await send(cookies.get(role));
         if (roleIncludes(role, access.role)) {
-          expect([method, role, response.status]).not.toEqual([method, role, 401]);
-          expect([method, role, response.status]).not.toEqual([method, role, 403]);
+          // The exact answer, not merely "not 401/403" (a 500 is not access granted).
+          expect([method, role, response.status]).toEqual([method, role, allowedStatus[`${method} ${path}`]]);
           if (!isPage) expect(response.headers.get('cache-control')).toBe('no-store');
         } else {
           expect([method, role, response.status]).toEqual([method, role, 403]);
         }
       }
     }
+  });
+
+  it('with METRICS_TOKEN unset, /api/metrics and the health details are open alike', async () => {
+    const base = server?.baseUrl ?? '';
+    const metrics = await fetch(`${base}/api/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('retrysafe_');
+    const health = (await (await fetch(`${base}/api/health`)).json()) as { status: string; database?: { serverVersion?: string } };
+    expect(health.status).toBe('ok');
+    expect(health.database?.serverVersion).toMatch(/^\d+/);
   });
 
   it('refuses a mutation from another origin even with an admin session', async () => {
@@ -198,8 +249,11 @@ describe('hostile headers and input', () => {
     expect((await fetch(`${base}/api/health`)).status).toBe(200);
   });
 
-  it('tells the public only the health status, and operators or metrics-token holders the details', async () => {
+  it('with METRICS_TOKEN set, tells the public only the health status and refuses it /api/metrics; operators or token holders get the details', async () => {
     const base = server?.baseUrl ?? '';
+    expect((await fetch(`${base}/api/metrics`)).status).toBe(401);
+    expect((await fetch(`${base}/api/metrics`, { headers: { authorization: 'Bearer not-the-token-at-all' } })).status).toBe(401);
+    expect((await fetch(`${base}/api/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).status).toBe(200);
     expect(await (await fetch(`${base}/api/health`)).json()).toEqual({ status: 'ok' });
     expect(await (await fetch(`${base}/api/health`, { headers: { authorization: 'Bearer not-the-token-at-all' } })).json()).toEqual({ status: 'ok' });
     for (const headers of [{ cookie: operator }, { authorization: `Bearer ${METRICS_TOKEN}` }] as Record<string, string>[]) {

@@ -12,6 +12,8 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../db/embedded';
+import { DATA_DIR } from '../../db/database-url';
+import { withFileLock } from '../../db/file-lock';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';
@@ -30,13 +32,15 @@ describe('examples/orders-express from the tarball, on the dashboard', () => {
   beforeAll(async () => {
     dashboard = await startServer(db.url, { DEMO_TRAFFIC: '0' });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-orders-'));
-    await run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT });
+    // npm pack rebuilds dist/ (prepack): one pack at a time, so a run beside this one (CI runs two
+    // suites at once) never packs a file the other's build is rewriting.
+    await withFileLock(join(DATA_DIR, 'pack'), () => run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT }));
     const tarball = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
     if (!tarball) throw new Error('npm pack wrote no tarball');
     await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'orders', private: true, type: 'module' }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', join(dir, tarball), 'express@5.3.0'], { cwd: dir });
     await copyFile(join(ROOT, 'examples/orders-express/server.mjs'), join(dir, 'server.mjs'));
-    // The README's step before the first start: the store's migrations, from the installed package
+    // docs/adopting.md's step before the first start: the store's migrations, from the installed package
     // (the Retrysafe server migrated this database already: nothing to do, and no error).
     const migrated = await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env: { ...process.env, DATABASE_URL: db.url } });
     expect((JSON.parse(migrated.stdout) as { applied: string[] }).applied).toEqual([]);

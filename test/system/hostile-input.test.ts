@@ -3,10 +3,16 @@
 // types, extra fields, malformed JSON, wrong content types), at least 5,000 requests in all,
 // sent by an admin session with a same-origin Origin (so the input reaches validation and the
 // database) and by the demo API's tenant. No answer may be a 5xx, and the server is healthy
-// and still answers correctly afterwards.
+// and still answers correctly afterwards. A route with its own policy in code (service "orders",
+// whose code differs from its published row) is registered first, so the retention review and
+// the key lookup read its declared policy and scope too. Then a principal flooding new keys past
+// its live-key quota is held to it exactly (429 with Retry-After, never a 5xx).
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
+import { ensurePolicies, fieldsOf as policyFieldsOf, getPolicy } from '../../server/retention/policies';
+import { defaultPolicyFields, paymentsPolicy, DEMO_SERVICE, PAYMENTS_ENDPOINT } from '../../server/demo/policies';
+import { createTestStore } from '../helpers/store';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';
@@ -92,7 +98,8 @@ const cases: Record<string, fc.Arbitrary<Case>> = {
   'GET /api/admin/audit': queryCase('/api/admin/audit', { actor: fc.string({ maxLength: 10 }), action: fc.constantFrom('key.lookup', 'sign_in'), from: instant, to: instant, after: fc.string({ maxLength: 30 }), limit: fc.integer({ min: 1, max: 500 }), format: fc.constantFrom('json', 'csv') }),
   'GET /api/admin/overview': queryCase('/api/admin/overview', { range: fc.constantFrom('1h', '6h', '24h', '7d', '30d'), service, scope: fc.constantFrom('POST /api/v1/payments', 'intent') }),
   'GET /api/admin/stale-claims': queryCase('/api/admin/stale-claims', { limit: fc.integer({ min: 1, max: 500 }) }),
-  'GET /api/admin/retention/export': queryCase('/api/admin/retention/export', { what: fc.constantFrom('policies', 'history', 'evidence') }),
+  'GET /api/admin/retention': queryCase('/api/admin/retention', { service }),
+  'GET /api/admin/retention/export': queryCase('/api/admin/retention/export', { what: fc.constantFrom('policies', 'history', 'evidence', 'store'), range: fc.constantFrom('24h', '7d', '30d'), service }),
   'POST /api/admin/keys/lookup': bodyCase('POST', '/api/admin/keys/lookup', { principalId: uuid, service, key, reason }),
   'POST /api/admin/keys/list': bodyCase('POST', '/api/admin/keys/list', {
     principalId: uuid,
@@ -136,7 +143,50 @@ cases['POST /api/admin/operators/[id]/password'] = bodyCase(
 cases['POST /api/account/password'] = bodyCase('POST', '/api/account/password', { currentPassword: fc.string({ minLength: 12, maxLength: 20 }).map((text) => `not-${text}`), newPassword: fc.string({ minLength: 1, maxLength: 40 }), confirmation: fc.string({ maxLength: 40 }) });
 // Sign-in with generated credentials: never a real operator's, so it is 401, 429 (locked or busy) or 400.
 cases['POST /api/auth/sign-in'] = bodyCase('POST', '/api/auth/sign-in', { email: fc.oneof(fc.emailAddress(), fc.constant('admin@test.example')), password: fc.string({ maxLength: 30 }) }, 'admin');
-const RUNS_PER_ROUTE = 300; // 17 routes: 5,100 requests
+const RUNS_PER_ROUTE = 300; // 18 routes: 5,400 requests
+
+/** A header value fetch can send: printable ASCII. */
+const headerText = fc.string({ maxLength: 60, unit: fc.constantFrom('a', 'f', '0', '9', '-', '$', '_', ' ', '/', ':', '.', '"') });
+
+/**
+ * What a page sees as a server action or RSC request (server/action-screen.ts): a POST with
+ * Next-Action, a multipart POST, or `RSC: 1`, from this origin, another one, `null` or none, with
+ * action ids real, made up or malformed and bodies well-formed or broken.
+ */
+interface ActionCase {
+  method: 'GET' | 'POST';
+  path: string;
+  origin: 'same' | 'evil' | 'null' | 'broken' | 'none';
+  /** 'real' (the sign-in action's), 'none' (no Next-Action), or the header's value. */
+  actionId: string;
+  rsc: boolean;
+  signedIn: boolean;
+  accept: string;
+  body?: { contentType: string; text: string };
+}
+
+const multipartPart = (name: string, value: string) => `--hostile-boundary-3f\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+const actionBody: fc.Arbitrary<{ contentType: string; text: string }> = fc.oneof(
+  hostileText.map((text) => ({ contentType: 'multipart/form-data; boundary=hostile-boundary-3f', text })),
+  fc.tuple(headerText, hostileText).map(([id, value]) => ({ contentType: 'multipart/form-data; boundary=hostile-boundary-3f', text: `${multipartPart(`$ACTION_ID_${id}`, '')}${multipartPart('email', value)}--hostile-boundary-3f--\r\n` })),
+  fc.tuple(headerText, hostileText).map(([id, value]) => ({
+    contentType: 'multipart/form-data; boundary=hostile-boundary-3f',
+    text: `${multipartPart('$ACTION_REF_1', '')}${multipartPart('$ACTION_1:0', JSON.stringify({ id, bound: '$@1' }))}${multipartPart('$ACTION_1:1', value)}--hostile-boundary-3f--\r\n`,
+  })),
+  hostileValue.map((value) => ({ contentType: 'text/plain;charset=UTF-8', text: JSON.stringify([value]) })),
+  hostileText.map((text) => ({ contentType: 'text/plain;charset=UTF-8', text })),
+);
+const actionCase: fc.Arbitrary<ActionCase> = fc.record({
+  method: fc.constantFrom('GET', 'POST', 'POST', 'POST'),
+  path: fc.constantFrom('/login', '/', '/keys', '/claims'),
+  origin: fc.constantFrom('same', 'same', 'evil', 'null', 'broken', 'none'),
+  actionId: fc.oneof(fc.constantFrom('real', 'none'), headerText),
+  rsc: fc.boolean(),
+  signedIn: fc.boolean(),
+  accept: fc.constantFrom('text/html', 'text/x-component', 'application/json', '*/*'),
+  body: fc.option(actionBody, { nil: undefined }),
+});
+const ACTION_RUNS = 600;
 
 describe('hostile input against the running server', () => {
   const db = useTestDatabase();
@@ -150,6 +200,12 @@ describe('hostile input against the running server', () => {
     server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
     adminCookie = (await signInEveryRole(db, server.baseUrl, 'hostile.example')).get('admin') ?? '';
     tenant = await createTenant(db.pool, 'hostile tenant');
+    // "orders": a published payments policy, and a route whose code keeps keys under intent scope for less.
+    const published = defaultPolicyFields[PAYMENTS_ENDPOINT];
+    if (!published) throw new Error('no default payments policy');
+    await ensurePolicies(db.pool, 'orders', { [PAYMENTS_ENDPOINT]: published }, 'system');
+    const orders = createTestStore(db.pool, { service: 'orders' }).store;
+    expect(await orders.registerRoutePolicy(PAYMENTS_ENDPOINT, { ...paymentsPolicy, scopeMode: 'intent', retentionMs: paymentsPolicy.retryWindowMs }, true)).toBe(true);
   });
   afterAll(async () => {
     await server?.stop();
@@ -187,6 +243,42 @@ describe('hostile input against the running server', () => {
     expect(sent).toBeGreaterThanOrEqual(5_000);
   });
 
+  it(`answers ${ACTION_RUNS} generated server action and RSC requests without a 5xx, printing only JSON lines`, { timeout: 600_000 }, async () => {
+    const base = server?.baseUrl ?? '';
+    const before = (server?.output() ?? '').length;
+    const html = await (await fetch(`${base}/login`)).text();
+    const descriptor = /name="\$ACTION_1:0" value="([^"]*)"/.exec(html)?.[1]?.replaceAll('&quot;', '"') ?? '{}';
+    const realId = String((JSON.parse(descriptor) as { id?: unknown }).id);
+    const faults: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(actionCase, async (test) => {
+        const headers: Record<string, string> = { accept: test.accept };
+        const origin = { same: base, evil: 'http://evil.example', null: 'null', broken: 'http://', none: undefined }[test.origin];
+        if (origin !== undefined) headers.origin = origin;
+        if (test.actionId !== 'none') headers['next-action'] = test.actionId === 'real' ? realId : test.actionId;
+        if (test.rsc) headers.rsc = '1';
+        if (test.signedIn) headers.cookie = adminCookie;
+        const body = test.method === 'POST' ? test.body : undefined;
+        if (body) headers['content-type'] = body.contentType;
+        const response = await fetch(`${base}${test.path}`, { method: test.method, headers, body: body?.text, redirect: 'manual' });
+        await response.arrayBuffer();
+        if (response.status >= 500) faults.push(`${test.method} ${test.path} ${JSON.stringify(headers).slice(0, 300)} -> ${response.status}: ${(body?.text ?? '').slice(0, 200)}`);
+      }),
+      { numRuns: ACTION_RUNS, endOnFailure: true },
+    );
+    expect(faults, faults.length > 0 ? (server?.output() ?? '').slice(-4_000) : undefined).toEqual([]);
+    const printed = (server?.output() ?? '').slice(before).split('\n').filter((line) => line.trim() !== '');
+    const notJson = printed.filter((line) => {
+      try {
+        JSON.parse(line);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect(notJson).toEqual([]);
+  });
+
   it('is healthy afterwards, and still serves a real payment and its replay', async () => {
     const base = server?.baseUrl ?? '';
     expect((await fetch(`${base}/api/health`)).status).toBe(200);
@@ -203,5 +295,49 @@ describe('hostile input against the running server', () => {
     expect(await replay.text()).toBe(await first.text());
     // Failures are one JSON line each, never Next's multi-line print of a raw error.
     expect(server?.output() ?? '').not.toMatch(/⨯|at async|\n\s+at /);
+  });
+
+  it('holds a flooding principal to its live-key quota exactly: 100 concurrent new keys under a quota of 30 are 30 x 201 and 70 x 429 with Retry-After, never a 5xx', async () => {
+    const base = server?.baseUrl ?? '';
+    const QUOTA = 30;
+    // An admin sets the payments endpoint's quota, as on the retention page.
+    const current = await getPolicy(db.pool, DEMO_SERVICE, PAYMENTS_ENDPOINT);
+    if (!current) throw new Error('no payments policy');
+    const changed = await fetch(`${base}/api/admin/policies`, {
+      method: 'POST',
+      headers: { cookie: adminCookie, origin: base, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' },
+      body: JSON.stringify({ service: DEMO_SERVICE, endpoint: PAYMENTS_ENDPOINT, expectedVersion: current.version, fields: { ...policyFieldsOf(current), liveKeyQuota: QUOTA }, reason: 'quota flood' }),
+    });
+    expect(changed.status).toBe(200);
+    const pay = (apiKey: string, key: string) =>
+      fetch(`${base}/api/v1/payments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: 100, currency: 'EUR' }),
+      });
+    // The server reads policies every few seconds: a probe tenant's new keys find when the quota is in force.
+    const probe = await createTenant(db.pool, 'quota probe');
+    for (let n = 0; ; n += 1) {
+      const status = (await pay(probe.apiKey, `probe-${n}`)).status;
+      if (status === 429) break;
+      expect(status).toBe(201);
+      expect(n).toBeLessThan(300);
+      await new Promise((done) => setTimeout(done, 50));
+    }
+    const flooder = await createTenant(db.pool, 'quota flooder');
+    const keys = Array.from({ length: 100 }, (_, i) => `flood-${i}`);
+    const answers = await Promise.all(
+      keys.map(async (key) => {
+        const response = await pay(flooder.apiKey, key);
+        await response.arrayBuffer();
+        return { key, status: response.status, retryAfter: response.headers.get('retry-after') };
+      }),
+    );
+    const count = (status: number) => answers.filter((answer) => answer.status === status).length;
+    expect([count(201), count(429)]).toEqual([QUOTA, 100 - QUOTA]);
+    expect(answers.filter((answer) => answer.status === 429).every((answer) => Number(answer.retryAfter) >= 1)).toBe(true);
+    // Existing keys still replay over the quota.
+    const replays = await Promise.all(answers.filter((answer) => answer.status === 201).map((answer) => pay(flooder.apiKey, answer.key)));
+    expect(replays.every((replay) => replay.status === 201 && replay.headers.get('idempotent-replayed') === 'true')).toBe(true);
   });
 });

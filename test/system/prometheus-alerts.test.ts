@@ -30,7 +30,7 @@ if (!prometheus) console.warn('prometheus not found (apt-get install prometheus)
 describe.skipIf(!promtool)('the committed rule file, by promtool', () => {
   it('passes `promtool check rules` and `promtool test rules`', () => {
     const tool = promtool ?? 'promtool';
-    expect(execFileSync(tool, ['check', 'rules', 'monitoring/prometheus/retrysafe-alerts.yml'], { encoding: 'utf8' })).toMatch(/SUCCESS: 14 rules found/);
+    expect(execFileSync(tool, ['check', 'rules', 'monitoring/prometheus/retrysafe-alerts.yml'], { encoding: 'utf8' })).toMatch(/SUCCESS: 16 rules found/);
     expect(execFileSync(tool, ['test', 'rules', 'monitoring/prometheus/retrysafe-alerts.test.yml'], { encoding: 'utf8' })).toMatch(/SUCCESS/);
   });
 });
@@ -62,7 +62,7 @@ describe.skipIf(!prometheus)('a real Prometheus scraping a running server', () =
     folder = mkdtempSync(join(tmpdir(), 'retrysafe-prometheus-'));
     writeFileSync(
       join(folder, 'rules.yml'),
-      prometheusRuleFile(alertThresholds, { runbookBaseUrl: 'README.md', rateWindow: `${FOR_SECONDS}s`, forOverride: `${FOR_SECONDS}s` }),
+      prometheusRuleFile(alertThresholds, { runbookBaseUrl: 'docs/operating.md', rateWindow: `${FOR_SECONDS}s`, forOverride: `${FOR_SECONDS}s` }),
     );
     writeFileSync(
       join(folder, 'prometheus.yml'),

@@ -16,9 +16,11 @@ describe('a stored response never leaves the store but as a replay', () => {
   let server: RunningServer | undefined;
   let cookies = new Map<OperatorRole, string>();
   let principalId = '';
+  /** The X-Correlation-Id of a 422 (the same key, another body carrying the sentinel too). */
+  let mismatchId = '';
 
   beforeAll(async () => {
-    server = await startServer(db.url, { DEMO_TRAFFIC: '0' });
+    server = await startServer(db.url, { DEMO_TRAFFIC: '0', METRICS_FLUSH_SECONDS: '1' });
     const tenant = await createTenant(db.pool, 'Sentinel Ltd');
     principalId = tenant.principalId;
     const pay = () =>
@@ -32,6 +34,19 @@ describe('a stored response never leaves the store but as a replay', () => {
     const replay = await pay();
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(await replay.text()).toContain(SENTINEL); // the tenant itself gets it back
+    // A mismatch, traced with its correlation id (issue 31.1): its answer and its key's trace carry no body either.
+    const other = await fetch(`${server.baseUrl}/api/v1/payments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': 'sentinel-order', 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: 4300, currency: 'EUR', description: `${SENTINEL}-other` }),
+    });
+    expect(other.status).toBe(422);
+    mismatchId = other.headers.get('x-correlation-id') ?? '';
+    for (let waited = 0; waited < 100; waited += 1) {
+      const { rowCount } = await db.pool.query('SELECT 1 FROM retrysafe.key_attempts WHERE correlation_id = $1', [mismatchId]);
+      if (rowCount) break;
+      await new Promise((done) => setTimeout(done, 100));
+    }
     cookies = await signInEveryRole(db, server.baseUrl, 'sentinel.example');
   });
   afterAll(async () => {
@@ -60,8 +75,23 @@ describe('a stored response never leaves the store but as a replay', () => {
     });
     const answer = await lookup.text();
     bodies.push(answer);
-    if (role !== 'viewer') expect(JSON.parse(answer)).toMatchObject({ records: [{ scope: 'POST /api/v1/payments', state: 'completed', statusCode: 201 }] });
-    for (const body of bodies) expect(body).not.toContain(SENTINEL);
+    if (role !== 'viewer') {
+      expect(JSON.parse(answer)).toMatchObject({ records: [{ scope: 'POST /api/v1/payments', state: 'completed', statusCode: 201, counts: { replays: 1, mismatches: 1 } }] });
+    }
+    const correlation = await fetch(`${base}/api/admin/keys/correlation`, {
+      method: 'POST',
+      headers: { cookie, origin: base, 'content-type': 'application/json' },
+      body: JSON.stringify({ correlationId: mismatchId, reason: `sentinel check as ${role}` }),
+    });
+    const found = await correlation.text();
+    bodies.push(found);
+    if (role !== 'viewer') expect(JSON.parse(found)).toMatchObject({ attempts: [{ key: 'sentinel-order', outcome: 'mismatch', status: 422, record: { counts: { mismatches: 1 } } }] });
+    // Nor the fingerprint beyond the prefix the record shows.
+    const fingerprint = (await db.pool.query<{ hex: string }>("SELECT encode(fingerprint, 'hex') AS hex FROM retrysafe.idempotency_keys WHERE key = 'sentinel-order'")).rows[0]?.hex ?? '';
+    for (const body of bodies) {
+      expect(body).not.toContain(SENTINEL);
+      expect(body).not.toContain(fingerprint.slice(8));
+    }
   });
 
   it('is in no log line the server wrote', () => {

@@ -1,7 +1,8 @@
 // Each alert fires on a crafted series that meets its rule for its whole duration, and
 // clears when the series recovers (or when the rule held for less than the duration).
 import { describe, expect, it } from 'vitest';
-import { evaluateAlerts, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
+import { alertThresholds, evaluateAlerts, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
+import { evaluateChecks } from '../../server/metrics/checks';
 import { BUCKET_COUNT, bucketOf } from '@retrysafe/store';
 
 const now = new Date('2026-12-02T12:00:00Z');
@@ -70,6 +71,21 @@ describe('alerts', () => {
     expect(names({ ...quiet, flow: flow(10, () => ({ rejections: 1 })) })).toEqual([]);
     expect(names({ ...quiet, flow: flow(10, () => ({ claims: 19, rejections: 5 })) })).toEqual([]);
     expect(evaluateAlerts({ ...quiet, flow: flow(10, () => ({ rejections: 2 })) })[0]?.summary).toBe('Over 1% of claims for 5 min: principals are over their live-key quota (429)');
+  });
+
+  it('fires replica_lag over 60 s behind or when the standby was promoted, and checks it only where there is a standby', () => {
+    const replica = (lag: Partial<NonNullable<Parameters<typeof evaluateAlerts>[0]['replica']>>) => ({ measuredAt: now, inRecovery: true, replayPaused: false, bytes: 4_096, seconds: 30, ...lag });
+    expect(names({ ...quiet, replica: replica({ seconds: 60 }) })).toEqual([]);
+    expect(names({ ...quiet, replica: replica({ bytes: 0, seconds: 0 }) })).toEqual([]);
+    const behind = evaluateAlerts({ ...quiet, replica: replica({ seconds: 61, replayPaused: true }) });
+    expect(behind.map((alert) => alert.name)).toEqual(['replica_lag']);
+    expect(behind[0]).toMatchObject({ storeWide: true, severity: 'warning', since: new Date(now.getTime() - 61_000) });
+    expect(behind[0]?.summary).toBe("The dashboard's standby is 61 s behind the primary (4096 bytes of WAL to replay, replay paused), over 60 s");
+    expect(names({ ...quiet, replica: replica({ inRecovery: false, bytes: null, seconds: null }) })).toEqual(['replica_lag']);
+    const checked = (input: Parameters<typeof evaluateAlerts>[0]) => evaluateChecks(input, evaluateAlerts(input), alertThresholds).find((check) => check.name === 'replica_lag');
+    expect(checked(quiet)).toBeUndefined();
+    expect(checked({ ...quiet, replica: replica({ bytes: 0, seconds: 0 }) })).toMatchObject({ firing: false, value: 'caught up', threshold: 'over 60 s behind the primary' });
+    expect(checked({ ...quiet, replica: replica({ seconds: 90, bytes: 2_048 }) })).toMatchObject({ firing: true, value: '90 s (2.0 KiB to replay)' });
   });
 
   it('fires sweeper_stalled when no sweep has finished for 3 intervals', () => {

@@ -1,6 +1,7 @@
 // The shipped Prometheus rule file is the generator's output for the dashboard's default
 // thresholds, byte for byte (so its thresholds and durations are the dashboard's), and
-// every dashboard alert has one rule with the banner's severity and words and a README runbook.
+// every dashboard alert has one rule with the banner's severity and words and a runbook section
+// in docs/operating.md.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { alertCatalog, alertThresholds, thresholdsWith, type AlertName } from '../../server/metrics/alerts';
@@ -15,16 +16,16 @@ describe('the Prometheus rule file', () => {
     expect(committed, 'run `npm run prometheus:rules` and commit the result').toBe(prometheusRuleFile(alertThresholds));
   });
 
-  it('has one rule per dashboard alert, with its severity, its action and a runbook section in the README', () => {
-    const readme = readFileSync('README.md', 'utf8');
+  it('has one rule per dashboard alert, with its severity, its action and a runbook section in docs/operating.md', () => {
+    const runbook = readFileSync('docs/operating.md', 'utf8');
     const rules = alertingRules(prometheusRuleGroups(alertThresholds));
     expect(rules.map((rule) => rule.labels.retrysafe_alert).sort()).toEqual(Object.keys(alertCatalog).sort());
     for (const rule of rules) {
       const entry = alertCatalog[rule.labels.retrysafe_alert];
       expect(rule.labels.severity).toBe(entry.severity);
       expect(rule.annotations.description).toBe(entry.action);
-      expect(rule.annotations.runbook_url).toBe(`README.md#${rule.alert.toLowerCase()}`);
-      expect(readme, `README heading for ${rule.alert}`).toMatch(new RegExp(`^#### ${rule.alert}$`, 'm'));
+      expect(rule.annotations.runbook_url).toBe(`docs/operating.md#${rule.alert.toLowerCase()}`);
+      expect(runbook, `runbook heading for ${rule.alert}`).toMatch(new RegExp(`^### ${rule.alert}$`, 'm'));
     }
   });
 
@@ -39,7 +40,7 @@ describe('the Prometheus rule file', () => {
     expect(defaults.get('claim_p99')?.expr).toContain('> 0.05\n');
     const changed = byName(
       prometheusRuleGroups(thresholdsWith({ conflictShare: 0.2, rateMinutes: 7, minimumClaimsPerMinute: 50, claimP99ObjectiveMs: 30, sweepStalledIntervals: 4 }), {
-        runbookBaseUrl: 'https://git.internal/ops/retrysafe/blob/main/README.md',
+        runbookBaseUrl: 'https://git.internal/ops/retrysafe/blob/main/docs/operating.md',
         rateWindow: '2m',
       }),
     );
@@ -48,7 +49,7 @@ describe('the Prometheus rule file', () => {
     expect(conflict?.expr).toContain('* 60 >= 50');
     expect(conflict?.for).toBe('7m');
     expect(conflict?.annotations.summary).toBe('Over 20% of claims on {{ $labels.scope }}{{ with $labels.service }} in service {{ . }}{{ end }} for 7 min: clients retry while the original is still running');
-    expect(conflict?.annotations.runbook_url).toBe('https://git.internal/ops/retrysafe/blob/main/README.md#retrysafeconflictrate');
+    expect(conflict?.annotations.runbook_url).toBe('https://git.internal/ops/retrysafe/blob/main/docs/operating.md#retrysafeconflictrate');
     expect(changed.get('claim_p99')?.expr).toContain('> 0.03\n');
     expect(changed.get('sweeper_stalled')?.expr).toContain('> 4 * max by (service) (retrysafe_sweep_interval_seconds)');
   });

@@ -2,6 +2,7 @@
 // is full or timed out) and which stay a 500 (everything else: a bug, a constraint).
 import { describe, expect, it } from 'vitest';
 import { databaseUnavailableReason, problemFor, UNAVAILABLE_RETRY_AFTER_SECONDS } from '@retrysafe/store';
+import { isTransientFailure } from '@retrysafe/store/postgres';
 
 const withCode = (code: string, message = 'failed') => Object.assign(new Error(message), { code });
 
@@ -11,6 +12,10 @@ describe('databaseUnavailableReason', () => {
     [withCode('ECONNRESET', 'read ECONNRESET'), 'connection'],
     [withCode('ETIMEDOUT', 'connect ETIMEDOUT'), 'timeout'],
     [withCode('08006', 'connection failure'), 'connection'],
+    // PgBouncer's own failures (its ErrorResponse carries 08P01).
+    [withCode('08P01', 'server conn crashed?'), 'connection'],
+    [withCode('08P01', 'query_wait_timeout'), 'connection'],
+    [withCode('08P01', 'pgbouncer cannot connect to server'), 'connection'],
     [withCode('57P01', 'terminating connection due to administrator command'), 'shutdown'],
     [withCode('57P02', 'terminating connection due to crash of another server process'), 'shutdown'],
     [withCode('57P03', 'the database system is starting up'), 'shutdown'],
@@ -53,4 +58,26 @@ describe('problemFor an unavailable database', () => {
   it('leaves other errors to the 500', () => {
     expect(problemFor(withCode('23505'))).toBeNull();
   });
+});
+
+describe('isTransientFailure (a completion that failed so is sent again within its lease)', () => {
+  it.each([
+    withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'),
+    withCode('ECONNRESET', 'read ECONNRESET'),
+    withCode('08P01', 'server conn crashed?'),
+    withCode('08006', 'connection failure'),
+    withCode('57P01', 'terminating connection due to administrator command'),
+    withCode('40001', 'could not serialize access'),
+    new Error('Connection terminated unexpectedly'),
+    new Error('timeout exceeded when trying to connect'),
+  ])('%s is transient', (error) => {
+    expect(isTransientFailure(error)).toBe(true);
+  });
+
+  it.each([withCode('23505', 'duplicate key value'), withCode('22P02', 'invalid input syntax'), withCode('57014', 'canceling statement due to statement timeout'), new Error('a bug')])(
+    '%s is not',
+    (error) => {
+      expect(isTransientFailure(error)).toBe(false);
+    },
+  );
 });

@@ -4,9 +4,12 @@
 // claims wait a bounded time for a concurrent holder (transactional). The adapters and the HTTP
 // semantics sit on IdempotencyStore alone, so another backend is one more implementation of
 // this interface. Postgres is the first (PostgresBackend, below; the statements in statements.ts).
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import {
+  POOLER_TRANSACTION_SETTINGS,
   statementsFor,
+  type PoolerMode,
   type ClaimResult,
   type ClaimValues,
   type CompletionValues,
@@ -17,7 +20,7 @@ import {
 } from './statements.js';
 
 /** The five operations on one scoped key, bound to where they run (outside or inside a transaction). */
-export interface KeyOperations {
+export interface KeyOperations<Db = Queryable> {
   /**
    * Inserts the key as in progress, unless it exists: then `existing` is its row when this
    * operation could see it (null: read it afresh). Atomic against concurrent claims of the key.
@@ -30,12 +33,12 @@ export interface KeyOperations {
   complete(values: CompletionValues): Promise<boolean>;
   /** Marks attempt `attempts` failed and retryable, if it still holds the claim. */
   fail(id: KeyIdentity, attempts: number): Promise<boolean>;
-  /** What the endpoint's work and re-derivation get as `context.db`. */
-  readonly db: Queryable;
+  /** What the endpoint's work and re-derivation get as `context.db` (Postgres: a pg pool or client; MySQL: a mysql2 pool or connection). */
+  readonly db: Db;
 }
 
 /** A transaction: the work's effects and the key's completion commit together or not at all. */
-export interface BackendTransaction extends KeyOperations {
+export interface BackendTransaction<Db = Queryable> extends KeyOperations<Db> {
   /**
    * Settles once the transaction has begun. A backend may send the operations called meanwhile
    * along with it (Postgres: pipelined, one round trip), so the caller awaits it beside them.
@@ -59,23 +62,29 @@ export interface BackendTransaction extends KeyOperations {
  * One connection held for one request (IdempotencyBackend.session): operations outside any
  * transaction, then at most one transaction, which takes the connection over.
  */
-export interface BackendSession extends KeyOperations {
+export interface BackendSession<Db = Queryable> extends KeyOperations<Db> {
   /**
    * Starts a transaction on this session's connection, as IdempotencyBackend.transaction does.
    * The transaction then owns the connection (its release() gives it back): the session is spent
    * and must not be released or used again, whether this succeeds or throws.
    */
-  transaction(lockTimeoutMs: number): Promise<BackendTransaction>;
+  transaction(lockTimeoutMs: number): Promise<BackendTransaction<Db>>;
   /** Gives the connection back unless a transaction took it over; `broken` discards it. */
   release(broken?: Error): void;
 }
 
-export interface IdempotencyBackend extends KeyOperations {
+export interface IdempotencyBackend<Db = Queryable> extends KeyOperations<Db> {
+  /**
+   * false: the backend shares no transaction with the work's effects (Redis), so it is claim-first
+   * only: the store refuses a transactional request (TransactionsUnsupportedError) rather than
+   * running it without the guarantee, and transaction() refuses too. Absent: both modes.
+   */
+  readonly transactional?: boolean;
   /**
    * Starts a transaction in which a claim or takeover that meets a concurrent holder of the key
    * waits at most `lockTimeoutMs`, then fails with an error isLockTimeout recognises.
    */
-  transaction(lockTimeoutMs: number): Promise<BackendTransaction>;
+  transaction(lockTimeoutMs: number): Promise<BackendTransaction<Db>>;
   /** Whether an operation failed because it waited its lock timeout out (a 409, not a 500). */
   isLockTimeout(error: unknown): boolean;
   /**
@@ -83,7 +92,13 @@ export interface IdempotencyBackend extends KeyOperations {
    * transaction, where the backend pools connections (Postgres: one pool checkout instead of two).
    * Without it the store reads and begins separately, with the same round trips.
    */
-  session?(): Promise<BackendSession>;
+  session?(): Promise<BackendSession<Db>>;
+  /**
+   * Optional: whether an operation failed in a way that says nothing about the statement's
+   * outcome and may pass if sent again (a connection lost or refused, a pooler's error). The
+   * store retries a completion that failed so, within its lease (its statements are fenced).
+   */
+  isTransient?(error: unknown): boolean;
 }
 
 const LOCK_NOT_AVAILABLE = '55P03';
@@ -93,10 +108,12 @@ abstract class PostgresKeyOperations implements KeyOperations {
   constructor(
     protected readonly sql: StoreStatements,
     private readonly on: Queryable,
+    /** What the work gets (the pool or the connection itself), when the statements run elsewhere (`on`: in transactions of their own). */
+    private readonly given: Queryable = on,
   ) {}
 
   get db(): Queryable {
-    return this.on;
+    return this.given;
   }
 
   claim(claim: ClaimValues): Promise<ClaimResult> {
@@ -128,30 +145,154 @@ abstract class PostgresKeyOperations implements KeyOperations {
  * that the statements do not need.
  */
 export class PostgresBackend extends PostgresKeyOperations implements IdempotencyBackend {
+  private readonly pooler: PoolerMode | undefined;
+
+  /**
+   * `pooler: 'transaction'`: the pool goes through a transaction-mode pooler (PgBouncer 1.18 and
+   * later, opened with STORE_POOLER_POOL_SETTINGS): unnamed statements (with
+   * `transaction-prepared`, a pooler that tracks named ones: named, as direct), and the settings the
+   * plans need in each of the store's transactions (a statement outside a request's transaction
+   * runs in one of its own, pipelined: BEGIN, the statement and COMMIT in one round trip).
+   * `plannerSettingsInPlace`: every server connection already has them (the store's role or
+   * database: ALTER ROLE ... SET enable_seqscan = off; plannerSettingsInPlace() reads it), so
+   * the statements go alone, unnamed: a third of the statements per claim-first request.
+   */
   constructor(
     private readonly pool: pg.Pool,
     layout: 'plain' | 'partitioned' = 'plain',
+    options: { pooler?: PoolerMode; plannerSettingsInPlace?: boolean } = {},
   ) {
-    super(statementsFor(layout), pool);
+    const wrap = options.pooler !== undefined && options.plannerSettingsInPlace !== true;
+    super(statementsFor(layout, options.pooler), wrap ? new OwnTransactions({ pool }) : pool, pool);
+    this.pooler = wrap ? options.pooler : undefined;
   }
 
   isLockTimeout(error: unknown): boolean {
     return (error as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE;
   }
 
+  isTransient(error: unknown): boolean {
+    return isTransientFailure(error);
+  }
+
   async transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
-    return beginOn(this.sql, hold(await this.pool.connect()), lockTimeoutMs);
+    return beginOn(this.sql, hold(await this.pool.connect()), lockTimeoutMs, this.pooler);
   }
 
   /** A pooled connection for one request (its read, then its transaction): one checkout. */
   async session(): Promise<BackendSession> {
-    return new PostgresSession(this.sql, hold(await this.pool.connect()));
+    return new PostgresSession(this.sql, hold(await this.pool.connect()), this.pooler);
+  }
+}
+
+/**
+ * SQLSTATEs that say the statement did not run to an outcome the server kept: the connection's
+ * (class 08, PgBouncer's own errors are 08P01), the server's shutting down or not accepting
+ * connections yet (57P01-57P03), too many connections (53300), a serialization failure or a
+ * deadlock (40001, 40P01: rolled back).
+ */
+const TRANSIENT_SQLSTATES: ReadonlySet<string> = new Set(['57P01', '57P02', '57P03', '53300', '40001', '40P01']);
+
+/** A failure that may pass if the (fenced) statement is sent again: a lost or refused connection, a pooler's error. */
+export function isTransientFailure(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const code: unknown = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (code.startsWith('08') || TRANSIENT_SQLSTATES.has(code)) return true;
+    if (/^E[A-Z]+$/.test(code)) return ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code);
+    return false;
+  }
+  // node-postgres's own, without a code: the connection ended, or could not be had in time.
+  const message: unknown = (error as { message?: unknown }).message;
+  return typeof message === 'string' && /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed)/.test(message);
+}
+
+/** An error the server sent (the connection is still usable), rather than one of the connection itself. */
+function fromServer(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && typeof (error as { severity?: unknown }).severity === 'string' && !isTransientFailure(error);
+}
+
+const POOLER_BEGIN = `BEGIN; ${POOLER_TRANSACTION_SETTINGS}`;
+
+/**
+ * Whether the connections `db` opens already carry the settings the store's plans need (the role's
+ * or the database's defaults: ALTER ROLE ... SET enable_seqscan = off), so that a transaction-mode
+ * pooler's server connections have them without a SET LOCAL in each transaction.
+ */
+export async function plannerSettingsInPlace(db: Pick<pg.Pool, 'query'>): Promise<boolean> {
+  const { rows } = await db.query<{ value: string }>("SELECT current_setting('enable_seqscan') AS value");
+  return rows[0]?.value === 'off';
+}
+
+/**
+ * Whether the pooler `db` goes through tracks protocol-level named statements itself
+ * (`pooler: 'transaction-prepared'`: PgBouncer 1.21 and later with max_prepared_statements above
+ * 0), rather than passing their names to whichever server connection a transaction gets. Such a
+ * pooler prepares a client's statement on each server connection under a name of its own
+ * (PgBouncer: PGBOUNCER_<n>), so a statement prepared inside a transaction is listed there
+ * under another name; passed through (an older pooler, the setting at 0, or no pooler at all), it
+ * is listed under the client's. One transaction, three statements; its name is random, so a
+ * pooler that passes it through keeps nothing another client could meet.
+ */
+export async function poolerTracksPreparedStatements(pool: Pick<pg.Pool, 'connect'>): Promise<boolean> {
+  const client = await pool.connect();
+  const name = `retrysafe_probe_${randomBytes(6).toString('hex')}`;
+  try {
+    await client.query('BEGIN');
+    await client.query({ name, text: 'SELECT 1 AS probe' });
+    const { rows } = await client.query<{ name: string }>('SELECT name FROM pg_prepared_statements');
+    await client.query('COMMIT');
+    client.release();
+    return !rows.some((row) => row.name === name);
+  } catch (error) {
+    client.release(error as Error);
+    throw error;
+  }
+}
+
+/** Why `pooler: 'transaction-prepared'` was refused (poolerTracksPreparedStatements said no). */
+export const UNTRACKED_PREPARED_STATEMENTS =
+  "passes named statements through to the server rather than tracking them (PgBouncer before 1.21, max_prepared_statements = 0, or no pooler at all), so a statement prepared in one transaction would be missing, or already there, in the next: set max_prepared_statements (PgBouncer 1.21 and later; 200 is its default from 1.24), or use the 'transaction' pooler mode (unnamed statements)";
+
+/**
+ * Runs one statement in a transaction of its own that opens with the settings the store's
+ * plans need (POOLER_TRANSACTION_SETTINGS): BEGIN, the statement and COMMIT leave together on a
+ * pipelined connection (one round trip; the pooler keeps the transaction on one server
+ * connection). Should the statement fail, the COMMIT is answered with a rollback.
+ */
+async function inOwnTransaction(client: pg.ClientBase, config: pg.QueryConfig): Promise<pg.QueryResult> {
+  const [began, ran, committed] = await Promise.allSettled([client.query(POOLER_BEGIN), client.query(config), client.query('COMMIT')]);
+  if (began.status === 'rejected') throw began.reason;
+  if (ran.status === 'rejected') throw ran.reason;
+  if (committed.status === 'rejected') throw committed.reason;
+  return ran.value;
+}
+
+/** A Queryable whose every statement runs in a transaction of its own (inOwnTransaction), on a pooled connection or on a held one. */
+class OwnTransactions implements Queryable {
+  constructor(private readonly on: { pool: pg.Pool } | { client: pg.PoolClient }) {}
+
+  query = ((config: pg.QueryConfig): Promise<pg.QueryResult> => this.run(config)) as Queryable['query'];
+
+  private async run(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    if ('client' in this.on) return inOwnTransaction(this.on.client, config);
+    const client = hold(await this.on.pool.connect());
+    try {
+      const result = await inOwnTransaction(client, config);
+      giveBack(client);
+      return result;
+    } catch (error) {
+      giveBack(client, fromServer(error) ? undefined : (error as Error));
+      throw error;
+    }
   }
 }
 
 /** Begins a transaction on a checked-out connection, which the transaction then owns (released with it, or here on failure). */
-async function beginOn(sql: StoreStatements, client: pg.PoolClient, lockTimeoutMs: number): Promise<BackendTransaction> {
-  const begin = `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
+async function beginOn(sql: StoreStatements, client: pg.PoolClient, lockTimeoutMs: number, pooler?: PoolerMode): Promise<BackendTransaction> {
+  const begin = pooler
+    ? `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}; ${POOLER_TRANSACTION_SETTINGS}`
+    : `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`;
   if (client.pipeline) return new PostgresTransaction(sql, client, client.query(begin).then(settledVoid));
   // Not pipelined: wait for the BEGIN before anything else is sent on the connection.
   try {
@@ -207,14 +348,15 @@ class PostgresSession extends PostgresKeyOperations implements BackendSession {
   constructor(
     sql: StoreStatements,
     private readonly client: pg.PoolClient,
+    private readonly pooler?: PoolerMode,
   ) {
-    super(sql, client);
+    super(sql, pooler ? new OwnTransactions({ client }) : client, client);
   }
 
   transaction(lockTimeoutMs: number): Promise<BackendTransaction> {
     if (this.spent) return Promise.reject(new Error('this session was released or its connection taken over'));
     this.spent = true;
-    return beginOn(this.sql, this.client, lockTimeoutMs);
+    return beginOn(this.sql, this.client, lockTimeoutMs, this.pooler);
   }
 
   release(broken?: Error): void {

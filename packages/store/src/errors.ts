@@ -87,6 +87,15 @@ export class PolicyNotFoundError extends Error {
   }
 }
 
+/** A transactional request, or a transaction, asked of a backend that has none (Redis): a configuration error. */
+export class TransactionsUnsupportedError extends Error {
+  readonly code = 'TRANSACTIONS_UNSUPPORTED';
+  constructor(readonly backend = 'The Redis backend') {
+    super(`${backend} is claim-first only: it shares no transaction with the work's effects. Use mode 'claim-first' for this route, or keep its keys in Postgres (createRetrysafe without \`redis\`)`);
+    this.name = 'TransactionsUnsupportedError';
+  }
+}
+
 const knownCodes: ReadonlySet<string> = new Set(idempotencyErrorCodes);
 
 /** An error of this package (any copy of it), told by its code. */

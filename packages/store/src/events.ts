@@ -13,6 +13,14 @@ export interface FlowEvent {
   outcome: ClaimOutcome;
   /** Wall time of the claim statement itself, in milliseconds (absent when none ran). */
   claimLatencyMs?: number;
+  /** The idempotency key (the trace of attempts keeps replays, conflicts, mismatches and refusals per key). */
+  key?: string;
+  /** This attempt's own correlation id. */
+  correlationId?: string;
+  /** The status answered: the replayed one, 409, 422 or 429 (traced outcomes only). */
+  status?: number;
+  /** The policy's retention: how long an attempt on a key that is not live is kept. */
+  retentionMs?: number;
 }
 
 export interface FlowObserver {
@@ -27,3 +35,7 @@ export const ignoreFlow: FlowObserver = { record: () => undefined };
  */
 export const principalOutcomes = ['conflict', 'mismatch', 'rejected', 'takeover', 'error', 'claims'] as const;
 export type PrincipalOutcome = (typeof principalOutcomes)[number];
+
+/** The outcomes the trace of attempts records per key (replay, 409, 422, 429). */
+export const tracedOutcomes = ['replay', 'conflict', 'mismatch', 'rejected'] as const;
+export type TracedOutcome = (typeof tracedOutcomes)[number];

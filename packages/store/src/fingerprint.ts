@@ -10,6 +10,8 @@ export interface CanonicalRequest {
   /** The endpoint actually called, also for intent-scoped keys, so reuse across endpoints is a mismatch. */
   endpoint: string;
   body: unknown;
+  /** The body's canonical JSON when the caller already computed it (the HTTP layer, measuring a parsed body against its cap). */
+  canonicalBody?: string;
 }
 
 export function canonicalBody(body: unknown): string {
@@ -28,7 +30,7 @@ export function fingerprint(secret: Buffer, request: CanonicalRequest): Buffer {
   // One buffer of [length][bytes] fields, hashed in one update (the same bytes as field by field).
   const method = request.method.toUpperCase();
   const { endpoint } = request;
-  const body = canonicalBody(request.body);
+  const body = request.canonicalBody ?? canonicalBody(request.body);
   const methodBytes = Buffer.byteLength(method, 'utf8');
   const endpointBytes = Buffer.byteLength(endpoint, 'utf8');
   const bodyBytes = Buffer.byteLength(body, 'utf8');

@@ -10,6 +10,7 @@ import type { Queryable } from './statements.js';
 import type { IdempotencyStore, StoreOutcome, WorkContext, WorkResult } from './store.js';
 import { validate, type Validator } from './validator.js';
 import { newCorrelationId } from './correlation-id.js';
+import { canonicalBody } from './fingerprint.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -210,7 +211,12 @@ export function tooLarge(maxBytes: number): RequestBodyError {
 export type RequestBody =
   /** Not read yet: the layer reads at most the route's cap and parses it as JSON. */
   | { kind: 'stream'; read: (maxBytes: number) => Promise<Uint8Array> }
-  /** Already parsed by the framework (express.json(), Fastify); `bytes` is its size when known. */
+  /**
+   * Already parsed by the framework (express.json(), Fastify). `bytes` is the size of the body the
+   * parser read, decoded (after any Content-Encoding), when the adapter knows it; never a
+   * compressed Content-Length. null when it cannot know (a compressed or chunked body): the cap
+   * then applies to the body's canonical JSON, the form the fingerprint hashes.
+   */
   | { kind: 'parsed'; value: unknown; bytes: number | null };
 
 /** A framework's request as this layer sees it. */
@@ -225,7 +231,7 @@ export interface Principal {
   principalId: string;
 }
 
-export interface IdempotentRoute<Input, P extends Principal, Native> {
+export interface IdempotentRoute<Input, P extends Principal, Native, Db = Queryable> {
   /** The operation's name and the scope of endpoint-scoped keys, e.g. "POST /orders". */
   endpoint: string;
   /** The HTTP method, part of the fingerprint. */
@@ -234,7 +240,12 @@ export interface IdempotentRoute<Input, P extends Principal, Native> {
   /**
    * The policy in force, read on every request. Absent: the store's policy for this service and
    * endpoint (createRetrysafe's `policies`, kept current from the database, where compliance
-   * reviews and edits it); a route without either is refused when it is created.
+   * reviews and edits it); a route without either is refused when it is created. Given: it is
+   * registered once, in the background, when the route is created (or on its first request): the
+   * endpoint's policy row is created from it when none exists (audited), so the retention review
+   * lists the endpoint and the key lookup finds its keys. An existing row is the published promise
+   * and is never overwritten; the route still runs on this policy, and the review shows where a
+   * static policy's values differ from the row (routePolicyRegistered says when it is done).
    */
   policy?: EndpointPolicy | (() => EndpointPolicy);
   /** Largest request body accepted (413 beyond). */
@@ -246,10 +257,10 @@ export interface IdempotentRoute<Input, P extends Principal, Native> {
   /** The body's schema: a Standard Schema (zod, valibot, arktype...) or a { safeParse } object. */
   input: Validator<Input>;
   /** The operation. transactional: use context.db for the effects that must commit with the key. */
-  work: (input: Input, principal: P, context: WorkContext, request: Native) => Promise<WorkResult>;
+  work: (input: Input, principal: P, context: WorkContext<Db>, request: Native) => Promise<WorkResult>;
   /** Rebuilds a response that was stored as a reference (over the size cap). */
-  rederive?: (reference: string, db: Queryable) => Promise<Buffer>;
-  /** Told about unexpected errors (answered as a bare 500); must not log request bodies. */
+  rederive?: (reference: string, db: Db) => Promise<Buffer>;
+  /** Told about unexpected errors (answered as a bare 500), and a failed registration of `policy` (retried by a later request); must not log request bodies. */
   onError?: (error: unknown, correlationId: string) => void;
 }
 
@@ -271,35 +282,104 @@ function parseJson(bytes: Uint8Array): unknown {
   }
 }
 
-async function bodyOf(body: RequestBody, maxBytes: number): Promise<unknown> {
-  if (body.kind === 'stream') return parseJson(await body.read(maxBytes));
-  if (body.bytes !== null && body.bytes > maxBytes) throw tooLarge(maxBytes);
-  // Parsed without a known size (chunked): its JSON text is the nearest measure.
-  if (body.bytes === null && Buffer.byteLength(JSON.stringify(body.value === undefined ? null : body.value), 'utf8') > maxBytes) throw tooLarge(maxBytes);
-  return body.value;
+/** The body's JSON value, checked against the cap; its canonical JSON when measuring needed it (the store then fingerprints that string). */
+async function bodyOf(body: RequestBody, maxBytes: number): Promise<{ value: unknown; canonical?: string }> {
+  if (body.kind === 'stream') return { value: parseJson(await body.read(maxBytes)) };
+  if (body.bytes !== null) {
+    if (body.bytes > maxBytes) throw tooLarge(maxBytes);
+    return { value: body.value };
+  }
+  // Parsed, its decoded size unknown: the cap applies to the canonical JSON the fingerprint
+  // hashes, computed here once (an unencodable value is a 400, as it would be there).
+  const canonical = canonicalBody(body.value);
+  if (canonical.length > maxBytes || Buffer.byteLength(canonical, 'utf8') > maxBytes) throw tooLarge(maxBytes);
+  return { value: body.value, canonical };
 }
 
-function routePolicy(store: IdempotencyStore, route: Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint'>): EndpointPolicy {
+function routePolicy(store: IdempotencyStore<unknown>, route: Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint'>): EndpointPolicy {
   if (typeof route.policy === 'function') return route.policy();
   return route.policy ?? store.policyFor(route.endpoint);
 }
 
+/** The parts of a route that say which policy it runs on and where its registration's failures go. */
+export type RoutePolicySource = Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint' | 'onError'> & { mode?: ExecutionMode };
+
+/** A route's registration of its own policy: started once, retried by a later request after a failure. */
+interface Registration {
+  state: 'pending' | 'done' | 'failed';
+  failedAt: number;
+  settled: Promise<boolean>;
+}
+
+/** By route object (an adapter hands the same one to every request); no entry: not started yet. */
+const registrations = new WeakMap<object, Registration>();
+
+/** How long after a failed registration a request may start the next attempt. */
+const REGISTRATION_RETRY_MS = 10_000;
+
+/**
+ * Registers the route's own policy, in the background, once (store.registerRoutePolicy): the
+ * endpoint's policy row is created when none exists, so the retention review lists it and the key
+ * lookup finds its keys; a static policy's values are recorded for the review's comparison with
+ * the published row (a function's are whatever it returns, often the database's own). Failures go
+ * to the route's onError; a request after REGISTRATION_RETRY_MS tries again. A request never waits
+ * for it, and once it is done costs one WeakMap lookup.
+ */
+function registerOwnPolicy(store: IdempotencyStore<unknown>, route: RoutePolicySource): void {
+  const own = route.policy;
+  if (own === undefined) return;
+  const previous = registrations.get(route);
+  if (previous && (previous.state !== 'failed' || Date.now() - previous.failedAt < REGISTRATION_RETRY_MS)) return;
+  const registration: Registration = previous ?? { state: 'pending', failedAt: 0, settled: Promise.resolve(false) };
+  registration.state = 'pending';
+  registrations.set(route, registration);
+  // Off the caller's turn: route creation stays synchronous and a function policy is not called in it.
+  registration.settled = Promise.resolve()
+    .then(() => store.registerRoutePolicy(route.endpoint, typeof own === 'function' ? own() : own, typeof own !== 'function'))
+    .then(
+      (registered) => {
+        registration.state = 'done';
+        return registered;
+      },
+      (error: unknown) => {
+        registration.state = 'failed';
+        registration.failedAt = Date.now();
+        route.onError?.(error, newCorrelationId());
+        return false;
+      },
+    );
+}
+
+/**
+ * Settles when the route's own policy registration has (true: registered; false: it failed, was
+ * not started, or the route has no policy of its own). For readiness checks and tests.
+ */
+export function routePolicyRegistered(route: object): Promise<boolean> {
+  return registrations.get(route)?.settled ?? Promise.resolve(false);
+}
+
 /**
  * Checks at start-up (an adapter calls it when the route is created) that the route has a
- * policy: its own, or the store's for this service and endpoint. Throws PolicyNotFoundError naming both.
+ * policy: its own, or the store's for this service and endpoint. Throws PolicyNotFoundError naming
+ * both. A policy of its own is registered (registerOwnPolicy), in the background.
  */
-export function checkRoutePolicy(store: IdempotencyStore, route: Pick<IdempotentRoute<unknown, Principal, unknown>, 'policy' | 'endpoint'>): void {
+export function checkRoutePolicy(store: IdempotencyStore<unknown>, route: RoutePolicySource): void {
+  // A transactional route on a claim-first-only backend (Redis) is refused where it is created.
+  if (route.mode !== undefined) store.checkMode(route.mode);
   if (route.policy === undefined) store.policyFor(route.endpoint);
+  else registerOwnPolicy(store, route);
 }
 
 /** Answers one request to an endpoint behind the store. */
-export async function answerIdempotent<Input, P extends Principal, Native>(
-  store: IdempotencyStore,
-  route: IdempotentRoute<Input, P, Native>,
+export async function answerIdempotent<Input, P extends Principal, Native, Db = Queryable>(
+  store: IdempotencyStore<Db>,
+  route: IdempotentRoute<Input, P, Native, Db>,
   request: RequestView<Native>,
 ): Promise<HttpAnswer> {
   const correlationId = newCorrelationId();
   const fail = (problem: Problem) => problemAnswer(problem, correlationId);
+  // A route created without checkRoutePolicy (Next's lazily resolved store), or whose registration failed.
+  if (route.policy !== undefined && registrations.get(route)?.state !== 'done') registerOwnPolicy(store, route);
   try {
     const principal = await route.authenticate(request.native);
     if (!principal) {
@@ -311,7 +391,7 @@ export async function answerIdempotent<Input, P extends Principal, Native>(
     const key = parseIdempotencyKey(request.header('idempotency-key'));
     if (!key.ok) return fail({ status: 400, slug: 'invalid-idempotency-key', title: 'Invalid Idempotency-Key', detail: key.detail });
 
-    const json = await bodyOf(request.body, route.maxBodyBytes);
+    const { value: json, canonical } = await bodyOf(request.body, route.maxBodyBytes);
     const parsed = await validate(route.input, json);
     if (!parsed.ok) {
       return fail({ status: 400, slug: 'invalid-body', title: 'The request body is invalid', errors: parsed.issues });
@@ -323,6 +403,7 @@ export async function answerIdempotent<Input, P extends Principal, Native>(
       method: route.method.toUpperCase(),
       key: key.key,
       body: json,
+      ...(canonical === undefined ? {} : { canonicalBody: canonical }),
       policy: routePolicy(store, route),
       mode: route.mode,
       correlationId,

@@ -1,7 +1,12 @@
+/**
+ * Idempotency keys on Postgres: the store, its composition root (`createRetrysafe`) and the framework-neutral HTTP layer.
+ *
+ * @module @retrysafe/store
+ */
 // @retrysafe/store: idempotency keys on Postgres. The store, its composition root and the
 // framework-neutral HTTP layer; adapters are in the subpaths /express, /fastify, /hono, /next
 // and /fetch, the Postgres backend's statements in /postgres.
-export { createRetrysafe, detectLayout, type Retrysafe, type RetrysafeOptions } from './retrysafe.js';
+export { createRetrysafe, detectLayout, type RedisOptions, type Retrysafe, type RetrysafeOptions, type RetrysafeRedis } from './retrysafe.js';
 export {
   checkServiceName,
   IdempotencyStore,
@@ -27,6 +32,7 @@ export {
   problemResponse,
   readLimited,
   RequestBodyError,
+  routePolicyRegistered,
   toResponse,
   type HttpAnswer,
   type IdempotentRoute,
@@ -34,10 +40,11 @@ export {
   type Problem,
   type RequestBody,
   type RequestView,
+  type RoutePolicySource,
 } from './http.js';
-export { validate, type SafeParser, type StandardSchemaV1, type Validated, type Validator } from './validator.js';
+export { validate, type SafeParser, type StandardResult, type StandardSchemaV1, type Validated, type Validator } from './validator.js';
 export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type ScopeMode } from './policy.js';
-export { LiveKeyQuota, type QuotaDecision, type QuotaOptions } from './quota.js';
+export { LiveKeyQuota, QuotaReservation, type QuotaDecision, type QuotaOptions, type QuotaRefusal } from './quota.js';
 export { PostgresBackend, type BackendSession, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
 export {
   PostgresKeyReads,
@@ -63,7 +70,7 @@ export { parseResponseKeys } from './response-keys.js';
 export { newCorrelationId } from './correlation-id.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
 export { claimOutcomes, ignoreFlow, principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
-export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, SERIES_STEPS, type PrincipalRow, type RecorderOptions } from './recorder.js';
+export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, SERIES_STEPS, type PrincipalRow, type PrincipalSummary, type RecorderOptions } from './recorder.js';
 export { namePrincipal } from './principal-names.js';
 export { mergeHeavyHitters, MisraGries, type HeavyHitter } from './heavy-hitters.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';
@@ -72,4 +79,4 @@ export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './per
 export { isStorableText, UNSTORABLE_TEXT } from './storable.js';
 export * from './errors.js';
 export { databaseUnavailableReason, isDatabaseUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, type UnavailableReason } from './unavailable.js';
-export type { Queryable, KeyIdentity } from './statements.js';
+export type { Queryable, KeyIdentity, PoolerMode } from './statements.js';

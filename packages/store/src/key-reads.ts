@@ -144,7 +144,7 @@ export type StaleClaimRelease =
 export interface KeyRecordReads {
   /**
    * Every record of (principal, key): one per service and scope the store knows (each endpoint
-   * policy's scope), or of one service; ordered by service, scope, then latest expiry first.
+   * policy's scope, and each route's own policy's as its code declares it), or of one service; ordered by service, scope, then latest expiry first.
    */
   keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]>;
   /**
@@ -243,11 +243,17 @@ function toKeyRecord(row: KeyRecordRow): KeyRecord {
 
 /**
  * A key lookup: one primary-key probe per known (service, scope) (each policy's endpoint, or
- * "intent" for an intent-scoped one), so a principal with millions of keys costs the same.
+ * "intent" for an intent-scoped one), so a principal with millions of keys costs the same. The
+ * scopes are the published policies' and those of the routes' own policies as their code declares
+ * them (endpoint_policy_declarations), which differ when an admin changed the scope mode the code
+ * still stores keys under.
  */
 const KEY_RECORDS_SQL = `SELECT ${KEY_RECORD_COLUMNS}
-           FROM (SELECT DISTINCT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
-                 FROM retrysafe.endpoint_policies p WHERE $3::text IS NULL OR p.service = $3) s
+           FROM (SELECT p.service, CASE WHEN p.scope_mode = 'intent' THEN 'intent' ELSE p.endpoint END AS scope
+                 FROM retrysafe.endpoint_policies p WHERE $3::text IS NULL OR p.service = $3
+                 UNION
+                 SELECT d.service, CASE WHEN d.scope_mode = 'intent' THEN 'intent' ELSE d.endpoint END AS scope
+                 FROM retrysafe.endpoint_policy_declarations d WHERE $3::text IS NULL OR d.service = $3) s
            JOIN retrysafe.idempotency_keys k ON k.principal_id = $1 AND k.service = s.service AND k.scope = s.scope AND k.key = $2
            ORDER BY k.service, k.scope, k.expires_at DESC`;
 

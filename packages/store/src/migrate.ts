@@ -1,3 +1,8 @@
+/**
+ * The store's migrator: applies the package's migrations (schema `retrysafe`, journal `retrysafe.migrations`) with plain `pg`.
+ *
+ * @module @retrysafe/store/migrate
+ */
 // Applies a migration set to a database with plain pg (no Drizzle at run time): the store's own
 // (the package's migrations folder, schema `retrysafe`, journal `retrysafe.migrations`) or another
 // set laid out the same way (the Retrysafe server's demo tables). drizzle-kit writes the folders
@@ -78,7 +83,8 @@ export function readMigrations(folder: string = STORE_MIGRATIONS_FOLDER): Promis
   return migrations;
 }
 
-type Client = Pick<pg.ClientBase, 'query'>;
+/** Any `pg` client or pool: only `query` is used. */
+export type MigrationClient = Pick<pg.ClientBase, 'query'>;
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
@@ -91,14 +97,14 @@ export interface MigrationStatus {
 }
 
 /** The set's migrations the database has applied, by name, from `<schema>.migrations`. */
-async function appliedNames(client: Client, schema: string): Promise<Set<string>> {
+async function appliedNames(client: MigrationClient, schema: string): Promise<Set<string>> {
   const journal = `${quoteIdent(schema)}.migrations`;
   const { rows } = await client.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [journal]);
   if (!rows[0]?.exists) return new Set();
   return new Set((await client.query<{ name: string }>(`SELECT name FROM ${journal}`)).rows.map((row) => row.name));
 }
 
-export async function migrationStatus(client: Client, set: Pick<MigrationSet, 'folder' | 'schema'> = STORE_MIGRATIONS): Promise<MigrationStatus> {
+export async function migrationStatus(client: MigrationClient, set: Pick<MigrationSet, 'folder' | 'schema'> = STORE_MIGRATIONS): Promise<MigrationStatus> {
   const migrations = await readMigrations(set.folder);
   const applied = await appliedNames(client, set.schema);
   return {
@@ -168,8 +174,53 @@ export interface MigrateOptions {
   folder?: string;
 }
 
-/** Migrates the store's schema (`retrysafe`) of the database at `connectionString`. */
+/** Migrations refused on a connection that cannot hold a session (a transaction-mode pooler). */
+export class SessionRequiredError extends Error {
+  readonly code = 'SESSION_REQUIRED';
+}
+
+/** Why migrations refuse a transaction pooler; callers name the setting (e.g. `DATABASE_URL: ...`). */
+export const TRANSACTION_POOLER_REFUSAL =
+  'goes through a transaction-mode pooler (two connections were served by one database backend): migrations hold a session advisory lock across transactions, which such a pooler does not keep. Migrate over a direct connection to the primary (or a session-mode pool)';
+
+/**
+ * Whether `connectionString` reaches Postgres through a transaction-mode pooler (PgBouncer
+ * pool_mode=transaction). Two connections run `SELECT pg_backend_pid()` in turn, each its own
+ * transaction: through such a pooler with a free server connection the second is served by the
+ * backend the first just released; on a direct or session-pooled connection never (a backend
+ * serves one session). A few rounds, in case another client takes that backend in between. A
+ * connection that fails throws pg's error.
+ */
+export async function behindTransactionPooler(connectionString: string, options: { rounds?: number; connectionTimeoutMillis?: number } = {}): Promise<boolean> {
+  const open = async () => {
+    const client = new pg.Client({ connectionString, application_name: 'retrysafe-probe', connectionTimeoutMillis: options.connectionTimeoutMillis ?? 10_000 });
+    client.on('error', () => undefined);
+    await client.connect();
+    return client;
+  };
+  const first = await open();
+  try {
+    const second = await open();
+    try {
+      const pid = async (client: pg.Client) => (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      for (let round = 0; round < (options.rounds ?? 3); round += 1) {
+        if ((await pid(first)) === (await pid(second))) return true;
+      }
+      return false;
+    } finally {
+      await second.end().catch(() => undefined);
+    }
+  } finally {
+    await first.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Migrates the store's schema (`retrysafe`) of the database at `connectionString`; refuses
+ * (SessionRequiredError) one reached through a transaction-mode pooler.
+ */
 export async function migrate(connectionString: string, options: MigrateOptions = {}): Promise<ApplyResult> {
+  if (await behindTransactionPooler(connectionString)) throw new SessionRequiredError(`the database connection ${TRANSACTION_POOLER_REFUSAL}`);
   const client = new pg.Client({ connectionString, application_name: 'retrysafe-migrate' });
   await client.connect();
   try {

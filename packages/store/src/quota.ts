@@ -2,19 +2,44 @@
 // retention window. Enforced across instances without a hot row: each instance counts
 // its own new claims in memory, adds them to its own counter rows in one batched upsert
 // every flush interval, and reads back the cluster-wide totals of the principals it
-// serves. Accuracy (stated in the README): another instance's claims become visible
-// here within about two flush intervals, so a principal can overshoot by what it claims
-// on other instances in that time; counting by whole hour buckets is conservative (a key
-// leaves the count up to one bucket after it left the window, never before).
+// serves. Counting by whole hour buckets is conservative (a key leaves the count up to
+// one bucket after it left the window, never before).
+//
+// Exact on one instance: a request takes its slot synchronously when it is admitted
+// (reserve), before the claim's round trip, and the slot becomes a counted key (keep) or
+// is given back (release) once the claim has said whether a new key was made. Requests
+// for a principal whose count is not loaded yet wait on its one load, then reserve one
+// by one. So on one instance at most `quota` keys are ever counted or in flight.
+//
+// Across instances (stated in docs/compliance.md): each instance admits only while what it knows
+// (the cluster total as last read, plus its own unflushed and reserved keys) is under the
+// quota, so it never holds more than `quota` keys of a principal itself; another instance's
+// keys become visible here within about two flush intervals. A principal can therefore
+// exceed its quota by what it creates on other instances in that lag, and never by more
+// than that: at most N x quota keys in a window with N instances (reached by a burst that
+// starts on all N at once, before any of them has flushed). An instance that dies without
+// stop() loses the counts it had not flushed yet (at most one flush interval's new keys).
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { periodicTask, type PeriodicTask } from './periodic.js';
 
+/**
+ * The live-key quota's options. The quota is exact per instance: a principal's requests in
+ * flight on one instance never create more than its quota. Across N instances a principal can
+ * exceed it by what it creates on the other instances within about two `flushIntervalMs`
+ * (the time one instance's keys take to reach another's count), and by at most (N - 1) x quota:
+ * at most N x quota keys per principal and scope in a window, however many requests are in flight.
+ */
 export interface QuotaOptions {
   /** The service whose keys this counts (createRetrysafe sets it). */
   service: string;
   instanceId?: string;
   bucketMs?: number;
+  /**
+   * How often this instance adds its new keys to the shared counters and re-reads the totals
+   * (default 1 s). The cross-instance overshoot is what a principal creates on other instances
+   * in about two of these, never more than (N - 1) x quota with N instances.
+   */
   flushIntervalMs?: number;
   /** Entries not used for this long are forgotten (re-read on next use). */
   idleMs?: number;
@@ -23,7 +48,42 @@ export interface QuotaOptions {
 
 export type QuotaDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
+/** A refusal: no new key for this principal now, retry after this many seconds. */
+export type QuotaRefusal = Extract<QuotaDecision, { allowed: false }>;
+
 const ALLOWED: QuotaDecision = Object.freeze({ allowed: true });
+
+/** The refusal while slots are only reserved by requests in flight: some may be given back in a moment. */
+const IN_FLIGHT_FULL: QuotaRefusal = Object.freeze({ allowed: false, retryAfterSeconds: 1 });
+
+/**
+ * One admitted request's slot in its principal's quota, taken before its claim: kept as a
+ * counted key if the claim made a new key, given back otherwise. Settling twice does nothing.
+ */
+export class QuotaReservation {
+  private open = true;
+
+  /** @internal */
+  constructor(
+    private readonly quota: LiveKeyQuota,
+    /** @internal */
+    readonly entry: object,
+  ) {}
+
+  /** The claim made a new key: it counts (until it leaves the window) instead of the reservation. */
+  keep(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.quota.settleReservation(this, true);
+  }
+
+  /** No new key was made (a replay, a conflict, a mismatch, a takeover of a live key, a failure, a rollback). */
+  release(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.quota.settleReservation(this, false);
+  }
+}
 
 interface Entry {
   principalId: string;
@@ -35,6 +95,8 @@ interface Entry {
   oldestBucketMs: number | null;
   pending: Map<number, number>;
   inFlight: number;
+  /** Slots taken by requests admitted on this instance whose claim has not settled yet. */
+  reserved: number;
   loaded: Promise<void> | null;
   /** `loaded` has settled successfully: the counts are known. */
   ready: boolean;
@@ -53,7 +115,7 @@ export class LiveKeyQuota {
   private flushing: Promise<void> | null = null;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: Pick<pg.Pool, 'query'>,
     options: QuotaOptions,
   ) {
     this.service = options.service;
@@ -74,9 +136,49 @@ export class LiveKeyQuota {
     await this.flush();
   }
 
-  /** Whether one more new key fits. Reads the database only the first time a principal is seen. */
+  /** Whether one more new key fits (reserving nothing). Reads the database only the first time a principal is seen. */
   async check(principalId: string, scope: string, quota: number, windowMs: number): Promise<QuotaDecision> {
     const entry = this.entry(principalId, scope, windowMs);
+    await this.load(entry);
+    return this.decide(entry, quota, windowMs);
+  }
+
+  /**
+   * Admits one request that may create a new key: its reservation (to keep or release once the
+   * claim has settled), the refusal, or undefined when this principal's count is not loaded yet
+   * (then reserve() waits for it). Synchronous, so concurrent requests cannot all pass one check.
+   */
+  reserveLoaded(principalId: string, scope: string, quota: number, windowMs: number): QuotaReservation | QuotaRefusal | undefined {
+    const entry = this.entry(principalId, scope, windowMs);
+    return entry.ready ? this.take(entry, quota, windowMs) : undefined;
+  }
+
+  /** reserveLoaded(), waiting for the principal's one load first: requests that arrive meanwhile wait on it, then reserve in turn. */
+  async reserve(principalId: string, scope: string, quota: number, windowMs: number): Promise<QuotaReservation | QuotaRefusal> {
+    let entry = this.entry(principalId, scope, windowMs);
+    while (!entry.ready) {
+      await this.load(entry);
+      // The entry read again: one forgotten while its load ran (idle) is loaded anew.
+      entry = this.entry(principalId, scope, windowMs);
+    }
+    return this.take(entry, quota, windowMs);
+  }
+
+  private take(entry: Entry, quota: number, windowMs: number): QuotaReservation | QuotaRefusal {
+    const decision = this.decide(entry, quota, windowMs);
+    if (!decision.allowed) return decision;
+    entry.reserved += 1;
+    return new QuotaReservation(this, entry);
+  }
+
+  /** @internal A reservation's end: counted as a new key, or given back. */
+  settleReservation(reservation: QuotaReservation, created: boolean): void {
+    const entry = reservation.entry as Entry;
+    entry.reserved -= 1;
+    if (created) this.count(entry);
+  }
+
+  private load(entry: Entry): Promise<void> {
     entry.loaded ??= this.refresh([entry]).then(
       () => {
         entry.ready = true;
@@ -86,8 +188,7 @@ export class LiveKeyQuota {
         throw error;
       },
     );
-    await entry.loaded;
-    return this.decide(entry, quota, windowMs);
+    return entry.loaded;
   }
 
   /**
@@ -103,15 +204,19 @@ export class LiveKeyQuota {
   private decide(entry: Entry, quota: number, windowMs: number): QuotaDecision {
     let used = entry.knownTotal + entry.inFlight;
     for (const count of entry.pending.values()) used += count;
-    if (used < quota) return ALLOWED;
+    if (used + entry.reserved < quota) return ALLOWED;
+    if (used < quota) return IN_FLIGHT_FULL;
     const oldest = entry.oldestBucketMs ?? this.bucketStart(Date.now());
     const retryAfterMs = oldest + this.bucketMs + windowMs - Date.now();
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
   }
 
-  /** Counts a key this instance just created. */
+  /** Counts a key this instance just created without a reservation. */
   note(principalId: string, scope: string, windowMs: number): void {
-    const entry = this.entry(principalId, scope, windowMs);
+    this.count(this.entry(principalId, scope, windowMs));
+  }
+
+  private count(entry: Entry): void {
     const bucket = this.bucketStart(Date.now());
     entry.pending.set(bucket, (entry.pending.get(bucket) ?? 0) + 1);
   }
@@ -126,7 +231,7 @@ export class LiveKeyQuota {
     const now = Date.now();
     const batch: { entry: Entry; bucket: number; count: number }[] = [];
     for (const [id, entry] of this.entries) {
-      if (entry.pending.size === 0 && now - entry.lastUsedMs > this.idleMs) {
+      if (entry.pending.size === 0 && entry.reserved === 0 && now - entry.lastUsedMs > this.idleMs) {
         this.entries.delete(id);
         continue;
       }
@@ -203,7 +308,7 @@ GROUP BY 1, 2, 3`,
     const id = `${principalId}\0${scope}`;
     let entry = this.entries.get(id);
     if (!entry) {
-      entry = { principalId, scope, windowMs, knownTotal: 0, oldestBucketMs: null, pending: new Map(), inFlight: 0, loaded: null, ready: false, lastUsedMs: 0 };
+      entry = { principalId, scope, windowMs, knownTotal: 0, oldestBucketMs: null, pending: new Map(), inFlight: 0, reserved: 0, loaded: null, ready: false, lastUsedMs: 0 };
       this.entries.set(id, entry);
     }
     entry.windowMs = windowMs;

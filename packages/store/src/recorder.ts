@@ -25,8 +25,17 @@
 // the arrays it already receives; the request path is untouched. The alternative, building the
 // coarse buckets in the roll-up, would need a watermark and the minute rows past it for what a
 // late flush adds, which every reader would have to combine.
+//
+// And the trace of attempts (issue 31.1, migration 0025): each replay, conflict, mismatch and
+// quota refusal with its key, correlation id, status and time, kept in memory per key (its
+// counts and its last ATTEMPTS_KEPT_PER_KEY attempts) and written by the same statement:
+// key_attempt_counts upserted, key_attempts inserted and pruned to the last 20 per key. The
+// request path only adds to a Map. A principal may add at most attemptBudgetPerMinute attempt
+// rows (or keys) per minute; what exceeds it is counted in droppedAttempts, not kept, so a flood
+// from one principal cannot grow memory or the tables without bound (a key already pending still
+// counts every attempt, and its ring keeps the newest 20, at no cost in rows).
 import type pg from 'pg';
-import { principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
+import { principalOutcomes, tracedOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome, type TracedOutcome } from './events.js';
 import { MisraGries, mergeHeavyHitters } from './heavy-hitters.js';
 import { BUCKET_COUNT, bucketOf } from './histogram.js';
 import { periodicTask, type PeriodicTask } from './periodic.js';
@@ -39,8 +48,36 @@ export const ALL = '*';
 export const SERIES_STEPS = [60, 300, 900, 3_600, 21_600] as const;
 
 const tracked = new Set<string>(principalOutcomes);
+const traced = new Set<string>(tracedOutcomes);
 
-interface PrincipalSummary {
+/** Attempts kept per key (in memory and in key_attempts). */
+export const ATTEMPTS_KEPT_PER_KEY = 20;
+/** Attempt rows (or new keys) one principal may add to the trace per minute (RecorderOptions.attemptBudgetPerMinute). */
+export const ATTEMPT_BUDGET_PER_MINUTE = 600;
+
+interface TracedAttempt {
+  at: number;
+  correlationId: string;
+  outcome: TracedOutcome;
+  status: number;
+}
+
+/** One key's pending trace: its counts since the last flush and its newest attempts (a ring). */
+interface TracedKey {
+  principalId: string;
+  service: string;
+  scope: string;
+  key: string;
+  retentionMs: number;
+  counts: Record<TracedOutcome, number>;
+  lastAt: number;
+  attempts: TracedAttempt[];
+  /** The ring's next slot once it is full. */
+  next: number;
+}
+
+/** One flush interval's Misra-Gries summary of the principals behind one (minute, service, scope, outcome). */
+export interface PrincipalSummary {
   minute: number;
   service: string;
   scope: string;
@@ -64,9 +101,10 @@ interface Pending {
   principals: Map<string, PrincipalSummary>;
   /** Rows of a flush that failed, added again by the next one. */
   carried: PrincipalRow[];
+  traced: Map<string, TracedKey>;
 }
 
-const empty = (): Pending => ({ counts: new Map(), latency: new Map(), principals: new Map(), carried: [] });
+const empty = (): Pending => ({ counts: new Map(), latency: new Map(), principals: new Map(), carried: [], traced: new Map() });
 
 export interface RecorderOptions {
   flushIntervalMs?: number;
@@ -74,6 +112,8 @@ export interface RecorderOptions {
   now?: () => number;
   /** Counters per principal summary (default PRINCIPAL_TOP_K). */
   principalTopK?: number;
+  /** Attempt rows (or new keys) one principal may add to the trace per minute (default ATTEMPT_BUDGET_PER_MINUTE). */
+  attemptBudgetPerMinute?: number;
 }
 
 export class FlowRecorder implements FlowObserver {
@@ -82,13 +122,20 @@ export class FlowRecorder implements FlowObserver {
   private flushing: Promise<void> | null = null;
   private readonly now: () => number;
   private readonly topK: number;
+  private readonly attemptBudget: number;
+  /** The trace's use of each principal's budget in budgetMinute. */
+  private budgetUsed = new Map<string, number>();
+  private budgetMinute = 0;
+  /** Traced attempts not kept because their principal's budget for the minute was spent (since start). */
+  droppedAttempts = 0;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: Pick<pg.Pool, 'query'>,
     private readonly options: RecorderOptions = {},
   ) {
     this.now = options.now ?? Date.now;
     this.topK = options.principalTopK ?? PRINCIPAL_TOP_K;
+    this.attemptBudget = options.attemptBudgetPerMinute ?? ATTEMPT_BUDGET_PER_MINUTE;
     this.task = periodicTask({
       name: 'flow metrics flush',
       intervalMs: options.flushIntervalMs ?? 5_000,
@@ -108,6 +155,9 @@ export class FlowRecorder implements FlowObserver {
       const scopeKey = `${minute}\0${event.service}\0${event.scope}\0`;
       this.countPrincipal(scopeKey, minute, event, principalId, 'claims');
       if (tracked.has(event.outcome)) this.countPrincipal(scopeKey, minute, event, principalId, event.outcome as PrincipalOutcome);
+      if (traced.has(event.outcome) && event.key !== undefined && event.correlationId !== undefined && event.status !== undefined) {
+        this.trace(minute, principalId, event);
+      }
     }
     if (event.claimLatencyMs === undefined) return;
     const latencyKey = `${minute}\0${event.service}\0${event.scope}`;
@@ -118,6 +168,53 @@ export class FlowRecorder implements FlowObserver {
     }
     const bucket = bucketOf(event.claimLatencyMs);
     histogram.buckets[bucket] = (histogram.buckets[bucket] ?? 0) + 1;
+  }
+
+  /** Adds a traced attempt to its key's pending counts and ring, within its principal's budget. */
+  private trace(minute: number, principalId: string, event: FlowEvent): void {
+    if (minute !== this.budgetMinute) {
+      this.budgetMinute = minute;
+      this.budgetUsed = new Map();
+    }
+    const id = `${principalId}\0${event.service}\0${event.scope}\0${event.key}`;
+    const pending = this.pending.traced.get(id);
+    const outcome = event.outcome as TracedOutcome;
+    const full = pending !== undefined && pending.attempts.length >= ATTEMPTS_KEPT_PER_KEY;
+    if (!full) {
+      // A new key or a new row: charged to the principal's budget for the minute.
+      const used = this.budgetUsed.get(principalId) ?? 0;
+      if (used >= this.attemptBudget) {
+        this.droppedAttempts += 1;
+        if (pending) pending.counts[outcome] += 1; // counting costs nothing more
+        return;
+      }
+      this.budgetUsed.set(principalId, used + 1);
+    }
+    const at = this.now();
+    const attempt: TracedAttempt = { at, correlationId: event.correlationId as string, outcome, status: event.status as number };
+    if (!pending) {
+      const counts = { replay: 0, conflict: 0, mismatch: 0, rejected: 0 };
+      counts[outcome] = 1;
+      this.pending.traced.set(id, {
+        principalId,
+        service: event.service,
+        scope: event.scope,
+        key: event.key as string,
+        retentionMs: event.retentionMs ?? 86_400_000,
+        counts,
+        lastAt: at,
+        attempts: [attempt],
+        next: 0,
+      });
+      return;
+    }
+    pending.counts[outcome] += 1;
+    pending.lastAt = at;
+    if (!full) pending.attempts.push(attempt);
+    else {
+      pending.attempts[pending.next] = attempt; // the oldest of the ring
+      pending.next = (pending.next + 1) % ATTEMPTS_KEPT_PER_KEY;
+    }
   }
 
   private countPrincipal(scopeKey: string, minute: number, event: FlowEvent, principalId: string, outcome: PrincipalOutcome): void {
@@ -152,7 +249,7 @@ export class FlowRecorder implements FlowObserver {
   private async flushOnce(): Promise<void> {
     const batch = this.pending;
     this.pending = empty();
-    if (batch.counts.size === 0 && batch.latency.size === 0 && batch.principals.size === 0 && batch.carried.length === 0) return;
+    if (batch.counts.size === 0 && batch.latency.size === 0 && batch.principals.size === 0 && batch.carried.length === 0 && batch.traced.size === 0) return;
     const principals = [...batch.carried, ...principalRows(batch.principals.values(), this.topK)];
     const counts = [...batch.counts.values()];
     const cells: { minute: number; service: string; scope: string; bucket: number; count: number }[] = [];
@@ -161,6 +258,9 @@ export class FlowRecorder implements FlowObserver {
         if (count > 0) cells.push({ minute: histogram.minute, service: histogram.service, scope: histogram.scope, bucket, count });
       });
     }
+    const keys = [...batch.traced.values()];
+    const attempts: (TracedAttempt & { of: TracedKey })[] = [];
+    for (const key of keys) for (const attempt of key.attempts) attempts.push({ ...attempt, of: key });
     try {
       await this.pool.query({
         name: 'metrics_flush',
@@ -205,7 +305,7 @@ WITH principals AS (
     GROUP BY step, 4, o, GROUPING SETS ((v, s), (v), ())
   ) AS binned GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
   ON CONFLICT (step, service, scope, at, outcome) DO UPDATE SET count = flow_counts_series.count + EXCLUDED.count
-)
+), latency_series AS (
 INSERT INTO retrysafe.claim_latency_series (step, service, scope, at, bucket, count)
 SELECT step, v, s, at, b, sum(c) FROM (
   SELECT step, CASE WHEN grouping(v) = 1 THEN '*' ELSE v END AS v, CASE WHEN grouping(s) = 1 THEN '*' ELSE s END AS s,
@@ -213,7 +313,54 @@ SELECT step, v, s, at, b, sum(c) FROM (
   FROM unnest($5::bigint[], $10::text[], $6::text[], $7::smallint[], $8::bigint[]) AS t(m, v, s, b, c) CROSS JOIN steps
   GROUP BY step, 4, b, GROUPING SETS ((v, s), (v), ())
 ) AS binned GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-ON CONFLICT (step, service, scope, at, bucket) DO UPDATE SET count = claim_latency_series.count + EXCLUDED.count`,
+ON CONFLICT (step, service, scope, at, bucket) DO UPDATE SET count = claim_latency_series.count + EXCLUDED.count
+RETURNING 1
+), traced_keys AS (
+  -- The trace (migration 0025). Each key's expiry: its live row's (by the primary key), else the
+  -- attempt's time plus its policy's retention (a refusal of a key never created, a key gone).
+  SELECT t.p, t.v, t.s, t.k, t.replays, t.conflicts, t.mismatches, t.refusals, to_timestamp(t.last / 1000.0) AS last_at,
+         coalesce(live.expires_at, to_timestamp(t.last / 1000.0) + t.ret * interval '1 millisecond') AS expires_at
+  FROM unnest($18::uuid[], $19::text[], $20::text[], $21::text[], $22::int[], $23::int[], $24::int[], $25::int[], $26::bigint[], $27::bigint[])
+       AS t(p, v, s, k, replays, conflicts, mismatches, refusals, last, ret)
+  LEFT JOIN LATERAL (
+    SELECT ik.expires_at FROM retrysafe.idempotency_keys ik
+    WHERE ik.principal_id = t.p AND ik.service = t.v AND ik.scope = t.s AND ik.key = t.k AND ik.expires_at > now()
+    ORDER BY ik.expires_at DESC LIMIT 1
+  ) AS live ON true
+), traced_counts AS (
+  -- Counts of a key past its expiry start again: they belonged to the key that expired.
+  INSERT INTO retrysafe.key_attempt_counts AS c (principal_id, service, scope, key, replays, conflicts, mismatches, quota_refusals, last_at, expires_at)
+  SELECT p, v, s, k, replays, conflicts, mismatches, refusals, last_at, expires_at FROM traced_keys ORDER BY 1, 2, 3, 4
+  ON CONFLICT (principal_id, service, scope, key) DO UPDATE SET
+    replays = CASE WHEN c.expires_at <= now() THEN 0 ELSE c.replays END + EXCLUDED.replays,
+    conflicts = CASE WHEN c.expires_at <= now() THEN 0 ELSE c.conflicts END + EXCLUDED.conflicts,
+    mismatches = CASE WHEN c.expires_at <= now() THEN 0 ELSE c.mismatches END + EXCLUDED.mismatches,
+    quota_refusals = CASE WHEN c.expires_at <= now() THEN 0 ELSE c.quota_refusals END + EXCLUDED.quota_refusals,
+    last_at = greatest(c.last_at, EXCLUDED.last_at),
+    expires_at = CASE WHEN c.expires_at <= now() THEN EXCLUDED.expires_at ELSE greatest(c.expires_at, EXCLUDED.expires_at) END
+  RETURNING 1
+), traced_rows AS (
+  SELECT a.p, a.v, a.s, a.k, to_timestamp(a.at / 1000.0) AS at, a.c, a.o, a.st, tk.expires_at
+  FROM unnest($28::uuid[], $29::text[], $30::text[], $31::text[], $32::bigint[], $33::uuid[], $34::text[], $35::smallint[]) AS a(p, v, s, k, at, c, o, st)
+  JOIN traced_keys tk ON tk.p = a.p AND tk.v = a.v AND tk.s = a.s AND tk.k = a.k
+), traced_inserted AS (
+  INSERT INTO retrysafe.key_attempts (principal_id, service, scope, key, at, correlation_id, outcome, status, expires_at)
+  SELECT p, v, s, k, at, c, o, st, expires_at FROM traced_rows ORDER BY 1, 2, 3, 4, 5, 6
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+), traced_fresh AS (
+  SELECT p, v, s, k, count(*) AS fresh FROM traced_rows GROUP BY 1, 2, 3, 4
+)
+-- The key's stored attempts past the newest 20 (counting this flush's, which this statement's
+-- snapshot cannot see) or past its expiry, by the primary key's prefix.
+DELETE FROM retrysafe.key_attempts a USING (
+  SELECT ranked.ctid FROM (
+    SELECT old.ctid, old.expires_at, f.fresh,
+           row_number() OVER (PARTITION BY old.principal_id, old.service, old.scope, old.key ORDER BY old.at DESC, old.correlation_id DESC) AS rank
+    FROM traced_fresh f JOIN retrysafe.key_attempts old
+      ON old.principal_id = f.p AND old.service = f.v AND old.scope = f.s AND old.key = f.k
+  ) AS ranked WHERE ranked.rank > $36::int - ranked.fresh OR ranked.expires_at <= now()
+) AS doomed WHERE a.ctid = doomed.ctid`,
         values: [
           counts.map((cell) => cell.minute),
           counts.map((cell) => cell.scope),
@@ -232,6 +379,25 @@ ON CONFLICT (step, service, scope, at, bucket) DO UPDATE SET count = claim_laten
           principals.map((row) => row.principalId),
           principals.map((row) => row.count),
           SERIES_STEPS,
+          keys.map((key) => key.principalId),
+          keys.map((key) => key.service),
+          keys.map((key) => key.scope),
+          keys.map((key) => key.key),
+          keys.map((key) => key.counts.replay),
+          keys.map((key) => key.counts.conflict),
+          keys.map((key) => key.counts.mismatch),
+          keys.map((key) => key.counts.rejected),
+          keys.map((key) => key.lastAt),
+          keys.map((key) => Math.round(key.retentionMs)),
+          attempts.map((attempt) => attempt.of.principalId),
+          attempts.map((attempt) => attempt.of.service),
+          attempts.map((attempt) => attempt.of.scope),
+          attempts.map((attempt) => attempt.of.key),
+          attempts.map((attempt) => attempt.at),
+          attempts.map((attempt) => attempt.correlationId),
+          attempts.map((attempt) => attempt.outcome),
+          attempts.map((attempt) => attempt.status),
+          ATTEMPTS_KEPT_PER_KEY,
         ],
       });
     } catch (error) {
@@ -242,6 +408,19 @@ ON CONFLICT (step, service, scope, at, bucket) DO UPDATE SET count = claim_laten
 
   private merge(batch: Pending, principals: PrincipalRow[]): void {
     this.pending.carried.push(...principals);
+    for (const [id, key] of batch.traced) {
+      const current = this.pending.traced.get(id);
+      if (!current) {
+        this.pending.traced.set(id, key);
+        continue;
+      }
+      // The newer attempts are the current ones: keep the newest 20 of both.
+      for (const outcome of tracedOutcomes) current.counts[outcome] += key.counts[outcome];
+      const both = [...key.attempts, ...current.attempts].sort((a, b) => a.at - b.at);
+      current.attempts = both.slice(-ATTEMPTS_KEPT_PER_KEY);
+      current.next = 0;
+      current.lastAt = Math.max(current.lastAt, key.lastAt);
+    }
     for (const [key, cell] of batch.counts) {
       const current = this.pending.counts.get(key);
       if (current) current.count += cell.count;

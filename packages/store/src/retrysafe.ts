@@ -19,12 +19,46 @@ import { LiveKeyQuota, type QuotaOptions } from './quota.js';
 import { FlowRecorder } from './recorder.js';
 import { ResponseKeyRing, type ResponseKey } from './response-codec.js';
 import { parseResponseKeys } from './response-keys.js';
-import { STORE_POOL_SETTINGS } from './statements.js';
+import { storePoolSettings, withoutNames, type KeyIdentity, type PoolerMode, type Queryable } from './statements.js';
+import type { IdempotencyBackend } from './backend.js';
+import type { MysqlOptions } from './mysql.js';
+import type { MysqlQueryable } from './mysql-statements.js';
 import { checkStoreSchema } from './schema.js';
+import { plannerSettingsInPlace, poolerTracksPreparedStatements, UNTRACKED_PREPARED_STATEMENTS } from './backend.js';
 import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
 import { ServicePolicies } from './service-policies.js';
 import { namePrincipal } from './principal-names.js';
 import type { EndpointPolicy } from './policy.js';
+import type { RedisMemoryAlert, RedisMemoryStatus, RedisMemoryWatch } from './redis-memory.js';
+
+/**
+ * Key records in Redis instead of Postgres (`@retrysafe/store/redis`; needs the `redis` package,
+ * an optional peer dependency). Claim-first only. Postgres (`connectionString`/`pool`) still
+ * holds policies, flow metrics, quota and evidence.
+ */
+export interface RedisOptions {
+  /** redis:// or rediss:// URL of a standalone Redis (or a primary). */
+  url: string;
+  /**
+   * 'refuse' (default): createRetrysafe refuses a Redis whose maxmemory-policy is allkeys-*
+   * (EvictingPolicyError, naming the setting). 'alert': it starts, with a critical alert.
+   */
+  evictingPolicy?: 'refuse' | 'alert';
+  /** How often maxmemory, used_memory and evicted_keys are read again (default a minute). */
+  memoryCheckIntervalMs?: number;
+  /** Told each critical alert: an evicting policy (with 'alert'), keys evicted, memory over 90% of maxmemory. Default: onError. */
+  onAlert?: (alert: RedisMemoryAlert) => void;
+}
+
+/** The Redis side of a service whose key records live there. */
+export interface RetrysafeRedis {
+  /** The last reading of its memory and evictions, and the alerts it raised. */
+  status(): RedisMemoryStatus;
+  /** Reads the figures now (as the watch does every interval). */
+  check(): Promise<RedisMemoryStatus>;
+  /** The last reading as Prometheus text, for the service's own /metrics. */
+  prometheusText(): string;
+}
 
 export interface RetrysafeOptions {
   /**
@@ -33,12 +67,37 @@ export interface RetrysafeOptions {
    * a-z, 0-9, '.', '_', '-'. Every instance of one service uses the same name.
    */
   service: string;
-  /** A pool for the store; it should be opened with STORE_POOL_SETTINGS (see statements.ts). Not closed by stop(). */
+  /** A pool for the store; it should be opened with STORE_POOL_SETTINGS (with `pooler`, STORE_POOLER_POOL_SETTINGS; see statements.ts). Not closed by stop(). */
   pool?: pg.Pool;
   /** Or a connection string: the store opens (and stop() closes) its own pool. */
   connectionString?: string;
   /** Pool size when the store opens its own pool (default 10). */
   maxConnections?: number;
+  /**
+   * `transaction`: the connection goes through a transaction-mode pooler (PgBouncer 1.18 and
+   * later, pool_mode = transaction): no startup parameters, no named statements, no session
+   * state between transactions. The same behaviour and contract as direct (the default).
+   * The settings the store's plans rely on (enable_seqscan = off) go in each of its
+   * transactions as a SET LOCAL, a statement outside a request's transaction running in one of
+   * its own (pipelined: one round trip, but three statements for one); where the store's role or
+   * database has them already (ALTER ROLE ... SET enable_seqscan = off, read at start), its
+   * statements go alone.
+   * `transaction-prepared`: the same, through a pooler that tracks protocol-level named
+   * statements (PgBouncer 1.21 and later with max_prepared_statements above 0, the default from
+   * 1.24): the store's statements stay named, each parsed and planned once per server connection
+   * as direct, rather than at each execution. Checked at start (poolerTracksPreparedStatements):
+   * a pooler that passes names through is refused with an error saying what to set.
+   */
+  pooler?: PoolerMode;
+  /**
+   * Key records in MySQL/MariaDB (`@retrysafe/store/mysql`, mysql2 installed beside the package):
+   * a URI (mysql://user:password@host:3306/database; its pool is opened here and closed by stop())
+   * or a mysql2/promise pool, on the service's own database, migrated with `npx retrysafe migrate
+   * --mysql <uri>`. Both execution modes; a transactional endpoint's work gets the mysql2
+   * connection of the claim's transaction as `context.db`. Policies, flow metrics, the quota and
+   * evidence stay in Postgres (`pool` or `connectionString`, still required).
+   */
+  mysql?: MysqlOptions;
   /** The key of request fingerprints (HMAC): IDEMPOTENCY_SECRET. At least 16 bytes. */
   fingerprintSecret: string | Buffer;
   /** Stored-response encryption keys: RESPONSE_ENCRYPTION_KEYS' `id:base64key,...` or parsed; the first encrypts. */
@@ -59,21 +118,30 @@ export interface RetrysafeOptions {
   policyRefreshMs?: number;
   /** Another observer of every claim, beside the recorder (e.g. your own metrics). */
   observer?: FlowObserver;
-  /** Told about background failures (flushes) and failures the store outlives; never given request data. */
-  onError?: (error: unknown, context: { task: string }) => void;
+  /**
+   * Told about background failures (flushes) and failures the store outlives; never given
+   * request data. `key`: the scoped key of an attempt whose work ran and whose response could not
+   * be recorded (task 'record a completed attempt'; the store's unrecordedCompletions counts them).
+   */
+  onError?: (error: unknown, context: { task: string; key?: KeyIdentity }) => void;
   /** Told when an attempt finished after its lease was taken over (its work ran twice). */
   onLeaseLost?: StoreOptions['onLeaseLost'];
   /** Told when a failed attempt could not be marked retryable (its key stays in progress until its lease ends); default: onError. */
   onAbandonFailed?: StoreOptions['onAbandonFailed'];
+  /** Key records in Redis (claim-first only): see RedisOptions. */
+  redis?: RedisOptions;
 }
 
-export interface Retrysafe {
+export interface Retrysafe<Db = Queryable> {
   service: string;
-  store: IdempotencyStore;
+  /** Postgres: the work's `context.db` is pg's; with `mysql`, mysql2's (MysqlQueryable). */
+  store: IdempotencyStore<Db>;
   policies: ServicePolicies;
   recorder: FlowRecorder;
   quota: LiveKeyQuota | null;
   pool: pg.Pool;
+  /** With `redis`: its memory and eviction watch; null otherwise. */
+  redis: RetrysafeRedis | null;
   /**
    * Gives a principal the display name the dashboard shows (its principals table, the key
    * search by name), e.g. when an account is created or renamed. Shared by every service.
@@ -91,7 +159,27 @@ export async function detectLayout(db: Pick<pg.Pool, 'query'>): Promise<'plain' 
   return relkind === 'p' ? 'partitioned' : 'plain';
 }
 
-export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrysafe> {
+/** Key records in MySQL/MariaDB: the store's work gets mysql2's pool or transaction connection. */
+export async function createRetrysafe(options: RetrysafeOptions & { mysql: MysqlOptions }): Promise<Retrysafe<MysqlQueryable>>;
+export async function createRetrysafe(options: RetrysafeOptions & { mysql?: undefined }): Promise<Retrysafe>;
+export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrysafe | Retrysafe<MysqlQueryable>> {
+  if (options.mysql && options.redis) throw new TypeError('createRetrysafe takes mysql or redis for key records, not both');
+  if (options.mysql) {
+    // Loaded only here: mysql2 is an optional peer dependency.
+    const { openMysqlBackend } = await import('./mysql.js');
+    const opened = await openMysqlBackend(options.mysql);
+    try {
+      return await compose<MysqlQueryable>(options, opened.backend, opened.close);
+    } catch (error) {
+      await opened.close().catch(() => undefined);
+      throw error;
+    }
+  }
+  return compose<Queryable>(options, undefined, () => Promise.resolve());
+}
+
+/** The composition: Postgres for policies, metrics, quota and evidence; the keys in `backend` (default: Postgres's own). */
+async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBackend<Db> | undefined, closeBackend: () => Promise<void>): Promise<Retrysafe<Db>> {
   const secret = typeof options.fingerprintSecret === 'string' ? Buffer.from(options.fingerprintSecret, 'utf8') : options.fingerprintSecret;
   if (secret.length < 16) throw new RangeError('fingerprintSecret must be at least 16 bytes');
   const keys = typeof options.responseKeys === 'string' ? parseResponseKeys(options.responseKeys) : options.responseKeys;
@@ -108,24 +196,37 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
       max: options.maxConnections ?? 10,
       connectionTimeoutMillis: 5_000,
       application_name: 'retrysafe-store',
-      ...STORE_POOL_SETTINGS,
+      ...storePoolSettings(options.pooler),
     });
   if (ownsPool) pool.on('error', (error) => report(error, { task: 'idle connection' }));
+  // Through a pooler that cannot carry named statements the background duties' statements go
+  // unnamed too (the store's own: backend.ts).
+  const db = options.pooler === 'transaction' ? withoutNames(pool) : pool;
+  let redis: { backend: IdempotencyBackend; watch: RedisMemoryWatch; close(): Promise<void> } | null = null;
   try {
     await checkStoreSchema(pool);
-    const layout = options.layout ?? (await detectLayout(pool));
-    const policies = new ServicePolicies(pool, {
+    if (options.pooler === 'transaction-prepared' && !(await poolerTracksPreparedStatements(pool))) {
+      throw new Error(`pooler: 'transaction-prepared' refused: the connection ${UNTRACKED_PREPARED_STATEMENTS}`);
+    }
+    // Redis's work gets the Postgres pool as its context.db (createRetrysafe refuses redis beside mysql).
+    if (options.redis) redis = await openRedis(options.redis, db, report);
+    const keyBackend = backend ?? (redis?.backend as IdempotencyBackend<Db> | undefined);
+    const layout = keyBackend ? undefined : (options.layout ?? (await detectLayout(pool)));
+    // Through a pooler: does every server connection have the planner settings already (the role's or the database's)?
+    const settingsInPlace = options.pooler ? await plannerSettingsInPlace(db) : false;
+    const policies = new ServicePolicies(db, {
       service,
       defaults: options.policies,
       refreshMs: options.policyRefreshMs,
       onError: (error) => report(error, { task: 'policy refresh' }),
     });
     await policies.start();
-    const recorder = new FlowRecorder(pool, { flushIntervalMs: options.metricsFlushIntervalMs, onError: (error) => report(error, { task: 'flow metrics flush' }) });
-    const quota = options.quota === false ? null : new LiveKeyQuota(pool, { ...options.quota, service, onError: (error) => report(error, { task: 'key quota flush' }) });
+    const recorder = new FlowRecorder(db, { flushIntervalMs: options.metricsFlushIntervalMs, onError: (error) => report(error, { task: 'flow metrics flush' }) });
+    const quota = options.quota === false ? null : new LiveKeyQuota(db, { ...options.quota, service, onError: (error) => report(error, { task: 'key quota flush' }) });
     const extra = options.observer ?? ignoreFlow;
-    const store = new IdempotencyStore({
+    const store = new IdempotencyStore<Db>({
       pool,
+      backend: keyBackend,
       service,
       layout,
       fingerprintSecret: secret,
@@ -138,7 +239,10 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
           extra.record(event);
         },
       },
+      pooler: options.pooler,
+      plannerSettingsInPlace: settingsInPlace,
       onLeaseLost: options.onLeaseLost,
+      onCompletionFailed: (error, key) => report(error, { task: 'record a completed attempt', key }),
       onAbandonFailed: options.onAbandonFailed ?? ((error) => report(error, { task: 'mark a failed attempt retryable' })),
     });
     recorder.start();
@@ -151,17 +255,59 @@ export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrys
       recorder,
       quota,
       pool,
-      namePrincipal: (principalId, name) => namePrincipal(pool, principalId, name),
+      redis: redis && redisSide(redis.watch, service),
+      namePrincipal: (principalId, name) => namePrincipal(db, principalId, name),
       stop: () =>
         (stopping ??= (async () => {
-          const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop()]);
+          const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop(), redis?.watch.stop()]);
+          // Flushed first (the quota's and the recorder's last writes), then the connections.
+          results.push(...(await Promise.allSettled([closeBackend(), redis?.close()])));
           if (ownsPool) await pool.end();
           const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
           if (failed) throw failed.reason;
         })()),
     };
   } catch (error) {
+    await redis?.close().catch(() => undefined);
     if (ownsPool) await pool.end().catch(() => undefined);
+    throw error;
+  }
+}
+
+function redisSide(watch: RedisMemoryWatch, service: string): RetrysafeRedis {
+  return { status: () => watch.status(), check: () => watch.check(), prometheusText: () => watch.prometheusText(service) };
+}
+
+/**
+ * Connects to Redis (the `redis` package, loaded only here), starts the memory watch (which
+ * refuses an evicting policy) and builds the backend, its work given the Postgres `db`.
+ */
+async function openRedis(options: RedisOptions, db: Pick<pg.Pool, 'query'>, report: (error: unknown, context: { task: string }) => void): Promise<{ backend: IdempotencyBackend; watch: RedisMemoryWatch; close(): Promise<void> }> {
+  let module: typeof import('./redis.js');
+  try {
+    module = await import('./redis.js');
+  } catch (error) {
+    throw new Error("createRetrysafe({ redis }) needs the 'redis' package (node-redis 6 or later): npm install redis", { cause: error });
+  }
+  const connection = await module.connectRedis(options.url, { onError: (error) => report(error, { task: 'redis connection' }) });
+  try {
+    const watch = new module.RedisMemoryWatch(connection.commands, {
+      evictingPolicy: options.evictingPolicy,
+      intervalMs: options.memoryCheckIntervalMs,
+      onAlert: options.onAlert ?? ((alert) => report(new Error(alert.message), { task: `redis ${alert.kind} alert` })),
+      onError: (error) => report(error, { task: 'redis memory watch' }),
+    });
+    await watch.start();
+    return {
+      backend: new module.RedisBackend(connection.commands, { db }),
+      watch,
+      close: async () => {
+        await watch.stop();
+        await connection.close();
+      },
+    };
+  } catch (error) {
+    await connection.close().catch(() => undefined);
     throw error;
   }
 }

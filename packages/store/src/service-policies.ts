@@ -3,7 +3,10 @@
 // change made on the dashboard's retention page reaches every instance within one refresh. The
 // defaults a service passes to createRetrysafe are created when its (service, endpoint) has no
 // policy yet, with their history entry and audit row: from then on the database's version is the
-// published promise, and compliance reviews and edits it there.
+// published promise, and compliance reviews and edits it there. A route's own policy (given in
+// code) is registered the same way when the route is created (registerRoutePolicy): its row is
+// created when none exists; the route keeps running on its code's values, which are recorded so
+// the retention review shows where they differ from the published row.
 import type pg from 'pg';
 import { PolicyNotFoundError } from './errors.js';
 import { periodicTask, type PeriodicTask } from './periodic.js';
@@ -22,7 +25,7 @@ interface PolicyRow {
 }
 
 /** What endpoint_policies and its checks accept, refused at start-up with the endpoint named. */
-function checkDefault(service: string, endpoint: string, policy: EndpointPolicy): void {
+function checkPolicyValues(service: string, endpoint: string, policy: EndpointPolicy): void {
   const where = `policy of service "${service}" endpoint "${endpoint}"`;
   if (endpoint.length < 1 || endpoint.length > 200) throw new RangeError(`${where}: the endpoint must be 1 to 200 characters`);
   for (const [name, value] of Object.entries({ retryWindowMs: policy.retryWindowMs, retentionMs: policy.retentionMs })) {
@@ -46,9 +49,10 @@ function toPolicy(row: PolicyRow): EndpointPolicy {
   };
 }
 
-// One statement per default: the policy if (service, endpoint) has none, its first history entry
-// and its audit row, only when the insert happened (two instances starting together create it once).
-const CREATE_DEFAULT_SQL = `
+// One statement per policy created: the policy if (service, endpoint) has none, its first
+// history entry and its audit row, only when the insert happened (two instances starting together
+// create it once; the second finds the first's row and leaves it alone).
+const CREATE_POLICY_SQL = `
 WITH created AS (
   INSERT INTO retrysafe.endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms,
     lock_timeout_ms, max_response_bytes, live_key_quota, updated_by)
@@ -57,12 +61,96 @@ WITH created AS (
   RETURNING service, endpoint
 ), history AS (
   INSERT INTO retrysafe.endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current)
-  SELECT service, endpoint, 1, $10, 'created with the service''s default policy', NULL, $11::jsonb FROM created
+  SELECT service, endpoint, 1, $10, $12, NULL, $11::jsonb FROM created
 )
 INSERT INTO retrysafe.audit_log (actor, action, target, reason, details)
-SELECT $10, 'policy.create', jsonb_build_object('service', service, 'endpoint', endpoint), 'default policy', jsonb_build_object('current', $11::jsonb)
+SELECT $10, 'policy.create', jsonb_build_object('service', service, 'endpoint', endpoint), $13, jsonb_build_object('current', $11::jsonb)
 FROM created
 RETURNING 1`;
+
+// A route's own policy as its code declares it (endpoint_policy_declarations' primary key): the
+// latest registration's values, so the review compares them with the published row.
+const DECLARE_POLICY_SQL = `
+INSERT INTO retrysafe.endpoint_policy_declarations (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms,
+  lock_timeout_ms, max_response_bytes, live_key_quota)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (service, endpoint) DO UPDATE SET scope_mode = EXCLUDED.scope_mode, retry_window_seconds = EXCLUDED.retry_window_seconds,
+  retention_seconds = EXCLUDED.retention_seconds, lease_ms = EXCLUDED.lease_ms, lock_timeout_ms = EXCLUDED.lock_timeout_ms,
+  max_response_bytes = EXCLUDED.max_response_bytes, live_key_quota = EXCLUDED.live_key_quota, declared_at = now()`;
+
+/** Where a policy created in the database came from: its history entry and audit reason say so. */
+export type PolicyOrigin = 'service default' | 'route';
+
+const ORIGIN_WORDS: Record<PolicyOrigin, { history: string; audit: string }> = {
+  'service default': { history: "created with the service's default policy", audit: 'default policy' },
+  route: { history: "created with the route's policy in code", audit: 'route policy' },
+};
+
+/** A policy as endpoint_policies holds it (whole seconds for the window and retention). */
+function policyFields(policy: EndpointPolicy) {
+  return {
+    scopeMode: policy.scopeMode,
+    retryWindowSeconds: policy.retryWindowMs / 1000,
+    retentionSeconds: policy.retentionMs / 1000,
+    leaseMs: policy.leaseMs,
+    lockTimeoutMs: policy.lockTimeoutMs,
+    maxResponseBytes: policy.maxResponseBytes,
+    liveKeyQuota: policy.liveKeyQuota,
+  };
+}
+
+/**
+ * Creates the (service, endpoint) policy from `policy` when it has none, with its history entry
+ * and audit row (one statement; a concurrent creator's row is left alone), and the partitions a
+ * partitioned layout needs beyond its retention. Returns whether it created it. Refuses (a
+ * RangeError naming the endpoint) values endpoint_policies cannot hold. The one implementation:
+ * createRetrysafe's defaults, routes' own policies and the Retrysafe server's demo defaults.
+ */
+export async function createPolicyIfAbsent(
+  db: Pick<pg.Pool, 'query'>,
+  service: string,
+  endpoint: string,
+  policy: EndpointPolicy,
+  origin: PolicyOrigin,
+  actor = `service:${service}`,
+): Promise<boolean> {
+  checkPolicyValues(service, endpoint, policy);
+  const fields = policyFields(policy);
+  const words = ORIGIN_WORDS[origin];
+  const { rowCount } = await db.query(CREATE_POLICY_SQL, [
+    service,
+    endpoint,
+    fields.scopeMode,
+    fields.retryWindowSeconds,
+    fields.retentionSeconds,
+    fields.leaseMs,
+    fields.lockTimeoutMs,
+    fields.maxResponseBytes,
+    fields.liveKeyQuota,
+    actor,
+    JSON.stringify(fields),
+    words.history,
+    words.audit,
+  ]);
+  const created = (rowCount ?? 0) > 0;
+  // The partitioned layout needs partitions beyond the longest retention (a no-op otherwise).
+  if (created) await db.query('SELECT retrysafe.retrysafe_ensure_partitions()');
+  return created;
+}
+
+/**
+ * Registers a route's own policy (given in code): the endpoint's policy is created from it when
+ * none exists, so the endpoint is reviewed and its keys found like any other; an existing row
+ * (the published promise, an admin's to change) is never overwritten. When `declared`, the code's
+ * values are recorded too, and the retention review shows where they differ from the row.
+ */
+export async function registerRoutePolicy(db: Pick<pg.Pool, 'query'>, service: string, endpoint: string, policy: EndpointPolicy, declared: boolean): Promise<void> {
+  await createPolicyIfAbsent(db, service, endpoint, policy, 'route');
+  if (declared) {
+    const fields = policyFields(policy);
+    await db.query(DECLARE_POLICY_SQL, [service, endpoint, fields.scopeMode, fields.retryWindowSeconds, fields.retentionSeconds, fields.leaseMs, fields.lockTimeoutMs, fields.maxResponseBytes, fields.liveKeyQuota]);
+  }
+}
 
 export interface ServicePoliciesOptions {
   service: string;
@@ -82,7 +170,7 @@ export class ServicePolicies {
     private readonly options: ServicePoliciesOptions,
   ) {
     this.service = options.service;
-    for (const [endpoint, policy] of Object.entries(options.defaults ?? {})) checkDefault(options.service, endpoint, policy);
+    for (const [endpoint, policy] of Object.entries(options.defaults ?? {})) checkPolicyValues(options.service, endpoint, policy);
     this.task = periodicTask({
       name: 'policy refresh',
       intervalMs: options.refreshMs ?? 5_000,
@@ -93,40 +181,18 @@ export class ServicePolicies {
 
   /** Creates the missing defaults and loads the service's policies (a failure is thrown), then refreshes them on a schedule. */
   async start(): Promise<void> {
-    let created = false;
-    for (const [endpoint, policy] of Object.entries(this.options.defaults ?? {})) {
-      const fields = {
-        scopeMode: policy.scopeMode,
-        retryWindowSeconds: policy.retryWindowMs / 1000,
-        retentionSeconds: policy.retentionMs / 1000,
-        leaseMs: policy.leaseMs,
-        lockTimeoutMs: policy.lockTimeoutMs,
-        maxResponseBytes: policy.maxResponseBytes,
-        liveKeyQuota: policy.liveKeyQuota,
-      };
-      const { rowCount } = await this.pool.query(CREATE_DEFAULT_SQL, [
-        this.service,
-        endpoint,
-        fields.scopeMode,
-        fields.retryWindowSeconds,
-        fields.retentionSeconds,
-        fields.leaseMs,
-        fields.lockTimeoutMs,
-        fields.maxResponseBytes,
-        fields.liveKeyQuota,
-        `service:${this.service}`,
-        JSON.stringify(fields),
-      ]);
-      created ||= (rowCount ?? 0) > 0;
-    }
-    // The partitioned layout needs partitions beyond the longest retention (a no-op otherwise).
-    if (created) await this.pool.query('SELECT retrysafe.retrysafe_ensure_partitions()');
+    for (const [endpoint, policy] of Object.entries(this.options.defaults ?? {})) await createPolicyIfAbsent(this.pool, this.service, endpoint, policy, 'service default');
     await this.refresh();
     this.task.start();
   }
 
   stop(): Promise<void> {
     return this.task.stop();
+  }
+
+  /** Registers a route's own policy (registerRoutePolicy) on this service's pool. */
+  registerRoute(endpoint: string, policy: EndpointPolicy, declared: boolean): Promise<void> {
+    return registerRoutePolicy(this.pool, this.service, endpoint, policy, declared);
   }
 
   /** Re-reads the service's policies (primary key prefix: service). */

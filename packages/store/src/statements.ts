@@ -26,6 +26,43 @@ export const STORE_SESSION_OPTIONS = '-c enable_seqscan=off';
  */
 export const STORE_POOL_SETTINGS = { options: STORE_SESSION_OPTIONS, pipeline: true } as const;
 
+/**
+ * A pooler in front of the database. `transaction`: PgBouncer's pool_mode = transaction (1.18
+ * and later), which cannot carry a named statement from one server connection to the next, so
+ * the store's statements go unnamed (parsed and planned at each execution).
+ * `transaction-prepared`: the same pool mode on a pooler that tracks protocol-level prepared
+ * statements (PgBouncer 1.21 and later with max_prepared_statements above 0, its default from
+ * 1.24): the store keeps its named statements, prepared once per server connection.
+ */
+export type PoolerMode = 'transaction' | 'transaction-prepared';
+
+/** Every PoolerMode, as DATABASE_POOLER spells it. */
+export const POOLER_MODES: readonly PoolerMode[] = ['transaction', 'transaction-prepared'];
+
+/**
+ * How the store's pool connects through a transaction-mode pooler: no startup parameter the
+ * pooler would have to know (PgBouncer refuses `options` unless told to ignore it, and would
+ * not carry it to every server connection anyway). Pipelining stays: the store pipelines only
+ * inside its own transactions (BEGIN ... COMMIT), where the pooler keeps one server connection
+ * for the client, never two autocommit statements at once.
+ */
+export const STORE_POOLER_POOL_SETTINGS = { pipeline: true } as const;
+
+/** The pool settings for the store's own pool, direct or through a pooler. */
+export function storePoolSettings(pooler?: PoolerMode): typeof STORE_POOL_SETTINGS | typeof STORE_POOLER_POOL_SETTINGS {
+  return pooler ? STORE_POOLER_POOL_SETTINGS : STORE_POOL_SETTINGS;
+}
+
+/**
+ * Through a transaction-mode pooler the session settings above cannot be relied on (each
+ * transaction may get another server connection): the store sets them for each of its own
+ * transactions instead, in the same simple query as the BEGIN (no round trip of its own). The
+ * store's statements are then unnamed (planned with their values at each execution, never a
+ * generic plan), and those outside a transaction of the request run in a transaction of their
+ * own that opens with this (backend.ts). Proven by test/integration/request-path-plans.
+ */
+export const POOLER_TRANSACTION_SETTINGS = 'SET LOCAL enable_seqscan = off';
+
 export type Queryable = Pick<pg.ClientBase, 'query'>;
 
 export interface KeyIdentity {
@@ -327,6 +364,42 @@ export const partitionedStatements: StoreStatements = {
   },
 };
 
-export function statementsFor(layout: 'plain' | 'partitioned'): StoreStatements {
+/**
+ * The statements with no name: what a transaction-mode pooler before PgBouncer 1.21 accepts
+ * (a named statement is prepared on one server connection and missing, or already there, on
+ * the next). Each is sent as an unnamed extended-protocol statement (Parse, Bind, Execute,
+ * Sync in one write): its values stay bound parameters.
+ */
+function unnamed(named: StoreStatements): StoreStatements {
+  return {
+    claim: (db, claim) => named.claim(withoutNames(db), claim),
+    read: (db, id) => named.read(withoutNames(db), id),
+    takeOver: (db, claim, seenAttempts) => named.takeOver(withoutNames(db), claim, seenAttempts),
+    complete: (db, values) => named.complete(withoutNames(db), values),
+    fail: (db, id, attempts) => named.fail(withoutNames(db), id, attempts),
+  };
+}
+
+const unnamedQueryables = new WeakMap<object, Queryable>();
+
+/** `db`, with the name taken off every query config sent through it. */
+export function withoutNames<T extends Pick<pg.Pool, 'query'> | Queryable>(db: T): Pick<T, 'query'> {
+  let wrapped = unnamedQueryables.get(db);
+  if (!wrapped) {
+    const query = (config: unknown, values?: unknown): unknown => {
+      const send = typeof config === 'object' && config !== null && 'name' in config ? { ...(config as pg.QueryConfig), name: undefined } : config;
+      return (db.query as (config: unknown, values?: unknown) => unknown).call(db, send, values);
+    };
+    wrapped = { query: query as Queryable['query'] };
+    unnamedQueryables.set(db, wrapped);
+  }
+  return wrapped;
+}
+
+export const poolerPlainStatements: StoreStatements = unnamed(plainStatements);
+export const poolerPartitionedStatements: StoreStatements = unnamed(partitionedStatements);
+
+export function statementsFor(layout: 'plain' | 'partitioned', pooler?: PoolerMode): StoreStatements {
+  if (pooler === 'transaction') return layout === 'partitioned' ? poolerPartitionedStatements : poolerPlainStatements;
   return layout === 'partitioned' ? partitionedStatements : plainStatements;
 }

@@ -11,17 +11,17 @@
 //                  failed, so a retry may run again.
 import { timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
-import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError } from './errors.js';
+import { FingerprintMismatchError, InvalidKeyIdentityError, KeyInUseError, KeyQuotaExceededError, ResponseNotStorableError, TransactionsUnsupportedError } from './errors.js';
 import { isStorableText } from './storable.js';
 import { ignoreFlow, type ClaimOutcome, type FlowObserver } from './events.js';
 import { fingerprint } from './fingerprint.js';
 import { scopeFor, type EndpointPolicy, type ExecutionMode } from './policy.js';
-import type { LiveKeyQuota, QuotaDecision } from './quota.js';
-import type { ServicePolicies } from './service-policies.js';
+import { QuotaReservation, type LiveKeyQuota, type QuotaRefusal } from './quota.js';
+import { registerRoutePolicy, type ServicePolicies } from './service-policies.js';
 import { PolicyNotFoundError } from './errors.js';
 import type { ResponseKeyRing } from './response-codec.js';
 import { PostgresBackend, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
-import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
+import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity, PoolerMode, Queryable } from './statements.js';
 import { newCorrelationId } from './correlation-id.js';
 
 export interface StoredResponse {
@@ -35,13 +35,13 @@ export interface WorkResult extends StoredResponse {
   reference?: string;
 }
 
-export interface WorkContext {
-  /** transactional: the claim's transaction. claim-first: the pool (nothing is held open). */
-  db: Queryable;
+export interface WorkContext<Db = Queryable> {
+  /** transactional: the claim's transaction. claim-first: the pool (nothing is held open). Postgres: pg; MySQL: mysql2. */
+  db: Db;
   correlationId: string;
 }
 
-export interface IdempotentCall {
+export interface IdempotentCall<Db = Queryable> {
   principalId: string;
   /** The operation called, e.g. "POST /api/v1/payments". */
   endpoint: string;
@@ -49,17 +49,19 @@ export interface IdempotentCall {
   key: string;
   /** The parsed request body; fingerprinted as canonical JSON, never stored. */
   body: unknown;
+  /** canonicalBody(body), when the caller already computed it: fingerprinted instead of computing it again. */
+  canonicalBody?: string;
   policy: EndpointPolicy;
   mode: ExecutionMode;
-  work: (context: WorkContext) => Promise<WorkResult>;
+  work: (context: WorkContext<Db>) => Promise<WorkResult>;
   /** Correlation id for this attempt (generated when absent). */
   correlationId?: string;
   /** Rebuilds a response that was stored as a reference (over the size cap). */
-  rederive?: (reference: string, db: Queryable) => Promise<Buffer>;
+  rederive?: (reference: string, db: Db) => Promise<Buffer>;
 }
 
 /** What begin() needs: the call without the work. */
-export type ClaimCall = Omit<IdempotentCall, 'work' | 'mode'>;
+export type ClaimCall<Db = Queryable> = Omit<IdempotentCall<Db>, 'work' | 'mode'>;
 
 export type Begun =
   | { claimed: false; outcome: StoreOutcome }
@@ -78,11 +80,11 @@ export interface StoreOutcome extends StoredResponse {
   correlationId: string;
 }
 
-export interface StoreOptions {
+export interface StoreOptions<Db = Queryable> {
   /** The Postgres pool, when no other `backend` is given (a PostgresBackend on it). */
   pool?: pg.Pool;
   /** Where keys are kept (default: PostgresBackend on `pool`, in `layout`). */
-  backend?: IdempotencyBackend;
+  backend?: IdempotencyBackend<Db>;
   /**
    * The service this store answers for: part of every key's identity, policy, metric and the
    * stored response's associated data (SERVICE_NAME_PATTERN). Two services sharing a database,
@@ -97,6 +99,10 @@ export interface StoreOptions {
   policies?: ServicePolicies;
   /** With `pool`: the table's layout (detectStoreLayout); both behave the same through this API. */
   layout?: 'plain' | 'partitioned';
+  /** With `pool`: it goes through a transaction-mode pooler (PgBouncer): see PostgresBackend. */
+  pooler?: PoolerMode;
+  /** With `pooler`: the server connections carry the planner settings already (PostgresBackend, plannerSettingsInPlace). */
+  plannerSettingsInPlace?: boolean;
   /** Told when an attempt finished after its lease was taken over (the work ran twice). */
   onLeaseLost?: (id: KeyIdentity) => void;
   /**
@@ -104,8 +110,20 @@ export interface StoreOptions {
    * retry may run at once) failed too; the key then stays in progress until its lease ends.
    */
   onAbandonFailed?: (error: unknown, id: KeyIdentity) => void;
+  /**
+   * Told when an attempt's work ran but its response could not be recorded, its completion
+   * having failed and, where the failure allowed it (a lost connection, a pooler's error), been
+   * retried until shortly before its lease ends: the key stays in progress until then, and a
+   * retry after it runs the work again. Counted in `unrecordedCompletions`.
+   */
+  onCompletionFailed?: (error: unknown, id: KeyIdentity) => void;
 }
 
+/** How long before its lease ends an attempt stops retrying its completion (at most; a tenth of a short lease). */
+const LEASE_MARGIN_MS = 1_000;
+/** The first wait between completion retries, doubled each time up to the cap. */
+const RETRY_FIRST_MS = 25;
+const RETRY_CAP_MS = 1_000;
 /** How many times a claim is retried when the row changes under it (swept, or a takeover race). */
 const MAX_ROUNDS = 4;
 
@@ -158,23 +176,31 @@ interface Settled {
 /** The row changed under the claim (swept, or taken over by another attempt): claim again. */
 const AGAIN = 'again';
 
-/** The quota lets the request through. */
+/** The quota lets the request through without a reservation (no quota, or an existing key's takeover). */
 const PROCEED = 'proceed';
+
+/** What admission lets through: a quota reservation to keep or release once the claim has settled, or PROCEED. */
+type Admitted = QuotaReservation | typeof PROCEED;
 
 /** The answer of this attempt's own work (only what a StoreOutcome holds). */
 function answerOf(result: WorkResult, correlationId: string): StoreOutcome {
   return { status: result.status, contentType: result.contentType, body: result.body, replayed: false, correlationId };
 }
 
-export class IdempotencyStore {
+export class IdempotencyStore<Db = Queryable> {
   private readonly observer: FlowObserver;
-  private readonly backend: IdempotencyBackend;
+  private readonly backend: IdempotencyBackend<Db>;
+  /** Attempts whose work ran and whose completion could not be recorded (onCompletionFailed). */
+  unrecordedCompletions = 0;
+  /** Completions (and failure marks) that failed transiently and were sent again within the lease. */
+  completionRetries = 0;
 
-  constructor(private readonly options: StoreOptions) {
+  constructor(private readonly options: StoreOptions<Db>) {
     checkServiceName(options.service);
     this.observer = options.observer ?? ignoreFlow;
     if (options.backend) this.backend = options.backend;
-    else if (options.pool) this.backend = new PostgresBackend(options.pool, options.layout);
+    // Without a backend the store is Postgres's, whose work gets a pg Queryable: Db is its default here.
+    else if (options.pool) this.backend = new PostgresBackend(options.pool, options.layout, { pooler: options.pooler, plannerSettingsInPlace: options.plannerSettingsInPlace }) as IdempotencyBackend<unknown> as IdempotencyBackend<Db>;
     else throw new TypeError('IdempotencyStore needs a backend or a pool');
   }
 
@@ -191,22 +217,48 @@ export class IdempotencyStore {
     return this.options.policies.policyFor(endpoint);
   }
 
+  /**
+   * Registers a route's own policy in this service's endpoint_policies (created when absent,
+   * audited; an existing row is left as it is) and, when `declared`, records the code's values for
+   * the retention review. Once per route, off the request path (http.ts); resolves false when the
+   * store has no Postgres pool to register in.
+   */
+  async registerRoutePolicy(endpoint: string, policy: EndpointPolicy, declared: boolean): Promise<boolean> {
+    if (this.options.policies) await this.options.policies.registerRoute(endpoint, policy, declared);
+    else if (this.options.pool) await registerRoutePolicy(this.options.pool, this.options.service, endpoint, policy, declared);
+    else return false;
+    return true;
+  }
+
+  /**
+   * Throws TransactionsUnsupportedError when this store's backend cannot run `mode` (a
+   * transactional route on a claim-first-only backend such as Redis). Adapters call it when a
+   * route is created (checkRoutePolicy), and execute() before anything else.
+   */
+  checkMode(mode: ExecutionMode): void {
+    if (mode === 'transactional' && this.backend.transactional === false) throw new TransactionsUnsupportedError();
+  }
+
   /** Runs `call.work` at most once per scoped key (per the mode's guarantees) and returns its outcome or the replay. */
-  async execute(call: IdempotentCall): Promise<StoreOutcome> {
+  async execute(call: IdempotentCall<Db>): Promise<StoreOutcome> {
+    this.checkMode(call.mode);
     // The request path is written for Node's CPU: no closure, spread or promise per request
     // that it can do without (the store's own layer is a measurable share of a whole request).
     const claim = this.claimValues(call);
+    let reservation: QuotaReservation | null = null;
     try {
-      const admitted = this.admit(call, claim);
-      if (admitted !== PROCEED) {
-        const answer = await admitted;
-        if (answer !== PROCEED) return answer;
-      }
-      if (call.mode === 'transactional') return await this.executeTransactional(call, claim);
-      return await this.executeClaimFirst(call, claim);
+      const admission = this.admit(call, claim);
+      const admitted = admission instanceof Promise ? await admission : admission;
+      if (admitted !== PROCEED && !(admitted instanceof QuotaReservation)) return admitted;
+      if (admitted !== PROCEED) reservation = admitted;
+      if (call.mode === 'transactional') return await this.executeTransactional(call, claim, reservation);
+      return await this.executeClaimFirst(call, claim, reservation);
     } catch (error) {
       this.reportUnexpected(claim, error);
       throw error;
+    } finally {
+      // No new key was kept (a replay, a conflict, a mismatch, a failure, a rollback): give the slot back.
+      reservation?.release();
     }
   }
 
@@ -214,29 +266,33 @@ export class IdempotencyStore {
    * Claim-first without a callback: claims the key (or answers with its replay), and
    * hands back the claim to finish with the response, or to abandon (failed, retryable).
    */
-  async begin(call: ClaimCall): Promise<Begun> {
+  async begin(call: ClaimCall<Db>): Promise<Begun> {
     const claim = this.claimValues(call);
+    let reservation: QuotaReservation | null = null;
     try {
       const admitted = await this.admit(call, claim);
-      if (admitted !== PROCEED) return { claimed: false, outcome: admitted };
-      const step = await this.claimFirst(call, claim);
+      if (admitted !== PROCEED && !(admitted instanceof QuotaReservation)) return { claimed: false, outcome: admitted };
+      if (admitted !== PROCEED) reservation = admitted;
+      const claimSentAt = performance.now();
+      const step = await this.claimFirst(call, claim, reservation);
       if (step.kind === 'settled') return { claimed: false, outcome: step.outcome };
       const { attempts } = step;
       return {
         claimed: true,
         correlationId: claim.correlationId,
-        finish: (result) => this.finishClaimFirst(call, claim, attempts, result),
+        finish: (result) => this.finishClaimFirst(call, claim, attempts, result, claimSentAt),
         abandon: async () => {
           await this.backend.fail(claim, attempts);
         },
       };
     } catch (error) {
+      reservation?.release();
       this.reportUnexpected(claim, error);
       throw error;
     }
   }
 
-  private claimValues(call: ClaimCall): ClaimValues {
+  private claimValues(call: ClaimCall<Db>): ClaimValues {
     const scope = scopeFor(call.policy, call.endpoint);
     checkIdentity(call.principalId, scope, call.key);
     return {
@@ -247,7 +303,8 @@ export class IdempotencyStore {
       fingerprint: fingerprint(this.options.fingerprintSecret, call),
       correlationId: call.correlationId ?? newCorrelationId(),
       leaseMs: call.policy.leaseMs,
-      retentionMs: call.policy.retentionMs,
+      // Never shorter than the published window, whatever a route's own policy says.
+      retentionMs: call.policy.retentionMs >= call.policy.retryWindowMs ? call.policy.retentionMs : call.policy.retryWindowMs,
     };
   }
 
@@ -259,20 +316,22 @@ export class IdempotencyStore {
   }
 
   /**
-   * The live-key quota: PROCEED, or the answer for a principal that may not create another key.
-   * Synchronous (a settled promise) once the principal's count is loaded, as it is after its first request.
+   * The live-key quota: the request's reservation (its slot, taken before the claim's round trip,
+   * so requests in flight cannot all pass one check), PROCEED, or the answer for a principal that
+   * may not create another key. Synchronous once the principal's count is loaded, as it is after
+   * its first request; until then the requests wait on its one load, then reserve in turn.
    */
-  private admit(call: ClaimCall, claim: ClaimValues): Promise<StoreOutcome | typeof PROCEED> | typeof PROCEED {
+  private admit(call: ClaimCall<Db>, claim: ClaimValues): Promise<StoreOutcome | Admitted> | Admitted {
     const { quota } = this.options;
     if (!quota) return PROCEED;
-    const decision = quota.checkLoaded(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
-    if (decision?.allowed) return PROCEED;
-    return this.admitSlowly(call, claim, quota, decision);
+    const admitted = quota.reserveLoaded(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs);
+    if (admitted instanceof QuotaReservation) return admitted;
+    return this.admitSlowly(call, claim, quota, admitted);
   }
 
-  private async admitSlowly(call: ClaimCall, claim: ClaimValues, quota: LiveKeyQuota, loaded: QuotaDecision | undefined): Promise<StoreOutcome | typeof PROCEED> {
-    const decision = loaded ?? (await quota.check(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs));
-    if (decision.allowed) return PROCEED;
+  private async admitSlowly(call: ClaimCall<Db>, claim: ClaimValues, quota: LiveKeyQuota, loaded: QuotaRefusal | undefined): Promise<StoreOutcome | Admitted> {
+    const decision = loaded ?? (await quota.reserve(claim.principalId, claim.scope, call.policy.liveKeyQuota, call.policy.retentionMs));
+    if (decision instanceof QuotaReservation) return decision;
     // Over quota no new key may be created, but an existing one still answers as usual.
     const existing = await this.backend.read(claim);
     if (existing && !existing.expired) {
@@ -281,13 +340,15 @@ export class IdempotencyStore {
       if (verdict === 'takeover') return PROCEED;
       return this.settle(verdict, existing, claim, undefined, call, this.backend.db);
     }
-    this.report(claim, 'rejected');
+    this.report(claim, 'rejected', undefined, 429);
     throw new KeyQuotaExceededError(decision.retryAfterSeconds);
   }
 
   /** Claim-first, whole: the claim (or its answer), the work with nothing held open, the completion. */
-  private async executeClaimFirst(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
-    const step = await this.claimFirst(call, claim);
+  private async executeClaimFirst(call: IdempotentCall<Db>, claim: ClaimValues, reservation: QuotaReservation | null): Promise<StoreOutcome> {
+    // The lease begins when the claim reaches the database: no earlier than this.
+    const claimSentAt = performance.now();
+    const step = await this.claimFirst(call, claim, reservation);
     if (step.kind === 'settled') return step.outcome;
     let result: WorkResult;
     try {
@@ -300,29 +361,83 @@ export class IdempotencyStore {
       }
       throw error;
     }
-    return this.finishClaimFirst(call, claim, step.attempts, result);
+    return this.finishClaimFirst(call, claim, step.attempts, result, claimSentAt);
   }
 
-  /** Claims the key outside any transaction, retrying when the row changed under the claim. */
-  private async claimFirst(call: ClaimCall, claim: ClaimValues): Promise<Claimed | Settled> {
+  /**
+   * Claims the key outside any transaction, retrying when the row changed under the claim. The
+   * quota's reservation is settled here: a new key's row now exists (even should its work fail,
+   * it stays, failed, until it expires, and its retry is no new key), anything else gives it back.
+   */
+  private async claimFirst(call: ClaimCall<Db>, claim: ClaimValues, reservation: QuotaReservation | null): Promise<Claimed | Settled> {
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
       const step = await this.claimOnce(this.backend, call, claim, false);
       if (step === AGAIN) continue;
-      if (step.kind === 'claimed' && step.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
+      if (step.kind === 'claimed' && step.fresh) this.keyCreated(reservation, call, claim);
+      else reservation?.release();
       return step;
     }
     throw new KeyInUseError(1);
   }
 
-  private async finishClaimFirst(call: ClaimCall, claim: ClaimValues, attempts: number, result: WorkResult): Promise<StoreOutcome> {
+  private async finishClaimFirst(call: ClaimCall<Db>, claim: ClaimValues, attempts: number, result: WorkResult, claimSentAt: number): Promise<StoreOutcome> {
     if (result.status >= 500) {
       // Not final: the key becomes failed and retryable, so a retry runs the work again.
-      await this.backend.fail(claim, attempts);
+      try {
+        await this.backend.fail(claim, attempts);
+      } catch (error) {
+        await this.withinLease(claim, claimSentAt, error, () => this.backend.fail(claim, attempts));
+      }
       return answerOf(result, claim.correlationId);
     }
-    const completed = await this.backend.complete(this.completion(claim, attempts, result, call.policy));
+    const values = this.completion(claim, attempts, result, call.policy);
+    let completed: boolean;
+    try {
+      completed = await this.backend.complete(values);
+    } catch (error) {
+      completed = await this.completeAfterFailure(claim, attempts, values, claimSentAt, error);
+    }
     if (!completed) this.options.onLeaseLost?.(claim);
     return answerOf(result, claim.correlationId);
+  }
+
+  /**
+   * The work ran and its completion failed. A failure that says nothing of the statement's
+   * outcome (isTransient: a lost connection, a pooler's error) is retried until shortly before
+   * the lease ends: the completion is fenced by the attempt number, so sending it again is safe,
+   * and one that finds nothing to update was either recorded by an earlier send (read back
+   * here) or superseded. Any other failure, or none in time: reported with the key
+   * (onCompletionFailed, unrecordedCompletions) and thrown.
+   */
+  private async completeAfterFailure(claim: ClaimValues, attempts: number, values: CompletionValues, claimSentAt: number, failure: unknown): Promise<boolean> {
+    try {
+      if (await this.withinLease(claim, claimSentAt, failure, () => this.backend.complete(values))) return true;
+      // An earlier send may have committed before its answer was lost.
+      const row = await this.backend.read(claim);
+      return row !== null && row.state === 'completed' && row.attempts === attempts && row.correlationId === claim.correlationId;
+    } catch (error) {
+      this.unrecordedCompletions += 1;
+      this.options.onCompletionFailed?.(error, { principalId: claim.principalId, service: claim.service, scope: claim.scope, key: claim.key });
+      throw error;
+    }
+  }
+
+  /** Sends `operation` again after a transient `failure` while the lease lasts (with a margin); throws the last failure otherwise. */
+  private async withinLease<T>(claim: ClaimValues, claimSentAt: number, failure: unknown, operation: () => Promise<T>): Promise<T> {
+    const deadline = claimSentAt + claim.leaseMs - Math.min(LEASE_MARGIN_MS, claim.leaseMs / 10);
+    let last = failure;
+    let wait = RETRY_FIRST_MS;
+    while (this.backend.isTransient?.(last) && performance.now() + wait < deadline) {
+      await new Promise((done) => setTimeout(done, wait));
+      wait = Math.min(wait * 2, RETRY_CAP_MS);
+      this.completionRetries += 1;
+      try {
+        return await operation();
+      } catch (error) {
+        last = error;
+      }
+    }
+    throw last;
   }
 
   /**
@@ -334,9 +449,9 @@ export class IdempotencyStore {
    * backend offers a session, the read and the first transaction share one connection (one pool
    * checkout, and still one at a time: the read's connection is the transaction's).
    */
-  private async executeTransactional(call: IdempotentCall, claim: ClaimValues): Promise<StoreOutcome> {
+  private async executeTransactional(call: IdempotentCall<Db>, claim: ClaimValues, reservation: QuotaReservation | null): Promise<StoreOutcome> {
     const session = this.backend.session ? await this.backend.session() : undefined;
-    let first: BackendTransaction | undefined;
+    let first: BackendTransaction<Db> | undefined;
     try {
       const started = performance.now();
       const existing = await (session ?? this.backend).read(claim);
@@ -353,11 +468,17 @@ export class IdempotencyStore {
       session?.release(error as Error);
       throw error;
     }
-    return this.claimInTransaction(call, claim, first);
+    return this.claimInTransaction(call, claim, first, reservation);
+  }
+
+  /** A new key was made: it counts against its principal's quota (its reservation kept, or counted now). */
+  private keyCreated(reservation: QuotaReservation | null, call: ClaimCall<Db>, claim: ClaimValues): void {
+    if (reservation) reservation.keep();
+    else this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
   }
 
   /** The claim, the work and the completion in one transaction, retried when the row changed under the claim. */
-  private async claimInTransaction(call: IdempotentCall, claim: ClaimValues, first: BackendTransaction | undefined): Promise<StoreOutcome> {
+  private async claimInTransaction(call: IdempotentCall<Db>, claim: ClaimValues, first: BackendTransaction<Db> | undefined, reservation: QuotaReservation | null): Promise<StoreOutcome> {
     for (let round = 0; round < MAX_ROUNDS; round += 1) {
       const tx = round === 0 && first ? first : await this.backend.transaction(call.policy.lockTimeoutMs);
       // While the transaction is open, the way out is abandon(): a rollback nothing an answer
@@ -384,7 +505,8 @@ export class IdempotencyStore {
         await tx.completeAndCommit(this.completion(claim, step.attempts, response, call.policy));
         open = false;
         tx.release();
-        if (step.fresh) this.options.quota?.note(claim.principalId, claim.scope, call.policy.retentionMs);
+        // Only a committed new key counts; any other way out gives the reservation back (execute()).
+        if (step.fresh) this.keyCreated(reservation, call, claim);
         return answerOf(response, claim.correlationId);
       } finally {
         if (open) tx.abandon();
@@ -399,7 +521,7 @@ export class IdempotencyStore {
    * costs in claim-first mode. Should the beginning fail, a claim that then ran on its own
    * (committed) is marked failed, so nothing is left claimed outside a transaction.
    */
-  private async beginAndClaim(tx: BackendTransaction, call: ClaimCall, claim: ClaimValues): Promise<Claimed | Settled | typeof AGAIN> {
+  private async beginAndClaim(tx: BackendTransaction<Db>, call: ClaimCall<Db>, claim: ClaimValues): Promise<Claimed | Settled | typeof AGAIN> {
     const [began, step] = await Promise.allSettled([tx.begun, this.claimOnce(tx, call, claim, true)]);
     if (began.status === 'rejected') {
       if (step.status === 'fulfilled' && step.value !== AGAIN && step.value.kind === 'claimed') {
@@ -417,7 +539,7 @@ export class IdempotencyStore {
    * under us (swept between claim and read, or another attempt took it over first).
    * `lockBounded`: the statements may wait on another transaction, at most lock_timeout (then a 409).
    */
-  private async claimOnce(ops: KeyOperations, call: ClaimCall, claim: ClaimValues, lockBounded: boolean): Promise<Claimed | Settled | typeof AGAIN> {
+  private async claimOnce(ops: KeyOperations<Db>, call: ClaimCall<Db>, claim: ClaimValues, lockBounded: boolean): Promise<Claimed | Settled | typeof AGAIN> {
     const started = performance.now();
     let result: ClaimResult;
     try {
@@ -448,7 +570,7 @@ export class IdempotencyStore {
   /** A statement that waited lock_timeout out is a 409 (reported as a conflict); any other error is itself. */
   private lockTimeoutAsConflict(claim: ClaimValues, error: unknown, policy: EndpointPolicy): unknown {
     if (!this.backend.isLockTimeout(error)) return error;
-    this.report(claim, 'conflict');
+    this.report(claim, 'conflict', undefined, 409);
     return new KeyInUseError(Math.max(1, Math.ceil(policy.lockTimeoutMs / 1000)));
   }
 
@@ -458,23 +580,23 @@ export class IdempotencyStore {
     existing: ExistingKey,
     claim: ClaimValues,
     latency: number | undefined,
-    call: ClaimCall,
-    db: Queryable,
+    call: ClaimCall<Db>,
+    db: Db,
   ): Promise<StoreOutcome> {
     if (decision === 'mismatch') {
-      this.report(claim, 'mismatch', latency);
+      this.report(claim, 'mismatch', latency, 422);
       throw new FingerprintMismatchError();
     }
     if (decision === 'conflict') {
-      this.report(claim, 'conflict', latency);
+      this.report(claim, 'conflict', latency, 409);
       throw new KeyInUseError(Math.max(1, existing.leaseRemainingSeconds));
     }
     const replay = await this.replay(existing, claim, call, db);
-    this.report(claim, 'replay', latency);
+    this.report(claim, 'replay', latency, replay.status);
     return replay;
   }
 
-  private async replay(existing: ExistingKey, id: KeyIdentity, call: ClaimCall, db: Queryable): Promise<StoreOutcome> {
+  private async replay(existing: ExistingKey, id: KeyIdentity, call: ClaimCall<Db>, db: Db): Promise<StoreOutcome> {
     if (existing.responseStatus === null || existing.responseContentType === null) {
       throw new Error('completed key without a stored response status');
     }
@@ -519,7 +641,18 @@ export class IdempotencyStore {
     };
   }
 
-  private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number): void {
-    this.observer.record({ service: claim.service, scope: claim.scope, principalId: claim.principalId, outcome, claimLatencyMs });
+  /** `status`: what a traced outcome answered (replay, 409, 422, 429); the recorder keeps those per key. */
+  private report(claim: ClaimValues, outcome: ClaimOutcome, claimLatencyMs?: number, status?: number): void {
+    this.observer.record({
+      service: claim.service,
+      scope: claim.scope,
+      principalId: claim.principalId,
+      outcome,
+      claimLatencyMs,
+      key: claim.key,
+      correlationId: claim.correlationId,
+      status,
+      retentionMs: claim.retentionMs,
+    });
   }
 }

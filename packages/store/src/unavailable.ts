@@ -13,9 +13,11 @@ const SOCKET_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET',
 /**
  * SQLSTATEs of a server that cannot serve: class 08 (connection exception), 57P01-57P03
  * (admin or crash shutdown, cannot connect now), 53100 (disk full), 53300 (too many
- * connections). 57014 (query_canceled) only when a timeout cancelled it, see below.
+ * connections). 57014 (query_canceled) only when a timeout cancelled it, see below. 08P01 is
+ * what PgBouncer sends for its own failures (server connection lost or not to be had, a
+ * query_wait_timeout, shutting down): the pooler's way of saying the database is unreachable.
  */
-const SQLSTATES: ReadonlySet<string> = new Set(['08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53100', '53300']);
+const SQLSTATES: ReadonlySet<string> = new Set(['08000', '08001', '08003', '08004', '08006', '08P01', '57P01', '57P02', '57P03', '53100', '53300']);
 
 /**
  * node-postgres raises these without a code: a connection or pool-checkout timeout, a
@@ -35,6 +37,9 @@ export type UnavailableReason = 'connection' | 'shutdown' | 'capacity' | 'timeou
 /** Why the database is unavailable, or null when the error says something else (a bug, a constraint). */
 export function databaseUnavailableReason(error: unknown): UnavailableReason | null {
   if (typeof error !== 'object' || error === null) return null;
+  // Another backend's own verdict (RedisUnavailableError: a lost connection, OOM under noeviction, LOADING).
+  const stated: unknown = (error as { unavailableReason?: unknown }).unavailableReason;
+  if (stated === 'connection' || stated === 'shutdown' || stated === 'capacity' || stated === 'timeout') return stated;
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (SOCKET_CODES.has(code)) return code === 'ETIMEDOUT' ? 'timeout' : 'connection';

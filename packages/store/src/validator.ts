@@ -13,7 +13,8 @@ export interface StandardSchemaV1<Input = unknown, Output = Input> {
   };
 }
 
-type StandardResult<Output> =
+/** What a Standard Schema's `validate` returns: the value, or the issues. */
+export type StandardResult<Output> =
   | { readonly value: Output; readonly issues?: undefined }
   | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined }> };
 

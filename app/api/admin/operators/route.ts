@@ -1,6 +1,6 @@
 // GET /api/admin/operators: every operator (admin). POST: create one, audited.
 import { adminJson, problemFor, parseBody } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardPool, dashboardReadPool } from '@/app/_lib/dashboard';
 import { createOperator, listOperators, newOperatorSchema } from '@/server/auth/operators';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -9,7 +9,7 @@ export const dynamic = 'force-dynamic';
 async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/operators');
   if (operator instanceof Response) return operator;
-  return adminJson({ operators: await listOperators(dashboardPool()) });
+  return adminJson({ operators: await listOperators(dashboardReadPool()) });
 }
 
 async function post(request: Request): Promise<Response> {

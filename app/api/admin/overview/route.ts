@@ -2,7 +2,7 @@
 // (viewer). Aggregates only, read through the dashboard's restricted role.
 import { runtime } from '@/app/_lib/runtime';
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardReadPool, dashboardReplicaLag } from '@/app/_lib/dashboard';
 import { overviewQuery, readOverview } from '@/server/metrics/overview';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -13,8 +13,8 @@ async function get(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, overviewQuery);
   if (parsed instanceof Response) return parsed;
-  const { alertThresholds, sweepIntervalSeconds } = await runtime();
-  return adminJson(await readOverview(dashboardPool(), parsed, alertThresholds, sweepIntervalSeconds));
+  const { alertThresholds, sweepIntervalSeconds, databaseMemoryBytes } = await runtime();
+  return adminJson(await readOverview(dashboardReadPool(), parsed, alertThresholds, sweepIntervalSeconds, { replicaLag: dashboardReplicaLag(), databaseMemoryBytes }));
 }
 
 export const GET = handled('/api/admin/overview', get);

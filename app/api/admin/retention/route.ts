@@ -2,7 +2,7 @@
 // the sweeper's evidence (compliance), of every service or of one (404 for one no policy names).
 import { z } from 'zod';
 import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardReadPool } from '@/app/_lib/dashboard';
 import { readRetentionReview } from '@/server/retention/review';
 import { serviceNameSchema } from '@/server/service-name';
 import { handled } from '@/app/_lib/route-errors';
@@ -17,7 +17,7 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, querySchema);
   if (parsed instanceof Response) return parsed;
   try {
-    return adminJson(await readRetentionReview(dashboardPool(), parsed.service));
+    return adminJson(await readRetentionReview(dashboardReadPool(), parsed.service));
   } catch (error) {
     return problemFor(error, { UNKNOWN_SERVICE: 404 });
   }

@@ -1,3 +1,8 @@
+/**
+ * Fastify: route options with the handler, the body limit and problem+json body refusals.
+ *
+ * @module @retrysafe/store/fastify
+ */
 // Fastify: route options with the handler, Fastify's body limit set to the route's cap, and an
 // error handler that answers Fastify's own body refusals (too large, not JSON, empty) as
 // problem+json:
@@ -5,18 +10,21 @@
 //   app.post('/orders', idempotent(retrysafe.store, { endpoint: 'POST /orders', method: 'POST', ... }));
 import type { FastifyReply, FastifyRequest, RouteShorthandOptionsWithHandler } from 'fastify';
 import type { IdempotencyStore } from '../store.js';
+import type { Queryable } from '../statements.js';
 import { answerIdempotent, checkRoutePolicy, problemAnswer, RequestBodyError, requestBodyProblem, tooLarge, type HttpAnswer, type IdempotentRoute, type Principal, type RequestView } from '../http.js';
-import { declaredLength, headerOf } from './node-http.js';
+import { headerOf, unencodedLength } from './node-http.js';
 import { newCorrelationId } from '../correlation-id.js';
 
-export type FastifyRoute<Input, P extends Principal> = IdempotentRoute<Input, P, FastifyRequest>;
+export type FastifyRoute<Input, P extends Principal, Db = Queryable> = IdempotentRoute<Input, P, FastifyRequest, Db>;
 
 function viewOf(request: FastifyRequest): RequestView<FastifyRequest> {
   return {
     native: request,
     header: (name) => headerOf(request.headers, name),
-    // Fastify has parsed the body (JSON by default), within bodyLimit.
-    body: { kind: 'parsed', value: request.body, bytes: declaredLength(request.headers) },
+    // Fastify has parsed the body (JSON by default), within bodyLimit (its own parsers count the
+    // bytes they read, after any preParsing decompression). Its decoded size is known here only
+    // for an unencoded body; otherwise the layer measures the canonical JSON.
+    body: { kind: 'parsed', value: request.body, bytes: unencodedLength(request.headers) },
   };
 }
 
@@ -29,7 +37,7 @@ function statusOf(error: unknown): number {
   return typeof status === 'number' && status >= 400 && status < 500 ? status : 500;
 }
 
-export function idempotent<Input, P extends Principal>(store: IdempotencyStore, route: FastifyRoute<Input, P>): RouteShorthandOptionsWithHandler {
+export function idempotent<Input, P extends Principal, Db = Queryable>(store: IdempotencyStore<Db>, route: FastifyRoute<Input, P, Db>): RouteShorthandOptionsWithHandler {
   checkRoutePolicy(store, route);
   return {
     bodyLimit: route.maxBodyBytes,

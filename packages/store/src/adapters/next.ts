@@ -1,3 +1,8 @@
+/**
+ * Next.js App Router: a route handler (Node.js runtime).
+ *
+ * @module @retrysafe/store/next
+ */
 // Next.js App Router route handlers. The handler takes the Request Next gives a route handler
 // (a NextRequest is one) and Next's second argument, and answers a Response:
 //
@@ -6,14 +11,15 @@
 //
 // Route handlers run on the Node.js runtime (the default); the store needs node:crypto and pg.
 import type { IdempotencyStore } from '../store.js';
+import type { Queryable } from '../statements.js';
 import { answerIdempotent, checkRoutePolicy, toResponse, type IdempotentRoute, type Principal } from '../http.js';
 import { viewOfRequest } from './fetch.js';
 
-export type NextRoute<Input, P extends Principal, R extends Request = Request> = IdempotentRoute<Input, P, R>;
+export type NextRoute<Input, P extends Principal, R extends Request = Request, Db = Queryable> = IdempotentRoute<Input, P, R, Db>;
 
-export function idempotentRoute<Input, P extends Principal, R extends Request = Request>(
-  store: IdempotencyStore | (() => IdempotencyStore | Promise<IdempotencyStore>),
-  route: NextRoute<Input, P, R>,
+export function idempotentRoute<Input, P extends Principal, R extends Request = Request, Db = Queryable>(
+  store: IdempotencyStore<Db> | (() => IdempotencyStore<Db> | Promise<IdempotencyStore<Db>>),
+  route: NextRoute<Input, P, R, Db>,
 ): (request: R, context?: unknown) => Promise<Response> {
   if (typeof store !== 'function') checkRoutePolicy(store, route);
   return async (request) => {

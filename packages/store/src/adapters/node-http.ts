@@ -8,6 +8,18 @@ export function declaredLength(headers: IncomingMessage['headers']): number | nu
   return Number.isFinite(value) && value >= 0 ? value : null;
 }
 
+/**
+ * The size of the body a parser read from this request, as far as the headers tell it: the
+ * Content-Length of a body sent without a Content-Encoding (Node's parser delivers exactly those
+ * bytes). A compressed body's Content-Length is its compressed size, and a chunked body has none:
+ * null, the decoded size is not known.
+ */
+export function unencodedLength(headers: IncomingMessage['headers']): number | null {
+  const encoding = headers['content-encoding'];
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return null;
+  return declaredLength(headers);
+}
+
 export function streamBody(message: IncomingMessage): RequestBody {
   return {
     kind: 'stream',

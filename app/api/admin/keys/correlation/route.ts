@@ -13,7 +13,7 @@ async function post(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = await parseBody(request, correlationLookupSchema);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ records: await lookUpCorrelation(dashboardKeys(), parsed, operator.email) });
+  return adminJson(await lookUpCorrelation(dashboardKeys(), parsed, operator.email));
 }
 
 export const POST = handled('/api/admin/keys/correlation', post);

@@ -1,53 +1,31 @@
 // GET /api/admin/retention/export?what=policies|history|evidence[&service=]: the retention review
-// as CSV for sign-off (compliance), of every service or of one; each export is audited in the
-// same transaction as its read.
+// as CSV for sign-off (compliance), of every service or of one; ?what=store[&range=24h|7d|30d]:
+// the store's rows and bytes against its baseline over the range (every service). Read where the dashboard reads
+// (the standby, with DASHBOARD_READ_URL) and audited on the primary before it is returned.
 import { z } from 'zod';
-import { inTransaction } from '@/db/transaction';
 import { parseQuery, csvAttachment, problemFor } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardPool } from '@/app/_lib/dashboard';
-import { toCsv } from '@/server/audit/csv';
-import { writeAudit } from '@/server/audit/log';
-import { policyServices, readRetentionReview, readSweepEvidence, UnknownServiceError } from '@/server/retention/review';
+import { authorizeRoute, dashboardPool, dashboardReadPool } from '@/app/_lib/dashboard';
+import { exportRetention } from '@/server/retention/export';
 import { serviceNameSchema } from '@/server/service-name';
 import { handled } from '@/app/_lib/route-errors';
 
 export const dynamic = 'force-dynamic';
 
-/** Runs in the evidence export: the review shows the last 50; compliance signs off on more. */
-const EVIDENCE_EXPORT_RUNS = 10_000;
-
-const querySchema = z.strictObject({ what: z.enum(['policies', 'history', 'evidence']), service: serviceNameSchema.optional() });
+const querySchema = z.discriminatedUnion('what', [
+  z.strictObject({ what: z.enum(['policies', 'history', 'evidence']), service: serviceNameSchema.optional() }),
+  // The store is shared by every service: no service here.
+  z.strictObject({ what: z.literal('store'), range: z.enum(['24h', '7d', '30d']).default('30d') }),
+]);
 
 async function get(request: Request): Promise<Response> {
   const operator = await authorizeRoute(request, '/api/admin/retention/export');
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, querySchema);
   if (parsed instanceof Response) return parsed;
+  const pools = { read: dashboardReadPool(), write: dashboardPool() };
+  if (parsed.what === 'store') return csvAttachment(await exportRetention(pools, operator.email, 'store', undefined, parsed.range), `retrysafe-retention-store-${parsed.range}`);
   const { what, service } = parsed;
-  const csv = await inTransaction(dashboardPool(), async (db) => {
-    // Each export reads only what it holds (the evidence is read on its own, 10,000 runs deep).
-    if (what === 'evidence' && service !== undefined && !(await policyServices(db)).includes(service)) throw new UnknownServiceError(service);
-    const review = what === 'evidence' ? null : await readRetentionReview(db, service);
-    const table =
-      review && what === 'policies'
-        ? toCsv(
-            ['service', 'endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by'],
-            review.policies.map((p) => [p.service, p.endpoint, p.scopeMode, p.retryWindowSeconds, p.retentionSeconds, p.marginSeconds, p.keepsPromise, p.evidenceMinMarginSeconds, p.evidenceRowsDeleted, p.version, p.updatedAt, p.updatedBy]),
-          )
-        : review && what === 'history'
-          ? toCsv(
-              ['id', 'service', 'endpoint', 'version', 'changed_at', 'changed_by', 'reason', 'breaking', 'acknowledged', 'previous', 'current'],
-              review.history.map((h) => [h.id, h.service, h.endpoint, h.version, h.changedAt, h.changedBy, h.reason, h.breaking, h.acknowledged, h.previous, h.current]),
-            )
-          : toCsv(
-              ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'service', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
-              (await readSweepEvidence(db, EVIDENCE_EXPORT_RUNS, service)).flatMap((run) =>
-                run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.service, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
-              ),
-            );
-    await writeAudit(db, { actor: operator.email, action: 'retention.export', target: service === undefined ? { what } : { what, service } });
-    return table;
-  }).catch((error: unknown) => problemFor(error, { UNKNOWN_SERVICE: 404 }));
+  const csv = await exportRetention(pools, operator.email, what, service).catch((error: unknown) => problemFor(error, { UNKNOWN_SERVICE: 404 }));
   if (csv instanceof Response) return csv;
   return csvAttachment(csv, service === undefined ? `retrysafe-retention-${what}` : `retrysafe-retention-${what}-${service}`);
 }

@@ -1,0 +1,155 @@
+// The scale bench's bulk loader: key rows written inside Postgres by COPY ... FROM PROGRAM (the
+// server runs bench/scale-rows.ts, which prints them; no per-row round trip from here), one COPY
+// per stream in parallel, with the key table's indexes dropped first and built again after the
+// load, then VACUUM ANALYZE, as a restore would. The indexes come back exactly as the migrations
+// defined them (their definitions are read from the catalog before they are dropped).
+import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { chown, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type pg from 'pg';
+import type { EndpointPolicy } from '@retrysafe/store';
+import { ensurePolicies } from '../server/retention/policies';
+import { COPY_COLUMNS, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from './scale-rows';
+
+const REPO_ROOT = resolve(import.meta.dirname, '..');
+const ROW_PROGRAM = 'bench/scale-rows.ts';
+
+/** Fresh secrets for a load, written to `dir` where the database server's OS user can read them (and nobody else). */
+export async function writeLoaderSecrets(dir: string, secrets: LoaderSecrets = newLoaderSecrets()): Promise<{ file: string; secrets: LoaderSecrets }> {
+  const file = join(dir, `scale-secrets-${randomBytes(4).toString('hex')}.json`);
+  await writeFile(file, JSON.stringify(secrets), { mode: 0o600 });
+  // As root, the embedded server runs as the postgres OS user (db/embedded.ts): the file is its.
+  if (process.getuid?.() === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+    await chown(file, uid, gid);
+  }
+  return { file, secrets };
+}
+
+/** The loaded service's policies of both scopes, registered as a service registers its own (the key lookup and the partitions' horizon read them). */
+export async function registerScalePolicies(pool: pg.Pool, policy: EndpointPolicy): Promise<void> {
+  const fields = {
+    scopeMode: policy.scopeMode,
+    retryWindowSeconds: Math.floor(policy.retryWindowMs / 1000),
+    retentionSeconds: Math.floor(policy.retentionMs / 1000),
+    leaseMs: policy.leaseMs,
+    lockTimeoutMs: policy.lockTimeoutMs,
+    maxResponseBytes: policy.maxResponseBytes,
+    liveKeyQuota: policy.liveKeyQuota,
+  };
+  await ensurePolicies(pool, SCALE_SERVICE, { [PAYMENTS_SCOPE]: fields, [REFUNDS_SCOPE]: fields }, 'system');
+}
+
+export function newLoaderSecrets(): LoaderSecrets {
+  return { fingerprintSecret: randomBytes(32).toString('hex'), keyId: 'k1', key: randomBytes(32).toString('hex') };
+}
+
+interface KeyTableIndex {
+  name: string;
+  definition: string;
+  /** Set when the index backs a constraint (the unique key): dropped and added back as one. */
+  constraint: string | null;
+}
+
+/** The key table's indexes as the migrations made them (parent-level in the partitioned layout). */
+export async function keyTableIndexes(db: pg.Pool | pg.PoolClient): Promise<KeyTableIndex[]> {
+  const { rows } = await db.query<{ name: string; definition: string; constraint_name: string | null; constraint_definition: string | null }>(
+    `SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition,
+            con.conname AS constraint_name, pg_get_constraintdef(con.oid) AS constraint_definition
+       FROM pg_index i
+       JOIN pg_class c ON c.oid = i.indexrelid
+       LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = i.indrelid
+      WHERE i.indrelid = 'retrysafe.idempotency_keys'::regclass
+      ORDER BY con.conname IS NULL, c.relname`,
+  );
+  return rows.map((row) => ({
+    name: row.name,
+    // A partitioned table's index reads `ON ONLY` (the parent alone): built again on every partition.
+    definition: row.definition.replace(' ON ONLY ', ' ON '),
+    constraint: row.constraint_name && row.constraint_definition ? `ALTER TABLE retrysafe.idempotency_keys ADD CONSTRAINT ${row.constraint_name} ${row.constraint_definition}` : null,
+  }));
+}
+
+export interface LoadTimes {
+  rows: number;
+  copySeconds: number;
+  indexSeconds: number;
+  vacuumSeconds: number;
+  totalSeconds: number;
+  rowsPerSecond: number;
+}
+
+export interface LoadOptions {
+  batch: RowBatch;
+  secretsFile: string;
+  /** Parallel COPY streams (each a server backend and a row program). */
+  streams: number;
+  /** For CREATE INDEX. */
+  maintenanceWorkMem?: string;
+}
+
+/** Loads `batch` into the key table of the pool's database: drop indexes, COPY in parallel, build indexes, VACUUM ANALYZE. */
+export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promise<LoadTimes> {
+  const { batch } = options;
+  const began = performance.now();
+  const indexes = await keyTableIndexes(pool);
+  if (!indexes.some((index) => index.constraint !== null)) throw new Error('the key table has no unique key to build again');
+  await pool.query('SELECT retrysafe.retrysafe_ensure_partitions()');
+  for (const index of indexes) {
+    if (index.constraint) await pool.query(`ALTER TABLE retrysafe.idempotency_keys DROP CONSTRAINT ${index.name}`);
+    else await pool.query(`DROP INDEX retrysafe.${index.name}`);
+  }
+
+  const copyBegan = performance.now();
+  const streams = Math.max(1, Math.min(options.streams, batch.count));
+  const per = Math.ceil(batch.count / streams);
+  await Promise.all(
+    Array.from({ length: streams }, async (_, stream) => {
+      const from = stream * per;
+      const count = Math.min(per, batch.count - from);
+      if (count <= 0) return;
+      // Each stream's rows keep their place in the window (expiries in row order across streams).
+      const part: RowBatch = {
+        ...batch,
+        from: batch.from + from,
+        count,
+        windowStartMs: batch.windowStartMs + Math.floor((from * batch.windowMs) / batch.count),
+        windowMs: Math.max(1, Math.floor((count * batch.windowMs) / batch.count)),
+      };
+      const command = [`cd ${shellQuote(REPO_ROOT)}`, '&&', 'exec', shellQuote(process.execPath), '--conditions=retrysafe-source', '--import', 'tsx', ROW_PROGRAM, ...programArgs(part, options.secretsFile).map(shellQuote)].join(' ');
+      const client = await pool.connect();
+      try {
+        await client.query(`COPY retrysafe.idempotency_keys (${COPY_COLUMNS.join(', ')}) FROM PROGRAM ${client.escapeLiteral(command)}`);
+      } finally {
+        client.release();
+      }
+    }),
+  );
+
+  const indexBegan = performance.now();
+  const client = await pool.connect();
+  try {
+    await client.query(`SET maintenance_work_mem = '${options.maintenanceWorkMem ?? '256MB'}'`);
+    for (const index of indexes) await client.query(index.constraint ?? index.definition);
+    const vacuumBegan = performance.now();
+    await client.query('VACUUM (ANALYZE) retrysafe.idempotency_keys');
+    const done = performance.now();
+    return {
+      rows: batch.count,
+      copySeconds: (indexBegan - copyBegan) / 1000,
+      indexSeconds: (vacuumBegan - indexBegan) / 1000,
+      vacuumSeconds: (done - vacuumBegan) / 1000,
+      totalSeconds: (done - began) / 1000,
+      rowsPerSecond: batch.count / ((done - began) / 1000),
+    };
+  } finally {
+    await client.query('RESET maintenance_work_mem').catch(() => undefined);
+    client.release();
+  }
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", "'\\''")}'`;
+}

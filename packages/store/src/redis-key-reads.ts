@@ -1,0 +1,174 @@
+// The dashboard's key lookup and a principal's key list for key records kept in Redis, without
+// SCAN: a lookup reads the record of each (service, scope) the published policies know (one
+// pipelined HMGET each, as Postgres probes its primary key once per scope), and the list walks the
+// principal's per-service index (a sorted set by creation time, written by the claim script)
+// backwards from the cursor. Metadata only: the fields read never include the stored body.
+// The correlation-id lookup and stale claims are not built for Redis yet (issue 27, point 7).
+import type { KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary } from './key-reads.js';
+import { KEY_LIST_SCAN_ROWS } from './key-reads.js';
+import type { RedisCommands } from './redis-memory.js';
+import { parseRecordMember, principalIndexKey, recordKey } from './redis.js';
+import type { Queryable } from './statements.js';
+
+/** The metadata fields of a record, in this order: never 'body'. */
+const FIELDS = ['state', 'status', 'ctype', 'size', 'kid', 'ref', 'cid', 'created', 'completed', 'expires', 'lease', 'fp', 'att'] as const;
+
+/** The (service, scope) pairs the published and declared policies know: where a key may have a record. */
+const SCOPES_SQL = `SELECT service, CASE WHEN scope_mode = 'intent' THEN 'intent' ELSE endpoint END AS scope FROM retrysafe.endpoint_policies WHERE $1::text IS NULL OR service = $1
+  UNION SELECT service, CASE WHEN scope_mode = 'intent' THEN 'intent' ELSE endpoint END AS scope FROM retrysafe.endpoint_policy_declarations WHERE $1::text IS NULL OR service = $1
+  ORDER BY service, scope`;
+const SERVICES_SQL = `SELECT DISTINCT service FROM retrysafe.endpoint_policies UNION SELECT DISTINCT service FROM retrysafe.endpoint_policy_declarations ORDER BY service`;
+
+type Fields = (Buffer | null)[];
+
+const str = (value: Buffer | null | undefined): string | null => (value ? value.toString('utf8') : null);
+const num = (value: Buffer | null | undefined): number | null => (value ? Number(value.toString('latin1')) : null);
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function toKeyRecord(service: string, scope: string, fields: Fields, nowMs: number): KeyRecord | null {
+  const [state, status, ctype, size, kid, ref, cid, created, completed, expires, lease, fp, att] = fields;
+  const stateText = str(state);
+  const createdMs = num(created);
+  const expiresMs = num(expires);
+  if (stateText === null || createdMs === null || expiresMs === null) return null;
+  const leaseMs = num(lease);
+  const attempts = num(att) ?? 1;
+  const completedMs = num(completed);
+  return {
+    service,
+    scope,
+    state: stateText as KeyState,
+    statusCode: num(status),
+    contentType: str(ctype),
+    responseSize: num(size),
+    storedAs: ref ? 'reference' : kid ? 'body' : null,
+    correlationId: str(cid) ?? '',
+    createdAt: iso(createdMs),
+    completedAt: completedMs === null ? null : iso(completedMs),
+    expiresAt: iso(expiresMs),
+    secondsLeft: Math.max(0, Math.round((expiresMs - nowMs) / 1000)),
+    leaseExpiresAt: leaseMs === null ? null : iso(leaseMs),
+    leasePassedSeconds: stateText === 'in_progress' && leaseMs !== null && leaseMs < nowMs ? (nowMs - leaseMs) / 1000 : null,
+    fingerprintPrefix: fp ? fp.subarray(0, 4).toString('hex') : '',
+    attempts,
+    takeovers: Math.max(0, attempts - 1),
+  };
+}
+
+interface Candidate {
+  service: string;
+  scope: string;
+  key: string;
+  createdMs: number;
+}
+
+/** Newest first: created, then service, scope and key, descending (the Postgres list's order). */
+function newerFirst(a: Candidate, b: Candidate): number {
+  if (a.createdMs !== b.createdMs) return b.createdMs - a.createdMs;
+  for (const field of ['service', 'scope', 'key'] as const) {
+    if (a[field] !== b[field]) return a[field] < b[field] ? 1 : -1;
+  }
+  return 0;
+}
+
+/** Whether `candidate` comes after the cursor in newest-first order. */
+function afterCursor(candidate: Candidate, cursor: KeyCursor): boolean {
+  return newerFirst({ service: cursor.service, scope: cursor.scope, key: cursor.key, createdMs: Number(cursor.createdAtMicros) / 1000 }, candidate) < 0;
+}
+
+/** A WITHSCORES reply as (member, score) pairs: RESP3 gives [member, score] pairs, RESP2 a flat list. */
+function withScores(reply: readonly unknown[]): [string, number][] {
+  const pairs: [string, number][] = [];
+  const text = (value: unknown) => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+  if (reply.every(Array.isArray)) {
+    for (const pair of reply as unknown[][]) pairs.push([text(pair[0]), Number(text(pair[1]))]);
+  } else {
+    for (let i = 0; i + 1 < reply.length; i += 2) pairs.push([text(reply[i]), Number(text(reply[i + 1]))]);
+  }
+  return pairs;
+}
+
+const cursorOf = (candidate: Candidate): KeyCursor => ({ createdAtMicros: String(candidate.createdMs * 1000), service: candidate.service, scope: candidate.scope, key: candidate.key });
+
+/**
+ * Key lookup and key list over Redis records. `db`: the Postgres that holds the policies (the
+ * scopes a key may be stored under, and the services).
+ */
+export class RedisKeyReads implements Pick<KeyRecordReads, 'keyRecords' | 'principalKeys'> {
+  constructor(
+    private readonly redis: RedisCommands,
+    private readonly db: Queryable,
+  ) {}
+
+  private async now(): Promise<number> {
+    const [seconds, micros] = (await this.redis.sendCommand(['TIME'])) as Buffer[];
+    return Number(seconds?.toString()) * 1000 + Math.floor(Number(micros?.toString()) / 1000);
+  }
+
+  private fields(principalId: string, service: string, scope: string, key: string): Promise<Fields> {
+    return this.redis.sendCommand(['HMGET', recordKey({ principalId, service, scope, key }), ...FIELDS]) as Promise<Fields>;
+  }
+
+  async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
+    const { rows } = await this.db.query<{ service: string; scope: string }>({ text: SCOPES_SQL, values: [query.service ?? null] });
+    const [now, ...found] = await Promise.all([this.now(), ...rows.map((row) => this.fields(query.principalId, row.service, row.scope, query.key))]);
+    const records: KeyRecord[] = [];
+    rows.forEach((row, i) => {
+      const record = toKeyRecord(row.service, row.scope, found[i] ?? [], now);
+      if (record) records.push(record);
+    });
+    return records;
+  }
+
+  async principalKeys(query: KeyListQuery): Promise<KeyPage> {
+    const services = query.service !== undefined ? [query.service] : (await this.db.query<{ service: string }>({ text: SERVICES_SQL })).rows.map((row) => row.service);
+    const max = query.after ? String(Number(query.after.createdAtMicros) / 1000) : '+inf';
+    // Each service's index from the cursor backwards (ties at the cursor's instant included, then
+    // filtered), at most the scan bound each; merged into one newest-first order.
+    const indexes = await Promise.all(
+      services.map((service) => this.redis.sendCommand(['ZRANGE', principalIndexKey(query.principalId, service), max, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', String(KEY_LIST_SCAN_ROWS), 'WITHSCORES']) as Promise<unknown[]>),
+    );
+    const candidates: Candidate[] = [];
+    indexes.forEach((reply, s) => {
+      const service = services[s] ?? '';
+      for (const [memberText, score] of withScores(reply)) {
+        const member = parseRecordMember(memberText);
+        if (!member) continue;
+        const candidate = { service, ...member, createdMs: score };
+        if (!query.after || afterCursor(candidate, query.after)) candidates.push(candidate);
+      }
+    });
+    candidates.sort(newerFirst);
+    const examined = candidates.slice(0, KEY_LIST_SCAN_ROWS);
+    const now = await this.now();
+    const matches: KeySummary[] = [];
+    const matched: Candidate[] = [];
+    // In chunks (pipelined), stopping at one match more than the page.
+    const chunk = Math.max(16, query.limit + 1);
+    let read = 0;
+    for (; read < examined.length && matches.length <= query.limit; read += chunk) {
+      const part = examined.slice(read, read + chunk);
+      const found = await Promise.all(part.map((c) => this.fields(query.principalId, c.service, c.scope, c.key)));
+      part.forEach((candidate, i) => {
+        if (matches.length > query.limit) return;
+        const record = toKeyRecord(candidate.service, candidate.scope, found[i] ?? [], now);
+        if (!record || Date.parse(record.expiresAt) <= now) return; // gone (expired or evicted)
+        if (query.scope !== undefined && record.scope !== query.scope) return;
+        if (query.state !== undefined && record.state !== query.state) return;
+        matches.push({ service: record.service, scope: record.scope, key: candidate.key, state: record.state, statusCode: record.statusCode, createdAt: record.createdAt, expiresAt: record.expiresAt });
+        matched.push(candidate);
+      });
+    }
+    const page = matches.slice(0, query.limit);
+    const last = matched[page.length - 1];
+    let next: KeyCursor | null = null;
+    let searchedBackTo: string | null = null;
+    const bound = examined.length === KEY_LIST_SCAN_ROWS ? examined.at(-1) : undefined;
+    if (matches.length > query.limit && last) next = cursorOf(last);
+    else if (bound && read >= examined.length) {
+      next = cursorOf(bound);
+      if (page.length < query.limit) searchedBackTo = iso(bound.createdMs);
+    }
+    return { keys: page, next, searchedBackTo };
+  }
+}

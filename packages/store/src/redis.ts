@@ -1,0 +1,352 @@
+/**
+ * The Redis backend: key records in Redis (claim-first only), one round trip per claim and per completion, and the eviction alarm.
+ *
+ * @module @retrysafe/store/redis
+ */
+// Key records in Redis, behind the same seam as Postgres (IdempotencyBackend): each operation
+// is one Lua script, run with EVALSHA (EVAL once the server answers NOSCRIPT: after a restart, a
+// failover or SCRIPT FLUSH), so a claim, a completion, a failure mark and a takeover each cost one
+// round trip and are atomic against every other. Times come from the Redis clock (TIME), so
+// instances with skewed clocks agree, as they do on Postgres's now(). A record expires by Redis
+// itself (PEXPIRE = the policy's retention, never shorter than its published window): an
+// evicting maxmemory-policy would drop records early, which is why createRetrysafe refuses an
+// allkeys-* policy (redis-memory.ts). Claim-first only: Redis shares no transaction with the
+// work's effects, so transaction() refuses, and the store refuses a transactional request.
+import { createHash } from 'node:crypto';
+import { createClient, ErrorReply, RESP_TYPES, type RedisClientOptions } from 'redis';
+import type { BackendTransaction, IdempotencyBackend } from './backend.js';
+import { TransactionsUnsupportedError } from './errors.js';
+import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity, Queryable } from './statements.js';
+import type { UnavailableReason } from './unavailable.js';
+import type { RedisCommands } from './redis-memory.js';
+
+
+/**
+ * The Redis key of one record: `retrysafe:{principal:service}:<scope length>:<scope>:<key>`. The
+ * hash tag `{principal:service}` puts every key of a principal's service (the record, and the
+ * principal's index of recent keys) in one slot of a cluster, so one script may touch them all.
+ * The scope's length makes the name unambiguous whatever characters the scope and key hold.
+ */
+export function recordKey(id: KeyIdentity): string {
+  return `retrysafe:{${id.principalId}:${id.service}}:${recordMember(id.scope, id.key)}`;
+}
+
+/** A record's name within its principal's service: `<scope length>:<scope>:<key>` (its member in principalIndexKey). */
+export function recordMember(scope: string, key: string): string {
+  return `${scope.length}:${scope}:${key}`;
+}
+
+/**
+ * A principal's index of its records in one service, for the dashboard's key list without SCAN: a
+ * sorted set of recordMember by creation time (ms), in the records' slot. The claim adds a new
+ * record and drops entries created longer ago than its own retention; the index expires after the
+ * longest retention of the claims that wrote it. Reads skip (and drop) entries whose record is gone.
+ */
+export function principalIndexKey(principalId: string, service: string): string {
+  return `retrysafe:{${principalId}:${service}}:keys`;
+}
+
+/** Parses recordMember back into scope and key. */
+export function parseRecordMember(member: string): { scope: string; key: string } | null {
+  const colon = member.indexOf(':');
+  const length = Number(member.slice(0, colon));
+  if (colon < 1 || !Number.isInteger(length)) return null;
+  const scope = member.slice(colon + 1, colon + 1 + length);
+  if (member[colon + 1 + length] !== ':') return null;
+  return { scope, key: member.slice(colon + 2 + length) };
+}
+
+/** A Lua script, by its SHA-1 (EVALSHA) and its text (EVAL, when the server's script cache lacks it). */
+class Script {
+  readonly sha: string;
+  constructor(readonly lua: string) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+  }
+}
+
+// The Redis clock in milliseconds, as every script reads it first.
+const NOW = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+
+// The fields a claim and a read return for an existing record, in this order (after the lease's remaining milliseconds).
+const EXISTING_FIELDS = "'state', 'fp', 'cid', 'att', 'status', 'ctype', 'body', 'kid', 'ref'";
+const EXISTING = `local r = redis.call('HMGET', KEYS[1], ${EXISTING_FIELDS})
+local lease = tonumber(redis.call('HGET', KEYS[1], 'lease') or '0')
+local out = {0, lease - now}
+for i = 1, 9 do out[i + 2] = r[i] end
+return out`;
+
+/**
+ * The claim. KEYS[1] the record, KEYS[2] the principal's index (principalIndexKey); ARGV
+ * fingerprint, correlation id, lease ms, retention ms, the record's member. A new record: {1}, in
+ * progress with attempt 1, expiring after the retention, and in the index. An existing one: {0,
+ * lease remaining ms, state, fingerprint, correlation id, attempts, status, content type, body,
+ * key id, reference}.
+ */
+const CLAIM = new Script(`${NOW}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local retention = tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], 'state', 'in_progress', 'fp', ARGV[1], 'cid', ARGV[2], 'att', 1,
+    'lease', now + tonumber(ARGV[3]), 'created', now, 'expires', now + retention)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  redis.call('ZADD', KEYS[2], now, ARGV[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - retention))
+  if redis.call('PTTL', KEYS[2]) < retention then redis.call('PEXPIRE', KEYS[2], retention) end
+  return {1}
+end
+${EXISTING}`);
+
+/** A read of one record, as the claim returns an existing one; nil when there is none. */
+const READ = new Script(`${NOW}
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+${EXISTING}`);
+
+/**
+ * The takeover of a failed record or one whose lease has passed, if its attempt number is still
+ * ARGV[1] (of many concurrent takers exactly one succeeds). ARGV fingerprint, correlation id,
+ * lease ms follow. The record keeps its creation time and expiry. The new attempt number, or nil.
+ */
+const TAKE_OVER = new Script(`${NOW}
+local r = redis.call('HMGET', KEYS[1], 'state', 'att', 'lease')
+if not r[1] or tonumber(r[2]) ~= tonumber(ARGV[1]) then return false end
+if r[1] == 'failed' or (r[1] == 'in_progress' and tonumber(r[3]) <= now) then
+  local attempts = tonumber(r[2]) + 1
+  redis.call('HDEL', KEYS[1], 'status', 'ctype', 'body', 'kid', 'size', 'ref', 'completed')
+  redis.call('HSET', KEYS[1], 'state', 'in_progress', 'fp', ARGV[2], 'cid', ARGV[3], 'att', attempts, 'lease', now + tonumber(ARGV[4]))
+  return attempts
+end
+return false`);
+
+/**
+ * The completion, if attempt ARGV[1] still holds the claim (fenced as Postgres's is). ARGV status,
+ * content type, size, then 'body' with the sealed body and its key id, or 'ref' with the
+ * reference. 1 when recorded, 0 when superseded (or gone).
+ */
+const COMPLETE = new Script(`${NOW}
+local r = redis.call('HMGET', KEYS[1], 'state', 'att')
+if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now)
+if ARGV[5] == 'body' then
+  redis.call('HSET', KEYS[1], 'body', ARGV[6], 'kid', ARGV[7])
+else
+  redis.call('HSET', KEYS[1], 'ref', ARGV[6])
+end
+return 1`);
+
+/** Marks attempt ARGV[1] failed and retryable, if it still holds the claim. 1 or 0. */
+const FAIL = new Script(`local r = redis.call('HMGET', KEYS[1], 'state', 'att')
+if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HSET', KEYS[1], 'state', 'failed')
+return 1`);
+
+/** The scripts' texts, for tests and tools. */
+export const redisScriptTexts = { claim: CLAIM.lua, read: READ.lua, takeOver: TAKE_OVER.lua, complete: COMPLETE.lua, fail: FAIL.lua };
+
+/**
+ * Redis could not take the command now: the connection is down or was cut, the server is loading,
+ * busy, read-only after a failover, or out of memory under `noeviction`. The HTTP layer answers 503
+ * with Retry-After (isDatabaseUnavailable), as for a Postgres that cannot be reached.
+ */
+export class RedisUnavailableError extends Error {
+  readonly code = 'REDIS_UNAVAILABLE';
+  constructor(
+    readonly unavailableReason: UnavailableReason,
+    cause: unknown,
+  ) {
+    super(`Redis is unavailable (${unavailableReason}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'RedisUnavailableError';
+  }
+}
+
+const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed)/;
+const SERVER_STATES: readonly [RegExp, UnavailableReason][] = [
+  [/^OOM /, 'capacity'],
+  [/^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN) /, 'shutdown'],
+];
+
+/** Why `error` says Redis cannot take the command now, or null when it says something else. */
+export function redisUnavailableReason(error: unknown): UnavailableReason | null {
+  if (!(error instanceof Error)) return null;
+  if (error instanceof RedisUnavailableError) return error.unavailableReason;
+  if (error instanceof ErrorReply) return SERVER_STATES.find(([pattern]) => pattern.test(error.message))?.[1] ?? null;
+  if (CONNECTION_MESSAGES.test(error.message)) return /timeout/i.test(error.message) ? 'timeout' : 'connection';
+  const code: unknown = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return 'connection';
+  if (code === 'ETIMEDOUT') return 'timeout';
+  return null;
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof ErrorReply && error.message.startsWith('NOSCRIPT');
+}
+
+function text(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : null;
+}
+
+function int(value: unknown): number {
+  if (typeof value === 'number') return value;
+  return Number(text(value));
+}
+
+const STATES: ReadonlySet<string> = new Set(['in_progress', 'completed', 'failed']);
+
+/** A record as a claim or a read returned it ({0, lease remaining ms, ...fields}). */
+function toExisting(reply: readonly unknown[]): ExistingKey {
+  const [, leaseRemaining, state, fp, cid, attempts, status, contentType, body, keyId, ref] = reply;
+  const stateText = text(state);
+  if (stateText === null || !STATES.has(stateText) || !Buffer.isBuffer(fp)) throw new Error('a Redis key record without a state or fingerprint (not written by this store?)');
+  const remainingMs = int(leaseRemaining);
+  const inProgress = stateText === 'in_progress';
+  return {
+    state: stateText as ExistingKey['state'],
+    fingerprint: fp,
+    correlationId: text(cid) ?? '',
+    attempts: int(attempts),
+    // Redis removes a record once its retention has passed: what is found is within it.
+    expired: false,
+    leaseExpired: inProgress && remainingMs <= 0,
+    leaseRemainingSeconds: inProgress ? Math.max(0, Math.ceil(remainingMs / 1000)) : 0,
+    responseStatus: status === null || status === undefined ? null : int(status),
+    responseContentType: text(contentType),
+    responseBody: Buffer.isBuffer(body) ? body : null,
+    responseKeyId: text(keyId),
+    responseRef: text(ref),
+  };
+}
+
+/** A database the work is given as `context.db` when none was: every query fails, naming why. */
+const NO_DATABASE: Queryable = {
+  query: () => Promise.reject(new Error('This Redis backend was given no Postgres pool (`db`) for the work to use')),
+};
+
+export interface RedisBackendOptions {
+  /** What the work and a re-derivation get as `context.db` (createRetrysafe: its Postgres pool). */
+  db?: Queryable;
+}
+
+/**
+ * Key records in Redis (see the module's comment). `redis`: a connected node-redis client whose
+ * bulk strings are mapped to Buffers (connectRedis opens one), not closed here.
+ */
+export class RedisBackend implements IdempotencyBackend {
+  /** Claim-first only: the store refuses a transactional request on this backend (TransactionsUnsupportedError). */
+  readonly transactional = false;
+  readonly db: Queryable;
+
+  constructor(
+    private readonly redis: RedisCommands,
+    options: RedisBackendOptions = {},
+  ) {
+    this.db = options.db ?? NO_DATABASE;
+  }
+
+  /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
+  private async run(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<unknown> {
+    const named = typeof keys === 'string' ? ['1', keys] : ['2', ...keys];
+    try {
+      return await this.redis.sendCommand(['EVALSHA', script.sha, ...named, ...args]);
+    } catch (error) {
+      if (!isNoScript(error)) throw unavailable(error);
+      try {
+        return await this.redis.sendCommand(['EVAL', script.lua, ...named, ...args]);
+      } catch (again) {
+        throw unavailable(again);
+      }
+    }
+  }
+
+  async claim(claim: ClaimValues): Promise<ClaimResult> {
+    const member = recordMember(claim.scope, claim.key);
+    const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)] as const;
+    const reply = (await this.run(CLAIM, keys, [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member])) as unknown[];
+    if (reply[0] === 1) return { claimed: true, attempts: 1 };
+    return { claimed: false, existing: toExisting(reply) };
+  }
+
+  async read(id: KeyIdentity): Promise<ExistingKey | null> {
+    const reply = (await this.run(READ, recordKey(id), [])) as unknown[] | null;
+    return reply ? toExisting(reply) : null;
+  }
+
+  async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    const reply = await this.run(TAKE_OVER, recordKey(claim), [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))]);
+    return reply === null ? null : int(reply);
+  }
+
+  async complete(values: CompletionValues): Promise<boolean> {
+    const stored: (string | Buffer)[] =
+      values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
+    const reply = await this.run(COMPLETE, recordKey(values), [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored]);
+    return reply === 1;
+  }
+
+  async fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return (await this.run(FAIL, recordKey(id), [String(attempts)])) === 1;
+  }
+
+  transaction(): Promise<BackendTransaction> {
+    return Promise.reject(new TransactionsUnsupportedError());
+  }
+
+  isLockTimeout(): boolean {
+    return false;
+  }
+
+  /** A lost or refused connection, or a server that cannot take commands now: the fenced completion may be sent again. */
+  isTransient(error: unknown): boolean {
+    return redisUnavailableReason(error) !== null;
+  }
+}
+
+function unavailable(error: unknown): unknown {
+  const reason = redisUnavailableReason(error);
+  return reason === null || error instanceof RedisUnavailableError ? error : new RedisUnavailableError(reason, error);
+}
+
+/** A node-redis client as the backend needs it, and its close(). */
+export interface RedisConnection {
+  commands: RedisCommands;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a node-redis client on `url` with bulk strings mapped to Buffers (sealed bodies and
+ * fingerprints are binary), commands failing at once while disconnected (a 503, not a request
+ * queued for an unknown time), and reconnection in the background once it has connected. A
+ * Redis that cannot be reached at start fails the returned promise (a service does not start
+ * half-configured, nor wait forever). `onError`: the client's connection errors.
+ */
+export async function connectRedis(url: string, options: { onError?: (error: unknown) => void; clientOptions?: RedisClientOptions } = {}): Promise<RedisConnection> {
+  let connected = false;
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    ...options.clientOptions,
+    socket: {
+      connectTimeout: 5_000,
+      // Before the first connection: give up (connect() rejects with the cause); after it: back off up to 2 s.
+      reconnectStrategy: (retries: number, cause: Error) => (connected ? Math.min(50 * 2 ** retries, 2_000) : cause),
+      ...options.clientOptions?.socket,
+    },
+  });
+  client.on('error', (error: unknown) => options.onError?.(error));
+  client.on('ready', () => {
+    connected = true;
+  });
+  await client.connect();
+  const binary = client.withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer });
+  return {
+    commands: { sendCommand: (args) => binary.sendCommand(args) },
+    close: async () => {
+      if (client.isOpen) await client.close();
+    },
+  };
+}
+
+export { RedisKeyReads } from './redis-key-reads.js';
+export { RedisMemoryWatch, readRedisMemory, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions } from './redis-memory.js';

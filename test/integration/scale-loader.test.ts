@@ -1,0 +1,161 @@
+// The scale bench's bulk loader (bench/scale-loader.ts) on a few thousand rows, in both layouts:
+// the rows it writes through COPY ... FROM PROGRAM are rows the store reads (metadata), replays
+// (same body: the sealed response, byte for byte; another body: a mismatch; a crashed claim: taken
+// over) and the sweeper removes once expired; the key table's indexes come back as they were.
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalBody, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
+import { PostgresKeyReads } from '@retrysafe/store/postgres';
+import { keyTableIndexes, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from '../../bench/scale-loader';
+import { scaleRow, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
+import { sweepOnce } from '../../server/retention/sweeper';
+import { createTestDatabase, layouts } from '../helpers/database';
+
+const PRINCIPALS = 40;
+const LIVE_ROWS = 3_000;
+const EXPIRED_ROWS = 1_000;
+const HOUR = 3_600_000;
+const policy: EndpointPolicy = {
+  scopeMode: 'endpoint',
+  retryWindowMs: 2 * HOUR,
+  retentionMs: 2 * HOUR,
+  leaseMs: 30_000,
+  lockTimeoutMs: 2_000,
+  maxResponseBytes: 4_096,
+  liveKeyQuota: 1_000_000,
+};
+
+/** A seed whose first rows hold at least one crashed claim and one failed request (about 1 in 1,000 each). */
+function seedWithEveryState(rows: number): number {
+  for (let seed = 1; ; seed += 1) {
+    const states = new Set(Array.from({ length: rows }, (_, i) => scaleRow(seed, EXPIRED_ROWS + i, PRINCIPALS).state));
+    if (states.has('in_progress') && states.has('failed')) return seed;
+  }
+}
+
+describe.each(layouts)('scale loader, %s layout', (layout) => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let pool: pg.Pool;
+  let dir: string;
+  let secrets: LoaderSecrets;
+  let secretsFile: string;
+  const seed = seedWithEveryState(LIVE_ROWS);
+  let indexesBefore: Awaited<ReturnType<typeof keyTableIndexes>>;
+  let store: IdempotencyStore;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ layout });
+    pool = new pg.Pool({ connectionString: database.url, max: 6 });
+    dir = await mkdtemp(join(tmpdir(), 'retrysafe-scale-'));
+    await chmod(dir, 0o711); // the database server's OS user reads the secrets file in it
+    ({ file: secretsFile, secrets } = await writeLoaderSecrets(dir));
+    await registerScalePolicies(pool, policy);
+    indexesBefore = await keyTableIndexes(pool);
+    store = new IdempotencyStore({
+      pool,
+      service: SCALE_SERVICE,
+      layout,
+      fingerprintSecret: Buffer.from(secrets.fingerprintSecret, 'hex'),
+      keyRing: new ResponseKeyRing([{ id: secrets.keyId, key: Buffer.from(secrets.key, 'hex') }]),
+    });
+
+    const { rows } = await pool.query<{ now: Date; day: Date }>("SELECT now(), date_trunc('day', now(), 'UTC') AS day");
+    const now = rows[0]?.now.getTime() ?? Date.now();
+    const day = rows[0]?.day.getTime() ?? now;
+    // Expired rows: in the plain layout the last hour, in the partitioned one yesterday (a partition the sweeper drops whole).
+    const expiredFrom = layout === 'partitioned' ? day - 20 * HOUR : now - HOUR - 60_000;
+    if (layout === 'partitioned') {
+      const from = new Date(day - 24 * HOUR).toISOString();
+      const name = `idempotency_keys_p${from.slice(0, 10).replaceAll('-', '')}`;
+      await pool.query(`CREATE TABLE retrysafe.${name} PARTITION OF retrysafe.idempotency_keys FOR VALUES FROM ('${from}') TO ('${new Date(day).toISOString()}')`);
+    }
+    const batch = (from: number, count: number, windowStartMs: number): RowBatch => ({
+      seed, principals: PRINCIPALS, from, count, windowStartMs, windowMs: HOUR, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs,
+    });
+    await loadScaleRows(pool, { batch: batch(0, EXPIRED_ROWS, expiredFrom), secretsFile, streams: 2 });
+    // Live rows: their expiries spread over the hour after the next minute.
+    await loadScaleRows(pool, { batch: batch(EXPIRED_ROWS, LIVE_ROWS, now + 60_000), secretsFile, streams: 2 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes every row, in the demo proportions, and builds the indexes back as the migrations made them', async () => {
+    const { rows } = await pool.query<{ rows: string; payments: string; principals: string; completed: string }>(
+      `SELECT count(*) AS rows, count(*) FILTER (WHERE scope = 'POST /api/v1/payments') AS payments,
+              count(DISTINCT principal_id) AS principals, count(*) FILTER (WHERE state = 'completed') AS completed
+         FROM retrysafe.idempotency_keys`,
+    );
+    const counted = rows[0];
+    expect(Number(counted?.rows)).toBe(EXPIRED_ROWS + LIVE_ROWS);
+    const payments = Number(counted?.payments) / (EXPIRED_ROWS + LIVE_ROWS);
+    expect(payments).toBeGreaterThan(0.65);
+    expect(payments).toBeLessThan(0.79);
+    expect(Number(counted?.principals)).toBeGreaterThan(PRINCIPALS / 2);
+    expect(Number(counted?.completed)).toBeGreaterThan(0.99 * (EXPIRED_ROWS + LIVE_ROWS));
+    expect(await keyTableIndexes(pool)).toEqual(indexesBefore);
+    const { rows: valid } = await pool.query<{ invalid: string }>(
+      `SELECT count(*) AS invalid FROM pg_index i JOIN pg_inherits h ON h.inhrelid = i.indrelid OR i.indrelid = 'retrysafe.idempotency_keys'::regclass
+        WHERE NOT i.indisvalid AND (h.inhparent = 'retrysafe.idempotency_keys'::regclass OR i.indrelid = 'retrysafe.idempotency_keys'::regclass)`,
+    );
+    expect(Number(valid[0]?.invalid)).toBe(0);
+  });
+
+  it("writes each body's canonical JSON as the store computes it", () => {
+    for (let i = 0; i < 200; i += 1) {
+      const row = scaleRow(seed, i, PRINCIPALS);
+      expect(row.canonicalBody).toBe(canonicalBody(row.body));
+    }
+  });
+
+  it('rows the store reads: metadata as the key lookup shows it', async () => {
+    const reads = new PostgresKeyReads(pool);
+    const i = EXPIRED_ROWS + 10;
+    const row = scaleRow(seed, i, PRINCIPALS);
+    const [record] = await reads.keyRecords({ principalId: row.principalId, key: row.key, service: SCALE_SERVICE });
+    expect(record).toMatchObject({ service: SCALE_SERVICE, scope: row.scope, state: row.state, responseSize: row.response?.length ?? null });
+  });
+
+  it('replays a completed row byte for byte, refuses another body, and takes over a crashed claim', async () => {
+    const work = () => Promise.reject(new Error('a replay must not run the work'));
+    let replayed = 0;
+    let crashed = 0;
+    for (let n = 0; n < LIVE_ROWS; n += 1) {
+      const i = EXPIRED_ROWS + n;
+      const row = scaleRow(seed, i, PRINCIPALS);
+      const call = { principalId: row.principalId, endpoint: row.scope, method: 'POST', key: row.key, body: row.body, policy, mode: 'claim-first' as const };
+      if (row.state === 'completed' && replayed < 50) {
+        const outcome = await store.execute({ ...call, work });
+        expect(outcome.replayed).toBe(true);
+        expect(outcome.status).toBe(201);
+        expect(outcome.body.equals(row.response ?? Buffer.alloc(0))).toBe(true);
+        await expect(store.execute({ ...call, body: { ...row.body, amount: 1 }, work })).rejects.toBeInstanceOf(FingerprintMismatchError);
+        replayed += 1;
+      } else if (row.state === 'in_progress') {
+        // Its lease ran out long ago: the retry takes the claim over and completes it.
+        const outcome = await store.execute({ ...call, work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: Buffer.from('{"retried":true}') }) });
+        expect(outcome.replayed).toBe(false);
+        crashed += 1;
+      }
+    }
+    expect(replayed).toBe(50);
+    expect(crashed).toBeGreaterThan(0);
+  });
+
+  it('the sweeper removes the expired rows and leaves the live ones', async () => {
+    const result = await sweepOnce(pool, 'manual', { chunkSize: 500, minPauseMs: 0 });
+    expect(result.status).toBe('completed');
+    expect(result.rowsDeleted).toBe(EXPIRED_ROWS);
+    const { rows } = await pool.query<{ left: string; expired: string }>(
+      'SELECT count(*) AS left, count(*) FILTER (WHERE expires_at <= now()) AS expired FROM retrysafe.idempotency_keys',
+    );
+    expect(Number(rows[0]?.left)).toBe(LIVE_ROWS);
+    expect(Number(rows[0]?.expired)).toBe(0);
+  });
+});

@@ -1,0 +1,76 @@
+// What the HTTP front refuses before Next: a server action or RSC request from another origin or
+// `null` (403), an action id the build does not list (400), a body that cannot be read (400); and
+// what it lets through: this origin's requests, a real action's form, plain page requests.
+import { IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { actionIdsOf, isActionOrRsc, screenBody, screenHeaders } from '../../server/action-screen';
+
+const REAL = 'a'.repeat(42);
+const known = actionIdsOf({ node: { [REAL]: { workers: {} } }, edge: {}, encryptionKey: 'never read' });
+
+function request(method: string, headers: Record<string, string>): IncomingMessage {
+  const message = new IncomingMessage(new Socket());
+  message.method = method;
+  message.url = '/login';
+  message.headers = { host: 'dash.example:3000', ...headers };
+  return message;
+}
+
+const form = (fields: [string, string][]) => {
+  const text = fields.map(([name, value]) => `--x-boundary-7d\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`).join('') + '--x-boundary-7d--\r\n';
+  return Buffer.from(text);
+};
+const MULTIPART = { 'content-type': 'multipart/form-data; boundary=x-boundary-7d' };
+
+describe('the server action screen', () => {
+  it('takes for an action what Next does, and RSC requests', () => {
+    expect(isActionOrRsc(request('POST', { 'next-action': REAL }))).toBe(true);
+    expect(isActionOrRsc(request('POST', MULTIPART))).toBe(true);
+    expect(isActionOrRsc(request('GET', { rsc: '1' }))).toBe(true);
+    expect(isActionOrRsc(request('POST', { 'content-type': 'application/json' }))).toBe(false);
+    expect(isActionOrRsc(request('GET', {}))).toBe(false);
+  });
+
+  it('refuses another origin, null and an unparsable one with 403, and lets this one through', () => {
+    for (const origin of ['http://evil.example', 'null', 'http://', 'http://dash.example:3001']) {
+      expect(screenHeaders(request('POST', { origin, 'next-action': REAL }), known)).toMatchObject({ status: 403 });
+    }
+    expect(screenHeaders(request('GET', { origin: 'http://evil.example', rsc: '1' }), known)).toMatchObject({ status: 403 });
+    expect(screenHeaders(request('POST', { origin: 'http://dash.example:3000', 'next-action': REAL }), known)).toBeNull();
+    expect(screenHeaders(request('POST', { origin: 'https://dash.example:3000', 'x-forwarded-host': 'dash.example:3000', 'next-action': REAL }), known)).toBeNull();
+  });
+
+  it('refuses an action id the manifest does not list with 400', () => {
+    expect(screenHeaders(request('POST', { 'next-action': 'b'.repeat(42) }), known)).toMatchObject({ status: 400, reason: 'unknown-action' });
+    expect(screenHeaders(request('POST', { 'next-action': 'encryptionKey' }), known)).toMatchObject({ status: 400 });
+  });
+
+  it('reads the body: broken multipart, made-up form references and non-JSON arguments are 400', async () => {
+    const post = request('POST', MULTIPART);
+    expect(await screenBody(post, Buffer.from('--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nno end'), known)).toMatchObject({ status: 400, reason: 'unreadable-body' });
+    expect(await screenBody(post, form([[`$ACTION_ID_${'b'.repeat(42)}`, '']]), known)).toMatchObject({ status: 400, reason: 'unknown-action' });
+    expect(await screenBody(post, form([['$ACTION_REF_1', ''], ['$ACTION_1:0', '{"id":"nope","bound":"$@1"}']]), known)).toMatchObject({ reason: 'unknown-action' });
+    expect(await screenBody(post, form([['$ACTION_REF_1', ''], ['$ACTION_1:0', '{"id":']]), known)).toMatchObject({ reason: 'unreadable-body' });
+    expect(await screenBody(request('POST', { 'next-action': REAL, 'content-type': 'text/plain;charset=UTF-8' }), Buffer.from('{"broken'), known)).toMatchObject({ status: 400 });
+    const fetchAction = request('POST', { 'next-action': REAL, ...MULTIPART });
+    expect(await screenBody(fetchAction, form([['1_email', 'a@b.example']]), known)).toMatchObject({ reason: 'unreadable-body' });
+    expect(await screenBody(fetchAction, form([['0', '["$K1"']]), known)).toMatchObject({ reason: 'unreadable-body' });
+    expect(await screenBody(fetchAction, form([['0', '[{"error":null,"email":""},"$K1"]'], ['1_email', 'a@b.example']]), known)).toBeNull();
+    // References React's decoder cannot resolve (it throws, Next answers 500).
+    const text = request('POST', { 'next-action': REAL, 'content-type': 'text/plain;charset=UTF-8' });
+    for (const args of ['["$1"]', '[{"a":"$@2"}]', '["$Qz"]', '["$nx"]', '["$"]', '1', '{"0":1}', 'null']) expect(await screenBody(text, Buffer.from(args), known), args).toMatchObject({ reason: 'unreadable-body' });
+    for (const args of ['["$$1"]', '["$undefined", "$D2026-01-01T00:00:00.000Z", "$n12", "$K1"]']) expect(await screenBody(text, Buffer.from(args), known), args).toBeNull();
+    expect(await screenBody(fetchAction, form([['0', '["$Q1"]'], ['1', '[["a",1]]']]), known)).toBeNull();
+    expect(await screenBody(fetchAction, form([['0', '["$Q1"]'], ['1', '["$2"]']]), known)).toMatchObject({ reason: 'unreadable-body' });
+    const bound = (args: string) => form([['$ACTION_REF_1', ''], ['$ACTION_1:0', JSON.stringify({ id: REAL, bound: '$@1' })], ['$ACTION_1:1', args]]);
+    expect(await screenBody(post, bound('["$3"]'), known)).toMatchObject({ reason: 'unreadable-body' });
+    expect(await screenBody(post, bound('not json'), known)).toMatchObject({ reason: 'unreadable-body' });
+    expect(await screenBody(post, form([['$ACTION_REF_1', ''], ['$ACTION_1:0', JSON.stringify({ id: REAL, bound: '$@1' })]]), known)).toMatchObject({ reason: 'unreadable-body' });
+    // The real action's forms, and a multipart post naming no action at all, pass.
+    expect(await screenBody(post, form([[`$ACTION_ID_${REAL}`, ''], ['email', 'a@b.example']]), known)).toBeNull();
+    expect(await screenBody(post, form([['$ACTION_REF_1', ''], ['$ACTION_1:0', JSON.stringify({ id: REAL, bound: '$@1' })], ['$ACTION_1:1', '["$K1"]']]), known)).toBeNull();
+    expect(await screenBody(post, form([['email', 'a@b.example']]), known)).toBeNull();
+    expect(await screenBody(request('POST', { 'next-action': REAL, 'content-type': 'text/plain;charset=UTF-8' }), Buffer.from('[{"a":1}]'), known)).toBeNull();
+  });
+});

@@ -1,0 +1,55 @@
+// Every framework an adapter of @retrysafe/store imports is an optional peer dependency: an
+// adopter installs only the framework they use, and npm checks its version against ours.
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+
+const packageDir = join(import.meta.dirname, '../../packages/store');
+const manifestSchema = z.object({
+  dependencies: z.record(z.string(), z.string()),
+  peerDependencies: z.record(z.string(), z.string()),
+  peerDependenciesMeta: z.record(z.string(), z.object({ optional: z.boolean() })),
+});
+
+async function adapterImports(): Promise<string[]> {
+  const dir = join(packageDir, 'src/adapters');
+  const names = new Set<string>();
+  for (const file of (await readdir(dir)).filter((name) => name.endsWith('.ts'))) {
+    const source = await readFile(join(dir, file), 'utf8');
+    for (const [, specifier] of source.matchAll(/from '([^'.][^']*)'/g)) {
+      if (specifier && !specifier.startsWith('node:')) names.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0] ?? specifier);
+    }
+  }
+  return [...names].sort();
+}
+
+describe('@retrysafe/store peer dependencies', () => {
+  it('lists every framework an adapter imports as an optional peer', async () => {
+    const manifest = manifestSchema.parse(JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8')));
+    const frameworks = (await adapterImports()).filter((name) => !(name in manifest.dependencies));
+    expect(frameworks).toEqual(expect.arrayContaining(['express', 'fastify', 'hono']));
+    for (const name of frameworks) {
+      expect(manifest.peerDependencies, name).toHaveProperty(name);
+      expect(manifest.peerDependenciesMeta[name], name).toEqual({ optional: true });
+    }
+  });
+
+  it('lists mysql2 as an optional peer, imported (at run time) only by the MySQL backend\'s modules', async () => {
+    const manifest = manifestSchema.parse(JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8')));
+    expect(manifest.peerDependencies).toHaveProperty('mysql2');
+    expect(manifest.peerDependenciesMeta.mysql2).toEqual({ optional: true });
+    const importers: string[] = [];
+    for (const file of (await readdir(join(packageDir, 'src'), { recursive: true })).filter((name) => name.endsWith('.ts'))) {
+      const source = await readFile(join(packageDir, 'src', file), 'utf8');
+      // A value import; `import type` is erased and loads nothing.
+      if (/^import (?!type )[^;]*from 'mysql2/m.test(source)) importers.push(file);
+    }
+    expect(importers.sort()).toEqual(['mysql-migrate.ts', 'mysql.ts']);
+    // Everything else reaches them through a dynamic import (createRetrysafe's mysql option, the CLI's --mysql).
+    for (const file of ['index.ts', 'retrysafe.ts', 'cli.ts', 'store.ts']) {
+      const source = await readFile(join(packageDir, 'src', file), 'utf8');
+      expect(source, file).not.toMatch(/^import (?!type )[^;]*from '\.\/mysql(-migrate|-retention)?\.js'/m);
+    }
+  });
+});
