@@ -98,9 +98,12 @@ describe.each(layouts)('store round trips (%s layout)', (layout) => {
     const p = principal();
     let release: () => void = () => undefined;
     const held = new Promise<void>((done) => (release = done));
-    const slow: IdempotentCall = { ...withWork(p), policy: { ...testPolicy, lockTimeoutMs: 50 }, work: async () => { await held; return jsonResult(201, {}); } };
+    let working: () => void = () => undefined;
+    const claimed = new Promise<void>((done) => (working = done));
+    const slow: IdempotentCall = { ...withWork(p), policy: { ...testPolicy, lockTimeoutMs: 50 }, work: async () => { working(); await held; return jsonResult(201, {}); } };
     const first = store.execute(slow);
-    await new Promise((done) => setTimeout(done, 50));
+    // The first holds its claim once its work runs: counting starts after its own statements.
+    await claimed;
     // The duplicate finds no committed row, claims inside its transaction, waits out the lock timeout: 409.
     let duplicate: unknown;
     const counts = await counted(async () => {
@@ -117,9 +120,11 @@ describe.each(layouts)('store round trips (%s layout)', (layout) => {
     const p = principal();
     let release: () => void = () => undefined;
     const held = new Promise<void>((done) => (release = done));
-    const slow: IdempotentCall = { ...withWork(p), policy: { ...testPolicy, lockTimeoutMs: 30 }, work: async () => { await held; return jsonResult(201, {}); } };
+    let working: () => void = () => undefined;
+    const claimed = new Promise<void>((done) => (working = done));
+    const slow: IdempotentCall = { ...withWork(p), policy: { ...testPolicy, lockTimeoutMs: 30 }, work: async () => { working(); await held; return jsonResult(201, {}); } };
     const first = store.execute(slow);
-    await new Promise((done) => setTimeout(done, 30));
+    await claimed;
     // 40 duplicates on the 3 other connections of a pool of 4: each claims inside a transaction,
     // times out on the running one's row and answers 409 before its ROLLBACK is through; the next
     // BEGIN on that connection queues behind the ROLLBACK. One handed out mid-transaction would fail.
