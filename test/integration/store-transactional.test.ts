@@ -115,18 +115,22 @@ describe.each(storeConnections.filter(runnable))('store, transactional mode ($na
     const { store } = await setup();
     const p = principal();
     let runs = 0;
+    let working: () => void = () => undefined;
+    const claimed = new Promise<void>((done) => (working = done));
     const slow = call({
       principalId: p,
       key: 'k',
       work: async ({ db: tx }) => {
         runs += 1;
+        working();
         await tx.query('INSERT INTO things (id, principal_id) VALUES ($1, $2)', [randomUUID(), p]);
         await sleep(300);
         return jsonResult(201, { run: runs });
       },
     });
     const original = store.execute(slow);
-    await sleep(50);
+    // The duplicates start once the original holds its claim (its work runs), not after a guess.
+    await claimed;
     const duplicates = await Promise.all([store.execute(slow), store.execute(slow), store.execute(slow)]);
     const first = await original;
     expect(runs).toBe(1);
@@ -141,18 +145,25 @@ describe.each(storeConnections.filter(runnable))('store, transactional mode ($na
     const { store, events } = await setup();
     const p = principal();
     const policy = { ...testPolicy, lockTimeoutMs: 100 };
+    let working: () => void = () => undefined;
+    const claimed = new Promise<void>((done) => (working = done));
     const slow = call({
       principalId: p,
       key: 'k',
       policy,
       work: async () => {
-        await sleep(600);
+        working();
+        await held;
         return jsonResult(201, {});
       },
     });
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((done) => (release = done));
     const original = store.execute(slow);
-    await sleep(50);
+    await claimed;
+    // The original holds its row until the duplicate has answered, however slow the machine.
     const duplicate = await store.execute(slow).catch((error: unknown) => error);
+    release();
     expect(duplicate).toBeInstanceOf(KeyInUseError);
     expect((duplicate as KeyInUseError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
     expect(events.some((event) => event.outcome === 'conflict')).toBe(true);
