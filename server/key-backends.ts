@@ -16,8 +16,9 @@ import {
   type Queryable,
   type StaleClaim,
 } from '@retrysafe/store';
-import { createMysqlPool, MysqlKeyReads } from '@retrysafe/store/mysql';
+import { createMysqlPool, MysqlKeyReads, mysqlReaderAccess } from '@retrysafe/store/mysql';
 import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
+import { ConfigurationError } from './config';
 
 /** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
 class LazyRedis implements RedisCommands {
@@ -84,6 +85,54 @@ export function openKeyBackends(settings: { redis?: Map<string, string> | undefi
       await Promise.allSettled(closers.map((close) => close()));
     },
   };
+}
+
+/** Where a URL points, for messages: host and port, never credentials. */
+const placeOf = (url: string) => {
+  const parsed = new URL(url);
+  return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'mysql:' ? '3306' : '6379')}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+};
+const reasonOf = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0];
+
+/**
+ * Refuses at start, in one line naming the setting and the service, a key backend the dashboard
+ * could not use: a Redis that does not answer, a MySQL that does not, whose user may select
+ * response_body (the grants must exclude it: mysqlDashboardGrants), or that cannot read the key
+ * table's metadata (no grant, or not migrated).
+ */
+export async function checkKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }): Promise<void> {
+  for (const [service, url] of settings.redis ?? []) {
+    let connection: RedisConnection | undefined;
+    try {
+      connection = await connectRedis(url);
+      await connection.commands.sendCommand(['PING']);
+    } catch (error) {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
+    } finally {
+      await connection?.close().catch(() => undefined);
+    }
+  }
+  for (const [service, url] of settings.mysql ?? []) {
+    const pool = createMysqlPool(url, 1);
+    try {
+      let access: Awaited<ReturnType<typeof mysqlReaderAccess>>;
+      try {
+        access = await mysqlReaderAccess(pool);
+      } catch (error) {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): cannot read the key table at ${placeOf(url)}: ${reasonOf(error)}`);
+      }
+      if (access === 'bodies') {
+        throw new ConfigurationError(
+          `DASHBOARD_KEYS_MYSQL (${service}): its user may select response_body at ${placeOf(url)}; give the dashboard a read-only user with the column grants of docs/mysql.md (no response_body)`,
+        );
+      }
+      if (access === 'none') {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): its user may not select the key table's metadata at ${placeOf(url)}; grant it as docs/mysql.md says`);
+      }
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
+  }
 }
 
 /** Newest first: created, then service, scope and key, descending (the seam's list order; across backends to the millisecond). */

@@ -12,6 +12,8 @@ import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@ret
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
+import { checkKeyBackends } from '../../server/key-backends';
+import { freePort } from '../../db/embedded';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { releaseStaleClaim } from '../../server/retention/stale-claims';
 import { useTestDatabase } from '../helpers/database';
@@ -225,6 +227,17 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     // The dashboard's statements name no column outside the grant.
     for (const sql of mysqlKeyReadStatementTexts()) expect(sql).not.toMatch(/response_body|\*\s+FROM/i);
     expect(MYSQL_DASHBOARD_COLUMNS).not.toContain('response_body');
+  });
+
+  it('refuses at start a key backend the dashboard cannot use, in one line naming the setting', async () => {
+    await expect(checkKeyBackends({ redis: new Map([[REDIS_SERVICE, redis.url]]), mysql: new Map([[MYSQL_SERVICE, readerUri]]) })).resolves.toBeUndefined();
+    // The service's own user may read bodies: not the dashboard's.
+    const owning = await checkKeyBackends({ mysql: new Map([[MYSQL_SERVICE, mariadb.server.uri]]) }).then(() => null, (error: unknown) => error as Error);
+    expect(owning).toBeInstanceOf(ConfigurationError);
+    expect(owning?.message).toMatch(/^DASHBOARD_KEYS_MYSQL \(orders-mysql\): its user may select response_body at 127\.0\.0\.1:\d+\/service; /);
+    expect(owning?.message).not.toContain(new URL(mariadb.server.uri).password);
+    const closed = `redis://127.0.0.1:${await freePort()}`;
+    await expect(checkKeyBackends({ redis: new Map([['cart', closed]]) })).rejects.toThrow(/^DASHBOARD_KEYS_REDIS \(cart\): cannot reach Redis at 127\.0\.0\.1:\d+: /);
   });
 
   it('reads Redis records by HMGET of named metadata fields only', async () => {
