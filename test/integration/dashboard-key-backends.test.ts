@@ -26,19 +26,21 @@ const REDIS_SERVICE = 'orders-redis';
 const MYSQL_SERVICE = 'orders-mysql';
 const PG_SERVICE = 'orders-pg';
 const ENDPOINT = 'POST /orders';
+/** An environment of these variables alone. */
+const env = (variables: Record<string, string>): NodeJS.ProcessEnv => ({ ...variables }) as NodeJS.ProcessEnv;
 
 describe('the dashboard environment for key backends', () => {
   it('reads DASHBOARD_KEYS_REDIS and DASHBOARD_KEYS_MYSQL as service=URL lists', () => {
-    const environment = readEnvironment({ DASHBOARD_KEYS_REDIS: 'orders=redis://127.0.0.1:6390, cart=rediss://cache:6380', DASHBOARD_KEYS_MYSQL: 'shop=mysql://reader:pw@db:3306/shop' });
+    const environment = readEnvironment(env({ DASHBOARD_KEYS_REDIS: 'orders=redis://127.0.0.1:6390, cart=rediss://cache:6380', DASHBOARD_KEYS_MYSQL: 'shop=mysql://reader:pw@db:3306/shop' }));
     expect([...(environment.DASHBOARD_KEYS_REDIS ?? [])]).toEqual([['orders', 'redis://127.0.0.1:6390'], ['cart', 'rediss://cache:6380']]);
     expect([...(environment.DASHBOARD_KEYS_MYSQL ?? [])]).toEqual([['shop', 'mysql://reader:pw@db:3306/shop']]);
-    expect(readEnvironment({}).DASHBOARD_KEYS_REDIS).toBeUndefined();
+    expect(readEnvironment(env({})).DASHBOARD_KEYS_REDIS).toBeUndefined();
   });
 
   it('refuses a bad entry in one line naming the setting, never the URL', () => {
     const refusal = (source: Record<string, string>): string => {
       try {
-        readEnvironment(source);
+        readEnvironment(env(source));
       } catch (error) {
         expect(error).toBeInstanceOf(ConfigurationError);
         return (error as Error).message;
@@ -65,6 +67,8 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
   let readerUri: string;
   let pools: DashboardPools;
   const stores = new Map<string, IdempotencyStore>();
+  // What beforeAll started, for afterAll to stop even when it failed halfway.
+  const started: { redis?: TestRedis; pools?: DashboardPools } = {};
   const tenant = principal();
 
   const call = (key: string, status = 201): IdempotentCall => ({
@@ -91,7 +95,7 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
   };
 
   beforeAll(async () => {
-    redis = await startRedis();
+    redis = started.redis = await startRedis();
     owner = mariadb.server.pool(4);
     // The dashboard's MySQL user: SELECT on the metadata columns only (mysqlDashboardGrants).
     const password = 'reader-pw-6c1d';
@@ -99,7 +103,8 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     readerUri = `mysql://retrysafe_dashboard:${password}@127.0.0.1:${mariadb.server.port}/service`;
     const backends: [string, IdempotencyBackend | undefined][] = [
       [REDIS_SERVICE, new RedisBackend(redis.connection.commands, { db: db.pool })],
-      [MYSQL_SERVICE, new MysqlBackend(owner)],
+      // The backend's database type is mysql2's, not pg's: the store is built as for any service (db: its own type).
+      [MYSQL_SERVICE, new MysqlBackend(owner) as unknown as IdempotencyBackend],
       [PG_SERVICE, undefined],
     ];
     for (const [service, backend] of backends) {
@@ -109,13 +114,13 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     }
     // The server's own path: its environment read and checked, then its pools built from it.
     const settings = requireDashboardSettings(
-      readEnvironment({ DASHBOARD_DATABASE_URL: db.dashboardUrl, AUTH_SECRET: 'x'.repeat(32), DASHBOARD_KEYS_REDIS: `${REDIS_SERVICE}=${redis.url}`, DASHBOARD_KEYS_MYSQL: `${MYSQL_SERVICE}=${readerUri}` }),
+      readEnvironment(env({ DASHBOARD_DATABASE_URL: db.dashboardUrl, AUTH_SECRET: 'x'.repeat(32), DASHBOARD_KEYS_REDIS: `${REDIS_SERVICE}=${redis.url}`, DASHBOARD_KEYS_MYSQL: `${MYSQL_SERVICE}=${readerUri}` })),
     );
-    pools = createDashboardPools(settings);
+    pools = started.pools = createDashboardPools(settings);
   }, 120_000);
   afterAll(async () => {
-    await pools?.end();
-    await redis?.stop();
+    await started.pools?.end();
+    await started.redis?.stop();
   });
 
   it('looks a key up in every backend, metadata only, each lookup audited', async () => {
