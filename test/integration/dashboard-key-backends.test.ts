@@ -4,10 +4,10 @@
 // routes call: metadata only (a sentinel in every stored body never comes back), audited in
 // Postgres before anything is returned (no audit row, no answer), the MySQL reader unable to
 // select response_body, the Redis reads only HMGETs of named metadata fields.
-import type { Pool } from 'mysql2/promise';
+import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
-import { mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlReaderAccess, MysqlBackend, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
+import { mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
 import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
@@ -232,6 +232,20 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     // The dashboard's statements name no column outside the grant.
     for (const sql of mysqlKeyReadStatementTexts()) expect(sql).not.toMatch(/response_body|\*\s+FROM/i);
     expect(MYSQL_DASHBOARD_COLUMNS).not.toContain('response_body');
+  });
+
+  it('reads MySQL in index order, with no sort of what the index returns', async () => {
+    const plan = async (sql: string, values: unknown[]) => {
+      const [rows] = await owner.query<(RowDataPacket & { table: string | null; key: string | null; Extra: string | null })[]>(`EXPLAIN ${sql}`, values);
+      return rows.filter((row) => row.table === 'retrysafe_idempotency_keys');
+    };
+    const list = mysqlPrincipalKeysStatement({ principalId: tenant, limit: 20, state: 'completed', after: { createdAtMicros: String(Date.now() * 1000), service: MYSQL_SERVICE, scope: ENDPOINT, key: 'k' } });
+    const [scan] = await plan(list.sql, list.values);
+    expect(scan?.key).toBe('retrysafe_idempotency_keys_principal_created');
+    expect(scan?.Extra ?? '').not.toMatch(/filesort/i);
+    const [stale] = await plan(mysqlKeyReadStatementTexts()[1] ?? '', [MYSQL_SERVICE, 10]);
+    expect(stale?.key).toBe('retrysafe_idempotency_keys_state_lease');
+    expect(stale?.Extra ?? '').not.toMatch(/filesort/i);
   });
 
   it('refuses at start a key backend the dashboard cannot use, in one line naming the setting', async () => {
