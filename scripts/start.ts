@@ -11,6 +11,7 @@ import { prepareDatabase } from '../db/prepare';
 import { DATA_DIR } from '../db/database-url';
 import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
+import { checkKeyBackends } from '../server/key-backends';
 import { ensureDashboardLogin } from '../db/dashboard-access';
 import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { ensureFirstAdmin } from '../server/auth/bootstrap';
@@ -69,8 +70,18 @@ async function waitUntilHealthy(target: { url: string; host: string }, server: C
   throw new Error(`${target.url} (Host: ${target.host}) did not answer 200 within ${timeoutMs / 1000} s (${answer}); the server's log above says why`);
 }
 
+/** The environment, or the process stops with the one line naming the setting at fault. */
+function environmentOrExit(): ReturnType<typeof readEnvironment> {
+  try {
+    return readEnvironment();
+  } catch (error) {
+    say(`Start failed: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  }
+}
+
 async function main(): Promise<void> {
-  const environment = readEnvironment();
+  const environment = environmentOrExit();
   let database: DatabaseHandle | undefined;
   let server: ChildProcess | undefined;
   let stopping = false;
@@ -131,6 +142,11 @@ async function main(): Promise<void> {
     const dashboardUrl = secrets.DASHBOARD_DATABASE_URL ?? environment.DASHBOARD_DATABASE_URL;
     // The dashboard's role, refused now in one line naming the fix (GRANT, search_path), not a 500 at sign-in.
     if (dashboardUrl) await checkDashboardRole(dashboardUrl);
+    // Services whose keys the dashboard reads in Redis or MySQL: reachable, and (MySQL) no privilege on response bodies.
+    if (environment.DASHBOARD_KEYS_REDIS || environment.DASHBOARD_KEYS_MYSQL) {
+      await checkKeyBackends({ redis: environment.DASHBOARD_KEYS_REDIS, mysql: environment.DASHBOARD_KEYS_MYSQL });
+      say(`Key records read elsewhere: ${[...(environment.DASHBOARD_KEYS_REDIS?.keys() ?? [])].map((s) => `${s} (Redis)`).concat([...(environment.DASHBOARD_KEYS_MYSQL?.keys() ?? [])].map((s) => `${s} (MySQL)`)).join(', ')}`);
+    }
     if (environment.DASHBOARD_READ_URL && dashboardUrl) {
       await checkReadReplica(environment.DASHBOARD_READ_URL, dashboardUrl);
       say('The dashboard reads from the standby at DASHBOARD_READ_URL (writes go to the primary)');

@@ -5,6 +5,7 @@ import { parseResponseKeys } from '@retrysafe/store';
 import { alertThresholdOverrides } from './metrics/alerts';
 import { trustProxySchema } from './client-address';
 import { ConfigurationError, databaseVariables, readVariables } from '../db/settings';
+import { keyBackendOverlap, keyBackendVariables } from './key-backend-settings';
 
 // Defined beside the database code that reads them (db/ is below server/).
 export { ConfigurationError };
@@ -24,6 +25,8 @@ const flag = z.enum(['0', '1']).transform((value) => value === '1');
 const environmentSchema = z.object({
   /** DATABASE_URL, DASHBOARD_DATABASE_URL, DASHBOARD_READ_URL, DATABASE_POOLER, DATABASE_DIRECT_URL (db/settings.ts). */
   ...databaseVariables,
+  /** DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL: services whose key records the dashboard reads outside Postgres (server/key-backend-settings.ts). */
+  ...keyBackendVariables,
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Interface the server binds; loopback by default so a demo is not exposed to the network. */
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -80,6 +83,9 @@ const environmentSchema = z.object({
   DATABASE_MEMORY_BYTES: z.coerce.number().int().positive().optional(),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
   STALE_CLAIM_RELEASE_AFTER_SECONDS: z.coerce.number().int().min(0).max(86_400).default(900),
+}).superRefine((environment, context) => {
+  const overlap = keyBackendOverlap(environment);
+  if (overlap) context.addIssue({ code: 'custom', path: ['DASHBOARD_KEYS_MYSQL'], message: overlap });
 });
 
 export type Environment = z.infer<typeof environmentSchema>;
@@ -125,6 +131,10 @@ export interface DashboardSettings {
   authSecret: string;
   publicUrl: string;
   absoluteSessionSeconds: number;
+  /** Services whose key records are read in Redis (DASHBOARD_KEYS_REDIS), service to URL. */
+  keysRedis?: Map<string, string> | undefined;
+  /** Services whose key records are read in MySQL/MariaDB by a read-only user (DASHBOARD_KEYS_MYSQL), service to URL. */
+  keysMysql?: Map<string, string> | undefined;
 }
 
 /** The dashboard's restricted database role and session secret; outside embedded mode both must be configured. */
@@ -139,5 +149,7 @@ export function requireDashboardSettings(environment: Environment = readEnvironm
     authSecret: environment.AUTH_SECRET,
     publicUrl: environment.PUBLIC_URL ?? `http://localhost:${environment.PORT}`,
     absoluteSessionSeconds: Math.round(environment.SESSION_ABSOLUTE_HOURS * 3_600),
+    keysRedis: environment.DASHBOARD_KEYS_REDIS,
+    keysMysql: environment.DASHBOARD_KEYS_MYSQL,
   };
 }

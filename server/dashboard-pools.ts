@@ -13,6 +13,7 @@ import { ConfigurationError, type DashboardSettings, type Environment } from './
 import { logConnectionLost } from './logging';
 import type { KeyAccess } from './idempotency/key-metadata';
 import { readReplicaLag, type ReplicaLag } from './metrics/replica-lag';
+import { openKeyBackends, routedKeyReads } from './key-backends';
 
 /** application_name of the dashboard's connections, as pg_stat_activity shows them on each server. */
 export const DASHBOARD_APPLICATION = 'retrysafe-dashboard';
@@ -175,20 +176,23 @@ export interface DashboardPools {
 }
 
 /** The dashboard's pools from its settings (requireDashboardSettings). Connections open on first use. */
-export function createDashboardPools(settings: Pick<DashboardSettings, 'databaseUrl' | 'readUrl'>): DashboardPools {
+export function createDashboardPools(settings: Pick<DashboardSettings, 'databaseUrl' | 'readUrl' | 'keysRedis' | 'keysMysql'>): DashboardPools {
   const options = { max: DASHBOARD_POOL_MAX, idleTimeoutMillis: DASHBOARD_POOL_IDLE_MS, onConnectionLost: logConnectionLost };
   const pool = createPool(settings.databaseUrl, { applicationName: DASHBOARD_APPLICATION, ...options });
   const readPool = settings.readUrl === undefined ? pool : createPool(dashboardReadUrl(settings.readUrl, settings.databaseUrl), { applicationName: DASHBOARD_READ_APPLICATION, ...options });
   const onReplica = readPool !== pool;
   const primaryReads = new PostgresKeyReads(pool);
+  const postgresReads = onReplica ? keyReadsOnReplica(new PostgresKeyReads(readPool), primaryReads) : primaryReads;
+  // Services whose keys are in Redis or MySQL (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL): their policies read on readPool.
+  const elsewhere = openKeyBackends({ redis: settings.keysRedis, mysql: settings.keysMysql }, readPool);
   return {
     pool,
     readPool,
     onReplica,
-    keys: { reads: onReplica ? keyReadsOnReplica(new PostgresKeyReads(readPool), primaryReads) : primaryReads, audit: pool, trace: readPool },
+    keys: { reads: routedKeyReads(postgresReads, elsewhere.byService), audit: pool, trace: readPool },
     replicaLag: onReplica ? () => readReplicaLag(pool, readPool) : undefined,
     async end() {
-      await Promise.all([pool.end(), onReplica ? readPool.end() : undefined]);
+      await Promise.all([pool.end(), onReplica ? readPool.end() : undefined, elsewhere.end()]);
     },
   };
 }

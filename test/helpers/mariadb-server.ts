@@ -32,6 +32,8 @@ export interface MariaDb {
   port: number;
   /** The server's version string (e.g. 10.11.19-MariaDB-0+deb12u1). */
   version: string;
+  /** Runs statements as root (through the server's socket): e.g. to make another user. */
+  asRoot(statements: string[]): Promise<void>;
   /** A pool on `uri` as the backend opens its own (MYSQL_POOL_SETTINGS); closed by stop(). */
   pool(connectionLimit?: number): Pool;
   /** Stops the server (SIGTERM, then SIGKILL after 20 s) and removes its data directory. */
@@ -112,6 +114,14 @@ export async function startMariaDb(options: { migrated?: boolean } = {}): Promis
       uri,
       port,
       version: String(versionRows[0]?.version),
+      async asRoot(statements) {
+        const connection = await mysql.createConnection({ socketPath: socket, user: 'root' });
+        try {
+          for (const statement of statements) await connection.query(statement);
+        } finally {
+          await connection.end();
+        }
+      },
       pool(connectionLimit = 10) {
         const pool = mysql.createPool({ uri, connectionLimit, ...MYSQL_POOL_SETTINGS });
         pools.push(pool);

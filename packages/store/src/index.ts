@@ -47,6 +47,7 @@ export { INTENT_SCOPE, scopeFor, type EndpointPolicy, type ExecutionMode, type S
 export { LiveKeyQuota, QuotaReservation, type QuotaDecision, type QuotaOptions, type QuotaRefusal } from './quota.js';
 export { PostgresBackend, type BackendSession, type BackendTransaction, type IdempotencyBackend, type KeyOperations } from './backend.js';
 export {
+  KeyReadUnsupportedError,
   PostgresKeyReads,
   type CorrelationRecord,
   type KeyCursor,

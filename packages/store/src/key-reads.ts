@@ -166,6 +166,19 @@ export interface KeyRecordReads {
 }
 
 /**
+ * A backend cannot answer this dashboard read (e.g. stale claims of keys kept in Redis, which has
+ * no index of in-flight claims across principals): the dashboard says so instead of showing an
+ * empty list that would read as "none".
+ */
+export class KeyReadUnsupportedError extends Error {
+  readonly code = 'KEY_READ_UNSUPPORTED';
+  constructor(what: string) {
+    super(what);
+    this.name = 'KeyReadUnsupportedError';
+  }
+}
+
+/**
  * A backend of the whole store: the request path (IdempotencyBackend) and the dashboard's reads.
  * Postgres provides the two as separate objects on purpose, PostgresBackend on the store's pool
  * and PostgresKeyReads on the dashboard's restricted role, which cannot read a response body;

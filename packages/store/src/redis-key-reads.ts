@@ -2,22 +2,22 @@
 // SCAN: a lookup reads the record of each (service, scope) the published policies know (one
 // pipelined HMGET each, as Postgres probes its primary key once per scope), and the list walks the
 // principal's per-service index (a sorted set by creation time, written by the claim script)
-// backwards from the cursor. Metadata only: the fields read never include the stored body.
-// The correlation-id lookup and stale claims are not built for Redis yet (issue 27, point 7).
-import type { KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary } from './key-reads.js';
-import { KEY_LIST_SCAN_ROWS } from './key-reads.js';
+// backwards from the cursor. Metadata only: every read is an HMGET of named metadata fields,
+// never HGETALL, so the stored body never leaves Redis for the dashboard.
+// Not answered from Redis: a correlation id (no index by correlation id: none found) and stale
+// claims across principals (KeyReadUnsupportedError: finding them needs an index of in-flight
+// claims outside the principal's hash slot, which a one-round-trip claim on a cluster cannot write;
+// a stale claim shows in its key's lookup, leasePassedSeconds). A release of a stale claim is the
+// store's own takeover: the dashboard holds no write to Redis.
+import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
+import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
 import type { RedisCommands } from './redis-memory.js';
 import { parseRecordMember, principalIndexKey, recordKey } from './redis.js';
+import { knownScopes, knownServices } from './key-scopes.js';
 import type { Queryable } from './statements.js';
 
-/** The metadata fields of a record, in this order: never 'body'. */
+/** The metadata fields of a record, in this order: never 'body' (test/integration/dashboard-key-backends.test.ts checks the commands sent). */
 const FIELDS = ['state', 'status', 'ctype', 'size', 'kid', 'ref', 'cid', 'created', 'completed', 'expires', 'lease', 'fp', 'att'] as const;
-
-/** The (service, scope) pairs the published and declared policies know: where a key may have a record. */
-const SCOPES_SQL = `SELECT service, CASE WHEN scope_mode = 'intent' THEN 'intent' ELSE endpoint END AS scope FROM retrysafe.endpoint_policies WHERE $1::text IS NULL OR service = $1
-  UNION SELECT service, CASE WHEN scope_mode = 'intent' THEN 'intent' ELSE endpoint END AS scope FROM retrysafe.endpoint_policy_declarations WHERE $1::text IS NULL OR service = $1
-  ORDER BY service, scope`;
-const SERVICES_SQL = `SELECT DISTINCT service FROM retrysafe.endpoint_policies UNION SELECT DISTINCT service FROM retrysafe.endpoint_policy_declarations ORDER BY service`;
 
 type Fields = (Buffer | null)[];
 
@@ -94,7 +94,7 @@ const cursorOf = (candidate: Candidate): KeyCursor => ({ createdAtMicros: String
  * Key lookup and key list over Redis records. `db`: the Postgres that holds the policies (the
  * scopes a key may be stored under, and the services).
  */
-export class RedisKeyReads implements Pick<KeyRecordReads, 'keyRecords' | 'principalKeys'> {
+export class RedisKeyReads implements KeyRecordReads {
   constructor(
     private readonly redis: RedisCommands,
     private readonly db: Queryable,
@@ -110,7 +110,7 @@ export class RedisKeyReads implements Pick<KeyRecordReads, 'keyRecords' | 'princ
   }
 
   async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
-    const { rows } = await this.db.query<{ service: string; scope: string }>({ text: SCOPES_SQL, values: [query.service ?? null] });
+    const rows = await knownScopes(this.db, query.service);
     const [now, ...found] = await Promise.all([this.now(), ...rows.map((row) => this.fields(query.principalId, row.service, row.scope, query.key))]);
     const records: KeyRecord[] = [];
     rows.forEach((row, i) => {
@@ -121,7 +121,7 @@ export class RedisKeyReads implements Pick<KeyRecordReads, 'keyRecords' | 'princ
   }
 
   async principalKeys(query: KeyListQuery): Promise<KeyPage> {
-    const services = query.service !== undefined ? [query.service] : (await this.db.query<{ service: string }>({ text: SERVICES_SQL })).rows.map((row) => row.service);
+    const services = query.service !== undefined ? [query.service] : await knownServices(this.db);
     const max = query.after ? String(Number(query.after.createdAtMicros) / 1000) : '+inf';
     // Each service's index from the cursor backwards (ties at the cursor's instant included, then
     // filtered), at most the scan bound each; merged into one newest-first order.
@@ -170,5 +170,21 @@ export class RedisKeyReads implements Pick<KeyRecordReads, 'keyRecords' | 'princ
       if (page.length < query.limit) searchedBackTo = iso(bound.createdMs);
     }
     return { keys: page, next, searchedBackTo };
+  }
+
+  /** No index by correlation id in Redis: none found here (the dashboard's trace in Postgres still names the key). */
+  correlationRecords(): Promise<CorrelationRecord[]> {
+    return Promise.resolve([]);
+  }
+
+  staleClaims(): Promise<StaleClaim[]> {
+    return Promise.reject(
+      new KeyReadUnsupportedError('Stale claims of a Redis-backed service cannot be listed (no index of in-flight claims across principals); look a key up to see its lease, or let a retry take the claim over'),
+    );
+  }
+
+  /** The dashboard holds no write to Redis: a stale claim there is taken over by the next retry once its lease has passed. */
+  releaseStaleClaim(): Promise<StaleClaimRelease> {
+    return Promise.reject(new KeyReadUnsupportedError('A stale claim of a Redis-backed service is not released from the dashboard: the next retry takes it over once its lease has passed'));
   }
 }

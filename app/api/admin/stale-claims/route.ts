@@ -1,6 +1,6 @@
 // GET /api/admin/stale-claims?limit=&service=: in-progress claims past their lease, oldest first,
-// of every service or of one (operator).
-import { adminJson, parseQuery } from '@/app/_lib/admin-http';
+// of every service or of one (operator); 501 for a service whose key backend cannot list them (Redis).
+import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
 import { handled } from '@/app/_lib/route-errors';
@@ -12,7 +12,12 @@ async function get(request: Request): Promise<Response> {
   if (operator instanceof Response) return operator;
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
-  return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit, parsed.service) });
+  try {
+    return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit, parsed.service) });
+  } catch (error) {
+    // A service whose key backend cannot list them (Redis): said, not an empty list.
+    return problemFor(error, { KEY_READ_UNSUPPORTED: 501 });
+  }
 }
 
 export const GET = handled('/api/admin/stale-claims', get);

@@ -18,7 +18,7 @@ async function post(request: Request): Promise<Response> {
     await releaseStaleClaim(dashboardKeys(), id, operator.email, reason);
     return adminJson({ released: true });
   } catch (error) {
-    return problemFor(error, { CLAIM_NOT_STALE: 409 });
+    return problemFor(error, { CLAIM_NOT_STALE: 409, KEY_READ_UNSUPPORTED: 501 });
   }
 }
 

@@ -1,0 +1,266 @@
+// The dashboard's reads of key records kept in MySQL/MariaDB (KeyRecordReads), on a read-only
+// MySQL user whose column privileges exclude response_body (mysqlDashboardGrants): if a dashboard
+// bug named the body, the server itself would refuse (ER_COLUMNACCESS_DENIED_ERROR). Each
+// statement names its columns and walks one index, bounded: a lookup probes the primary key once
+// per (service, scope) the Postgres policies know, a principal's list walks
+// (principal_id, created_at) backwards from its cursor at most KEY_LIST_SCAN_ROWS rows, stale claims
+// walk (state, lease_expires_at) (mysql-migrations/0003). Times are the server's UTC_TIMESTAMP(6).
+// Not answered here: a correlation id (no index by it in MySQL: none found), and a release of a
+// stale claim (the dashboard's user writes nothing; the service's sweep releases stale claims).
+import type { RowDataPacket } from 'mysql2/promise';
+import {
+  KEY_LIST_SCAN_ROWS,
+  KeyReadUnsupportedError,
+  type CorrelationRecord,
+  type KeyCursor,
+  type KeyListQuery,
+  type KeyLookupQuery,
+  type KeyPage,
+  type KeyRecord,
+  type KeyRecordReads,
+  type KeyState,
+  type StaleClaim,
+  type StaleClaimRelease,
+} from './key-reads.js';
+import { knownScopes } from './key-scopes.js';
+import { MYSQL_KEY_TABLE, type MysqlQueryable } from './mysql-statements.js';
+import type { Queryable } from './statements.js';
+
+/**
+ * The key table's columns the dashboard's MySQL user may select: every one but response_body.
+ * The dashboard's statements name no other (a test greps them), and the grant gives no other.
+ */
+export const MYSQL_DASHBOARD_COLUMNS = [
+  'principal_id',
+  'service',
+  'scope',
+  'idempotency_key',
+  'state',
+  'fingerprint',
+  'correlation_id',
+  'attempts',
+  'lease_expires_at',
+  'created_at',
+  'completed_at',
+  'expires_at',
+  'response_status',
+  'response_content_type',
+  'response_key_id',
+  'response_size',
+  'response_ref',
+] as const;
+
+const quoteName = (name: string) => `\`${name.replaceAll('`', '``')}\``;
+const quoteText = (text: string) => `'${text.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+
+/**
+ * The statements that give a MySQL/MariaDB user the dashboard's reads and nothing more: SELECT on
+ * the key table's metadata columns (never response_body), in `database`. Run them as an
+ * administrator after `CREATE USER`; docs/mysql.md shows the whole script.
+ */
+export function mysqlDashboardGrants(grantee: { user: string; host: string }, database: string): string[] {
+  return [`GRANT SELECT (${MYSQL_DASHBOARD_COLUMNS.join(', ')}) ON ${quoteName(database)}.${MYSQL_KEY_TABLE} TO ${quoteText(grantee.user)}@${quoteText(grantee.host)}`];
+}
+
+/** ER_COLUMNACCESS_DENIED_ERROR: a statement named a column the user has no privilege on. */
+export const ER_COLUMNACCESS_DENIED = 1143;
+/** ER_TABLEACCESS_DENIED_ERROR: the user has no privilege on the table at all. */
+export const ER_TABLEACCESS_DENIED = 1142;
+
+/**
+ * What the dashboard's MySQL user may do with the key table: 'metadata' (the dashboard's columns,
+ * not response_body: as it must be), 'bodies' (it may read response bodies: refuse it), or 'none'
+ * (no SELECT on the metadata either). Asked of the server itself, by trying.
+ */
+export async function mysqlReaderAccess(db: MysqlQueryable): Promise<'metadata' | 'bodies' | 'none'> {
+  const attempt = async (columns: string): Promise<number | null> => {
+    try {
+      await db.query(`SELECT ${columns} FROM ${MYSQL_KEY_TABLE} LIMIT 0`);
+      return null;
+    } catch (error) {
+      const errno = (error as { errno?: unknown }).errno;
+      if (errno === ER_COLUMNACCESS_DENIED || errno === ER_TABLEACCESS_DENIED) return errno;
+      throw error;
+    }
+  };
+  if ((await attempt(MYSQL_DASHBOARD_COLUMNS.join(', '))) !== null) return 'none';
+  return (await attempt('response_body')) === null ? 'bodies' : 'metadata';
+}
+
+const micros = (column: string) => `CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) AS CHAR)`;
+const seconds = (from: string, to: string) => `TIMESTAMPDIFF(MICROSECOND, ${from}, ${to}) / 1000000`;
+
+/** A lookup's metadata columns: never response_body. */
+const RECORD_COLUMNS = `service, scope, state, response_status, response_content_type, response_size,
+  CASE WHEN response_ref IS NOT NULL THEN 'reference' WHEN response_key_id IS NOT NULL THEN 'body' END AS stored_as,
+  correlation_id, created_at, completed_at, expires_at,
+  GREATEST(0, ${seconds('UTC_TIMESTAMP(6)', 'expires_at')}) AS seconds_left,
+  lease_expires_at,
+  CASE WHEN state = 'in_progress' AND lease_expires_at < UTC_TIMESTAMP(6) THEN ${seconds('lease_expires_at', 'UTC_TIMESTAMP(6)')} END AS lease_passed_seconds,
+  LOWER(HEX(SUBSTRING(fingerprint, 1, 4))) AS fingerprint_prefix, attempts`;
+
+/** A key lookup: one primary-key probe per (service, scope), as on Postgres. `pairs`: how many (service, scope) pairs. */
+function keyRecordsSql(pairs: number): string {
+  const probes = Array.from({ length: pairs }, () => '(service = ? AND scope = ?)').join(' OR ');
+  return `SELECT ${RECORD_COLUMNS} FROM ${MYSQL_KEY_TABLE}
+    WHERE principal_id = ? AND idempotency_key = ? AND (${probes})
+    ORDER BY service, scope, expires_at DESC`;
+}
+
+/** Stale claims, oldest lease first: a range of retrysafe_idempotency_keys_state_lease. */
+function staleClaimsSql(service: boolean): string {
+  return `SELECT principal_id, service, scope, idempotency_key, created_at, lease_expires_at, ${seconds('lease_expires_at', 'UTC_TIMESTAMP(6)')} AS past, attempts, correlation_id
+    FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_state_lease)
+    WHERE state = 'in_progress' AND lease_expires_at < UTC_TIMESTAMP(6)${service ? ' AND service = ?' : ''}
+    ORDER BY lease_expires_at LIMIT ?`;
+}
+
+/**
+ * A page of a principal's keys, in one pass in index order as on Postgres (principalKeysStatement):
+ * the scan walks retrysafe_idempotency_keys_principal_created backwards from the cursor, at most
+ * KEY_LIST_SCAN_ROWS rows numbered as they come; the outer query keeps the matches and the row at
+ * the bound, and stops at one match more than the page.
+ */
+export function mysqlPrincipalKeysStatement(query: KeyListQuery): { sql: string; values: unknown[] } {
+  const order = 'created_at DESC, service DESC, scope DESC, idempotency_key DESC';
+  const filters = ['expires_at > UTC_TIMESTAMP(6)'];
+  const filterValues: unknown[] = [];
+  for (const [column, value] of [['service', query.service], ['scope', query.scope], ['state', query.state]] as const) {
+    if (value !== undefined) {
+      filters.push(`${column} = ?`);
+      filterValues.push(value);
+    }
+  }
+  const scan = ['principal_id = ?'];
+  const scanValues: unknown[] = [query.principalId];
+  if (query.after !== undefined) {
+    // The range bound first (the index serves created_at <= ...), then the exact keyset order.
+    const at = "TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')";
+    scan.push(`created_at <= ${at}`, `(created_at < ${at} OR (service, scope, idempotency_key) < (?, ?, ?))`);
+    const { createdAtMicros, service, scope, key } = query.after;
+    scanValues.push(Number(createdAtMicros), Number(createdAtMicros), service, scope, key);
+  }
+  return {
+    sql: `SELECT service, scope, idempotency_key, state, response_status, created_at, created_micros, expires_at, matches, n = ? AS at_bound
+      FROM (
+        SELECT scanned.*, (${filters.join(' AND ')}) AS matches, ROW_NUMBER() OVER (ORDER BY ${order}) AS n
+        FROM (
+          SELECT service, scope, idempotency_key, state, response_status, created_at, ${micros('created_at')} AS created_micros, expires_at
+          FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_principal_created)
+          WHERE ${scan.join(' AND ')}
+          ORDER BY ${order} LIMIT ?
+        ) scanned
+      ) numbered
+      WHERE matches OR n = ?
+      ORDER BY ${order} LIMIT ?`,
+    values: [KEY_LIST_SCAN_ROWS, ...filterValues, ...scanValues, KEY_LIST_SCAN_ROWS, KEY_LIST_SCAN_ROWS, query.limit + 1],
+  };
+}
+
+/** The SQL texts the dashboard sends to MySQL, for the test that proves none names response_body. */
+export const mysqlKeyReadStatementTexts = (): string[] => [keyRecordsSql(2), staleClaimsSql(true), mysqlPrincipalKeysStatement({ principalId: '', limit: 1, service: 's', scope: 's', state: 'completed', after: { createdAtMicros: '1', service: 's', scope: 's', key: 'k' } }).sql];
+
+const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+const numberOrNull = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
+const isoOrNull = (value: unknown): string | null => (value instanceof Date ? value.toISOString() : null);
+const iso = (value: unknown): string => {
+  if (!(value instanceof Date)) throw new Error('a MySQL DATETIME did not come back as a Date (a pool without MYSQL_POOL_SETTINGS?)');
+  return value.toISOString();
+};
+
+type Row = RowDataPacket & Record<string, unknown>;
+
+/**
+ * MySQL/MariaDB: the statements above on `mysql` (the dashboard's read-only user's pool, opened
+ * with MYSQL_POOL_SETTINGS so DATETIMEs read as UTC), and `db` the Postgres holding the policies
+ * (the scopes a key may be stored under).
+ */
+export class MysqlKeyReads implements KeyRecordReads {
+  constructor(
+    private readonly mysql: MysqlQueryable,
+    private readonly db: Queryable,
+  ) {}
+
+  async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
+    const scopes = await knownScopes(this.db, query.service);
+    if (scopes.length === 0) return [];
+    const [rows] = await this.mysql.query<Row[]>(keyRecordsSql(scopes.length), [query.principalId, query.key, ...scopes.flatMap((pair) => [pair.service, pair.scope])]);
+    return rows.map((row) => {
+      const attempts = Number(row.attempts);
+      return {
+        service: text(row.service),
+        scope: text(row.scope),
+        state: text(row.state) as KeyState,
+        statusCode: numberOrNull(row.response_status),
+        contentType: row.response_content_type === null ? null : text(row.response_content_type),
+        responseSize: numberOrNull(row.response_size),
+        storedAs: row.stored_as === null ? null : (text(row.stored_as) as 'body' | 'reference'),
+        correlationId: text(row.correlation_id),
+        createdAt: iso(row.created_at),
+        completedAt: isoOrNull(row.completed_at),
+        expiresAt: iso(row.expires_at),
+        secondsLeft: Math.round(Number(row.seconds_left)),
+        leaseExpiresAt: isoOrNull(row.lease_expires_at),
+        leasePassedSeconds: numberOrNull(row.lease_passed_seconds),
+        fingerprintPrefix: text(row.fingerprint_prefix),
+        attempts,
+        takeovers: Math.max(0, attempts - 1),
+      };
+    });
+  }
+
+  async principalKeys(query: KeyListQuery): Promise<KeyPage> {
+    const statement = mysqlPrincipalKeysStatement(query);
+    const [rows] = await this.mysql.query<Row[]>(statement.sql, statement.values);
+    const cursorOf = (row: Row): KeyCursor => ({ createdAtMicros: text(row.created_micros), service: text(row.service), scope: text(row.scope), key: text(row.idempotency_key) });
+    const matches = rows.filter((row) => Number(row.matches) === 1);
+    const page = matches.slice(0, query.limit);
+    const last = page.at(-1);
+    const bound = rows.find((row) => Number(row.at_bound) === 1);
+    let next: KeyCursor | null = null;
+    let searchedBackTo: string | null = null;
+    if (matches.length > query.limit && last) next = cursorOf(last);
+    else if (bound) {
+      next = cursorOf(bound);
+      if (page.length < query.limit) searchedBackTo = iso(bound.created_at);
+    }
+    return {
+      keys: page.map((row) => ({
+        service: text(row.service),
+        scope: text(row.scope),
+        key: text(row.idempotency_key),
+        state: text(row.state) as KeyState,
+        statusCode: numberOrNull(row.response_status),
+        createdAt: iso(row.created_at),
+        expiresAt: iso(row.expires_at),
+      })),
+      next,
+      searchedBackTo,
+    };
+  }
+
+  /** No index by correlation id in MySQL: none found here. */
+  correlationRecords(): Promise<CorrelationRecord[]> {
+    return Promise.resolve([]);
+  }
+
+  async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
+    const [rows] = await this.mysql.query<Row[]>(staleClaimsSql(service !== undefined), service !== undefined ? [service, limit] : [limit]);
+    return rows.map((row) => ({
+      principalId: text(row.principal_id),
+      service: text(row.service),
+      scope: text(row.scope),
+      key: text(row.idempotency_key),
+      createdAt: iso(row.created_at),
+      leaseExpiredAt: iso(row.lease_expires_at),
+      pastLeaseSeconds: Math.round(Number(row.past)),
+      attempts: Number(row.attempts),
+      correlationId: text(row.correlation_id),
+    }));
+  }
+
+  /** The dashboard's MySQL user writes nothing: the service's own sweep (mysql-retention.ts) releases stale claims. */
+  releaseStaleClaim(): Promise<StaleClaimRelease> {
+    return Promise.reject(new KeyReadUnsupportedError("A stale claim of a MySQL-backed service is released by the service's own sweep (or taken over by the next retry), not from the dashboard"));
+  }
+}

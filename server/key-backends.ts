@@ -1,0 +1,258 @@
+// Key records of services that keep them outside Postgres: DASHBOARD_KEYS_REDIS and
+// DASHBOARD_KEYS_MYSQL map each such service to where the dashboard reads its keys (a Redis URL;
+// a MySQL URL of a read-only user whose column grants exclude response_body). The dashboard's
+// KeyRecordReads routes each read by service: a named service to its backend, an unnamed one to
+// every backend, merged in the seam's order. Policies, metrics, the trace of attempts and the
+// audit log stay in Postgres, so a lookup is audited there exactly as for a Postgres service.
+import {
+  KeyReadUnsupportedError,
+  type CorrelationRecord,
+  type KeyCursor,
+  type KeyListQuery,
+  type KeyPage,
+  type KeyRecord,
+  type KeyRecordReads,
+  type KeySummary,
+  type Queryable,
+  type StaleClaim,
+} from '@retrysafe/store';
+import { createMysqlPool, MysqlKeyReads, mysqlReaderAccess } from '@retrysafe/store/mysql';
+import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
+import { ConfigurationError } from './config';
+
+/** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
+class LazyRedis implements RedisCommands {
+  private connection: Promise<RedisConnection> | null = null;
+  constructor(private readonly url: string) {}
+
+  private connect(): Promise<RedisConnection> {
+    this.connection ??= connectRedis(this.url).catch((error: unknown) => {
+      this.connection = null;
+      throw error;
+    });
+    return this.connection;
+  }
+
+  async sendCommand(args: ReadonlyArray<string | Buffer>): Promise<unknown> {
+    return (await this.connect()).commands.sendCommand(args);
+  }
+
+  async close(): Promise<void> {
+    const connection = await this.connection?.catch(() => null);
+    this.connection = null;
+    await connection?.close();
+  }
+}
+
+/** The services whose keys are elsewhere, each with its reads, and how to close their connections. */
+export interface KeyBackends {
+  byService: Map<string, KeyRecordReads>;
+  end(): Promise<void>;
+}
+
+/**
+ * Opens (lazily) the backends of `settings`; `policies`: the Postgres where the policies are (the
+ * scopes a key may be under). One connection (pool) per distinct URL, shared by its services.
+ */
+export function openKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }, policies: Queryable): KeyBackends {
+  const byService = new Map<string, KeyRecordReads>();
+  const closers: (() => Promise<void>)[] = [];
+  const redisByUrl = new Map<string, KeyRecordReads>();
+  for (const [service, url] of settings.redis ?? []) {
+    let reads = redisByUrl.get(url);
+    if (!reads) {
+      const redis = new LazyRedis(url);
+      closers.push(() => redis.close());
+      reads = new RedisKeyReads(redis, policies);
+      redisByUrl.set(url, reads);
+    }
+    byService.set(service, reads);
+  }
+  const mysqlByUrl = new Map<string, KeyRecordReads>();
+  for (const [service, url] of settings.mysql ?? []) {
+    let reads = mysqlByUrl.get(url);
+    if (!reads) {
+      const pool = createMysqlPool(url, 4);
+      closers.push(() => pool.end());
+      reads = new MysqlKeyReads(pool, policies);
+      mysqlByUrl.set(url, reads);
+    }
+    byService.set(service, reads);
+  }
+  return {
+    byService,
+    async end() {
+      await Promise.allSettled(closers.map((close) => close()));
+    },
+  };
+}
+
+/** Where a URL points, for messages: host and port, never credentials. */
+const placeOf = (url: string) => {
+  const parsed = new URL(url);
+  return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'mysql:' ? '3306' : '6379')}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+};
+const reasonOf = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0];
+
+/**
+ * Refuses at start, in one line naming the setting and the service, a key backend the dashboard
+ * could not use: a Redis that does not answer, a MySQL that does not, whose user may select
+ * response_body (the grants must exclude it: mysqlDashboardGrants), or that cannot read the key
+ * table's metadata (no grant, or not migrated).
+ */
+export async function checkKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }): Promise<void> {
+  for (const [service, url] of settings.redis ?? []) {
+    let connection: RedisConnection | undefined;
+    try {
+      connection = await connectRedis(url);
+      await connection.commands.sendCommand(['PING']);
+    } catch (error) {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
+    } finally {
+      await connection?.close().catch(() => undefined);
+    }
+  }
+  for (const [service, url] of settings.mysql ?? []) {
+    const pool = createMysqlPool(url, 1);
+    try {
+      let access: Awaited<ReturnType<typeof mysqlReaderAccess>>;
+      try {
+        access = await mysqlReaderAccess(pool);
+      } catch (error) {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): cannot read the key table at ${placeOf(url)}: ${reasonOf(error)}`);
+      }
+      if (access === 'bodies') {
+        throw new ConfigurationError(
+          `DASHBOARD_KEYS_MYSQL (${service}): its user may select response_body at ${placeOf(url)}; give the dashboard a read-only user with the column grants of docs/mysql.md (no response_body)`,
+        );
+      }
+      if (access === 'none') {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): its user may not select the key table's metadata at ${placeOf(url)}; grant it as docs/mysql.md says`);
+      }
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
+  }
+}
+
+/** Newest first: created, then service, scope and key, descending (the seam's list order; across backends to the millisecond). */
+function newerFirst(a: KeySummary, b: KeySummary): number {
+  const created = Date.parse(b.createdAt) - Date.parse(a.createdAt);
+  if (created !== 0) return created;
+  for (const field of ['service', 'scope', 'key'] as const) {
+    if (a[field] !== b[field]) return a[field] < b[field] ? 1 : -1;
+  }
+  return 0;
+}
+
+const byCode = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+const sameKey = (a: { service: string; scope: string; key: string }, b: { service: string; scope: string; key: string }) => a.service === b.service && a.scope === b.scope && a.key === b.key;
+
+/** A cursor at `key` when its exact instant is not known: the end of its millisecond (the next page leaves the key itself out). */
+function cursorAt(key: KeySummary): KeyCursor {
+  return { createdAtMicros: String(Date.parse(key.createdAt) * 1000 + 999), service: key.service, scope: key.scope, key: key.key };
+}
+
+/** How far a page's cursor reaches, as a key to compare (-infinity: its backend has nothing older). */
+const frontierOf = (next: KeyCursor): KeySummary => ({
+  service: next.service,
+  scope: next.scope,
+  key: next.key,
+  createdAt: new Date(Math.floor(Number(next.createdAtMicros) / 1000)).toISOString(),
+  state: 'completed',
+  statusCode: null,
+  expiresAt: '',
+});
+
+/**
+ * KeyRecordReads over Postgres and the services kept elsewhere: a read naming a service goes to
+ * that service's backend (Postgres when it has none), one naming none goes to all and is merged.
+ * Postgres's answers for a service kept elsewhere are left out (its keys are not there).
+ */
+export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, KeyRecordReads>): KeyRecordReads {
+  if (elsewhere.size === 0) return postgres;
+  const of = (service: string) => elsewhere.get(service) ?? postgres;
+  const inPostgres = (record: { service: string }) => !elsewhere.has(record.service);
+  const services = [...elsewhere.keys()];
+  return {
+    async keyRecords(query) {
+      if (query.service !== undefined) return of(query.service).keyRecords(query);
+      const found = await Promise.all([postgres.keyRecords(query).then((records) => records.filter(inPostgres)), ...services.map((service) => of(service).keyRecords({ ...query, service }))]);
+      // Stable: each backend's expiry order within a (service, scope) stays.
+      return found.flat().sort((a: KeyRecord, b: KeyRecord) => byCode(a.service, b.service) || byCode(a.scope, b.scope));
+    },
+
+    async principalKeys(query: KeyListQuery): Promise<KeyPage> {
+      if (query.service !== undefined) return of(query.service).principalKeys(query);
+      const sources: { reads: KeyRecordReads; query: KeyListQuery }[] = [
+        { reads: postgres, query },
+        ...services.map((service) => ({ reads: of(service), query: { ...query, service } })),
+      ];
+      const pages = await Promise.all(
+        sources.map(async (source, index) => {
+          const page = await source.reads.principalKeys(source.query);
+          return { ...page, keys: index === 0 ? page.keys.filter(inPostgres) : page.keys };
+        }),
+      );
+      // Each page is complete down to its cursor: keep only what is newer than the nearest of them,
+      // so a backend that stopped early (its scan bound, or a full page) skips nothing. The cursor's
+      // own key is left out (a cursor rounded to its millisecond may reach it again).
+      const stopped = pages.flatMap((page) => (page.next ? [{ page, at: frontierOf(page.next) }] : [])).sort((a, b) => newerFirst(a.at, b.at))[0];
+      const merged = pages
+        .flatMap((page, source) => page.keys.map((key, position) => ({ key, source, position })))
+        .filter((entry) => !query.after || !sameKey(entry.key, query.after))
+        .sort((a, b) => newerFirst(a.key, b.key))
+        .filter((entry) => !stopped || newerFirst(entry.key, stopped.at) <= 0);
+      const page = merged.slice(0, query.limit);
+      const last = page.at(-1);
+      let next: KeyCursor | null = null;
+      let searchedBackTo: string | null = null;
+      if (merged.length > query.limit && last) {
+        // The last key's exact cursor (microseconds) from its own backend: its page's, or a page
+        // ending at it; else the end of its millisecond.
+        const own = pages[last.source]?.next;
+        const source = sources[last.source];
+        const exact =
+          own && sameKey(last.key, own) ? own : source ? (await source.reads.principalKeys({ ...source.query, limit: last.position + 1 })).next : null;
+        next = exact && sameKey(last.key, exact) ? exact : cursorAt(last.key);
+      } else if (stopped) {
+        next = stopped.page.next;
+        if (page.length < query.limit) searchedBackTo = stopped.page.searchedBackTo ?? stopped.at.createdAt;
+      }
+      return { keys: page.map((entry) => entry.key), next, searchedBackTo };
+    },
+
+    async correlationRecords(correlationId) {
+      const found = await Promise.all([postgres.correlationRecords(correlationId), ...[...new Set(elsewhere.values())].map((reads) => reads.correlationRecords(correlationId))]);
+      return found
+        .flat()
+        .sort((a: CorrelationRecord, b: CorrelationRecord) => Date.parse(b.createdAt) - Date.parse(a.createdAt))
+        .slice(0, 20);
+    },
+
+    async staleClaims(limit, service) {
+      if (service !== undefined) return of(service).staleClaims(limit, service);
+      // Every backend that can list them; a Redis-kept service cannot (KeyReadUnsupportedError): its claims show in a named lookup.
+      const found = await Promise.all([
+        postgres.staleClaims(limit).then((claims) => claims.filter(inPostgres)),
+        ...services.map((name) =>
+          of(name)
+            .staleClaims(limit, name)
+            .catch((error: unknown) => {
+              if (error instanceof KeyReadUnsupportedError) return [] as StaleClaim[];
+              throw error;
+            }),
+        ),
+      ]);
+      return found
+        .flat()
+        .sort((a, b) => Date.parse(a.leaseExpiredAt) - Date.parse(b.leaseExpiredAt))
+        .slice(0, limit);
+    },
+
+    releaseStaleClaim(id, by) {
+      return of(id.service).releaseStaleClaim(id, by);
+    },
+  };
+}

@@ -1,0 +1,276 @@
+// The dashboard's key lookup, a principal's keys and stale claims for services whose key records
+// live in Redis and in MariaDB (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL), through the pools the
+// server builds from its environment (createDashboardPools) and the server functions the admin
+// routes call: metadata only (a sentinel in every stored body never comes back), audited in
+// Postgres before anything is returned (no audit row, no answer), the MySQL reader unable to
+// select response_body, the Redis reads only HMGETs of named metadata fields.
+import type { Pool, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
+import { mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
+import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
+import { DASHBOARD_ROLE } from '../../db/dashboard-access';
+import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
+import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
+import { checkKeyBackends } from '../../server/key-backends';
+import { freePort } from '../../db/embedded';
+import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
+import { releaseStaleClaim } from '../../server/retention/stale-claims';
+import { useTestDatabase } from '../helpers/database';
+import { hasMariaDb, useMariaDb } from '../helpers/mariadb';
+import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
+import { jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
+
+const SENTINEL = 'SENTINEL-key-backends-7f3a';
+const REDIS_SERVICE = 'orders-redis';
+const MYSQL_SERVICE = 'orders-mysql';
+const PG_SERVICE = 'orders-pg';
+const ENDPOINT = 'POST /orders';
+/** An environment of these variables alone. */
+const env = (variables: Record<string, string>): NodeJS.ProcessEnv => ({ ...variables }) as NodeJS.ProcessEnv;
+
+describe('the dashboard environment for key backends', () => {
+  it('reads DASHBOARD_KEYS_REDIS and DASHBOARD_KEYS_MYSQL as service=URL lists', () => {
+    const environment = readEnvironment(env({ DASHBOARD_KEYS_REDIS: 'orders=redis://127.0.0.1:6390, cart=rediss://cache:6380', DASHBOARD_KEYS_MYSQL: 'shop=mysql://reader:pw@db:3306/shop' }));
+    expect([...(environment.DASHBOARD_KEYS_REDIS ?? [])]).toEqual([['orders', 'redis://127.0.0.1:6390'], ['cart', 'rediss://cache:6380']]);
+    expect([...(environment.DASHBOARD_KEYS_MYSQL ?? [])]).toEqual([['shop', 'mysql://reader:pw@db:3306/shop']]);
+    expect(readEnvironment(env({})).DASHBOARD_KEYS_REDIS).toBeUndefined();
+  });
+
+  it('refuses a bad entry in one line naming the setting, never the URL', () => {
+    const refusal = (source: Record<string, string>): string => {
+      try {
+        readEnvironment(env(source));
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigurationError);
+        return (error as Error).message;
+      }
+      throw new Error('accepted');
+    };
+    const wrongProtocol = refusal({ DASHBOARD_KEYS_REDIS: 'orders=mysql://user:hunter2secret@db/shop' });
+    expect(wrongProtocol).toMatch(/^Invalid configuration: DASHBOARD_KEYS_REDIS: the URL of orders must be a redis:\/\/ or rediss:\/\/ URL$/);
+    expect(wrongProtocol).not.toContain('hunter2secret');
+    expect(refusal({ DASHBOARD_KEYS_MYSQL: 'Shop Service=mysql://db/shop' })).toMatch(/^Invalid configuration: DASHBOARD_KEYS_MYSQL: each entry is service=URL/);
+    expect(refusal({ DASHBOARD_KEYS_MYSQL: 'mysql://db/shop' })).toMatch(/DASHBOARD_KEYS_MYSQL: each entry is service=URL/);
+    expect(refusal({ DASHBOARD_KEYS_REDIS: 'a=redis://h:1,a=redis://h:2' })).toMatch(/DASHBOARD_KEYS_REDIS: a is named twice/);
+    const both = refusal({ DASHBOARD_KEYS_REDIS: 'shop=redis://h:1', DASHBOARD_KEYS_MYSQL: 'shop=mysql://db/shop' });
+    expect(both).toMatch(/DASHBOARD_KEYS_MYSQL: shop is in both DASHBOARD_KEYS_REDIS and DASHBOARD_KEYS_MYSQL/);
+    expect(both.split('\n')).toHaveLength(1);
+  });
+});
+
+describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept keys', () => {
+  const db = useTestDatabase();
+  const mariadb = useMariaDb();
+  let redis: TestRedis;
+  let owner: Pool;
+  let readerUri: string;
+  let pools: DashboardPools;
+  const stores = new Map<string, IdempotencyStore>();
+  // What beforeAll started, for afterAll to stop even when it failed halfway.
+  const started: { redis?: TestRedis; pools?: DashboardPools } = {};
+  const tenant = principal();
+
+  const call = (key: string, status = 201): IdempotentCall => ({
+    principalId: tenant,
+    key,
+    endpoint: ENDPOINT,
+    method: 'POST',
+    body: { note: SENTINEL, key },
+    policy: testPolicy,
+    mode: 'claim-first',
+    work: () => Promise.resolve(jsonResult(status, { note: SENTINEL })),
+  });
+  const storeOf = (service: string): IdempotencyStore => {
+    const store = stores.get(service);
+    if (!store) throw new Error(`no store for ${service}`);
+    return store;
+  };
+  /** Every key of `keys` in `service`, a few ms apart (distinct creation instants). */
+  const create = async (service: string, keys: string[]) => {
+    for (const key of keys) {
+      await storeOf(service).execute(call(key));
+      await sleep(3);
+    }
+  };
+
+  beforeAll(async () => {
+    redis = started.redis = await startRedis();
+    owner = mariadb.server.pool(4);
+    // The dashboard's MySQL user: SELECT on the metadata columns only (mysqlDashboardGrants).
+    const password = 'reader-pw-6c1d';
+    await mariadb.server.asRoot([`CREATE USER 'retrysafe_dashboard'@'127.0.0.1' IDENTIFIED BY '${password}'`, ...mysqlDashboardGrants({ user: 'retrysafe_dashboard', host: '127.0.0.1' }, 'service')]);
+    readerUri = `mysql://retrysafe_dashboard:${password}@127.0.0.1:${mariadb.server.port}/service`;
+    const backends: [string, IdempotencyBackend | undefined][] = [
+      [REDIS_SERVICE, new RedisBackend(redis.connection.commands, { db: db.pool })],
+      // The backend's database type is mysql2's, not pg's: the store is built as for any service (db: its own type).
+      [MYSQL_SERVICE, new MysqlBackend(owner) as unknown as IdempotencyBackend],
+      [PG_SERVICE, undefined],
+    ];
+    for (const [service, backend] of backends) {
+      const store = new IdempotencyStore({ pool: db.pool, backend, service, fingerprintSecret: Buffer.alloc(32, 7), keyRing: new ResponseKeyRing([newResponseKey()]) });
+      await store.registerRoutePolicy(ENDPOINT, testPolicy, true);
+      stores.set(service, store);
+    }
+    // The server's own path: its environment read and checked, then its pools built from it.
+    const settings = requireDashboardSettings(
+      readEnvironment(env({ DASHBOARD_DATABASE_URL: db.dashboardUrl, AUTH_SECRET: 'x'.repeat(32), DASHBOARD_KEYS_REDIS: `${REDIS_SERVICE}=${redis.url}`, DASHBOARD_KEYS_MYSQL: `${MYSQL_SERVICE}=${readerUri}` })),
+    );
+    pools = started.pools = createDashboardPools(settings);
+  }, 120_000);
+  afterAll(async () => {
+    await started.pools?.end();
+    await started.redis?.stop();
+  });
+
+  it('looks a key up in every backend, metadata only, each lookup audited', async () => {
+    await create(REDIS_SERVICE, ['order-1']);
+    await create(MYSQL_SERVICE, ['order-1']);
+    await create(PG_SERVICE, ['order-1']);
+    const records = await lookUpKey(pools.keys, { principalId: tenant, key: 'order-1', reason: 'a customer asks' }, 'ops@example.com');
+    expect(records.map((record) => [record.service, record.scope, record.state, record.statusCode, record.storedAs, record.attempts])).toEqual([
+      [MYSQL_SERVICE, ENDPOINT, 'completed', 201, 'body', 1],
+      [PG_SERVICE, ENDPOINT, 'completed', 201, 'body', 1],
+      [REDIS_SERVICE, ENDPOINT, 'completed', 201, 'body', 1],
+    ]);
+    for (const record of records) {
+      expect(record.fingerprintPrefix).toMatch(/^[0-9a-f]{8}$/);
+      expect(record.contentType).toBe('application/json');
+      expect(record.responseSize).toBeGreaterThan(SENTINEL.length);
+      expect(record.secondsLeft).toBeGreaterThan(7_000);
+      expect(Date.parse(record.expiresAt) - Date.parse(record.createdAt)).toBeGreaterThanOrEqual(testPolicy.retentionMs - 1);
+    }
+    expect(JSON.stringify(records)).not.toContain(SENTINEL);
+    // One service named: that backend only; another principal sees what an absent key shows.
+    for (const service of [REDIS_SERVICE, MYSQL_SERVICE]) {
+      const one = await lookUpKey(pools.keys, { principalId: tenant, service, key: 'order-1', reason: `only ${service}` }, 'ops@example.com');
+      expect(one.map((record) => record.service)).toEqual([service]);
+      expect(await lookUpKey(pools.keys, { principalId: principal(), service, key: 'order-1', reason: 'another tenant' }, 'ops@example.com')).toEqual([]);
+    }
+    const { rows } = await db.pool.query<{ reason: string; target: unknown; details: unknown }>("SELECT reason, target, details FROM audit_log WHERE action = 'key.lookup' ORDER BY id");
+    expect(rows.map((row) => row.reason)).toEqual(['a customer asks', `only ${REDIS_SERVICE}`, 'another tenant', `only ${MYSQL_SERVICE}`, 'another tenant']);
+    expect(rows[0]?.details).toMatchObject({ records: 3 });
+    expect(rows[1]?.target).toEqual({ principalId: tenant, service: REDIS_SERVICE, key: 'order-1' });
+    expect(JSON.stringify(rows)).not.toContain(SENTINEL);
+  });
+
+  it('answers nothing when the audit row cannot be written', async () => {
+    await db.pool.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
+    try {
+      for (const service of [REDIS_SERVICE, MYSQL_SERVICE]) {
+        await expect(lookUpKey(pools.keys, { principalId: tenant, service, key: 'order-1', reason: 'audit refused' }, 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
+        await expect(listPrincipalKeys(pools.keys, keyListSchema.parse({ principalId: tenant, service, reason: 'audit refused' }), 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
+      }
+    } finally {
+      await db.pool.query(`GRANT INSERT ON retrysafe.audit_log TO ${DASHBOARD_ROLE}`);
+    }
+  });
+
+  it("lists a principal's keys newest first across backends, a page at a time, audited", async () => {
+    const other = principal();
+    const list = (fields: Record<string, unknown>) => listPrincipalKeys(pools.keys, keyListSchema.parse({ principalId: other, reason: 'browsing ticket 12', limit: 3, ...fields }), 'ops@example.com');
+    // Interleaved: r1 m1 p1 r2 m2 p2 r3, oldest first.
+    for (const [service, key] of [[REDIS_SERVICE, 'r1'], [MYSQL_SERVICE, 'm1'], [PG_SERVICE, 'p1'], [REDIS_SERVICE, 'r2'], [MYSQL_SERVICE, 'm2'], [PG_SERVICE, 'p2'], [REDIS_SERVICE, 'r3']] as const) {
+      await storeOf(service).execute({ ...call(key), principalId: other });
+      await sleep(3);
+    }
+    const seen: string[] = [];
+    let after: unknown;
+    for (let page = 0; page < 5; page += 1) {
+      const got = await list(after ? { after } : {});
+      seen.push(...got.keys.map((key) => key.key));
+      expect(JSON.stringify(got)).not.toContain(SENTINEL);
+      if (!got.next) break;
+      after = got.next;
+    }
+    expect(seen).toEqual(['r3', 'p2', 'm2', 'r2', 'p1', 'm1', 'r1']);
+    // One service named: its backend's list, its own cursor.
+    for (const [service, keys] of [[REDIS_SERVICE, ['r3', 'r2', 'r1']], [MYSQL_SERVICE, ['m2', 'm1']]] as const) {
+      const first = await list({ service, limit: 2 });
+      const rest = first.next ? await list({ service, limit: 2, after: first.next }) : { keys: [] };
+      expect([...first.keys, ...rest.keys].map((key) => key.key)).toEqual(keys);
+    }
+    const { rows } = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM audit_log WHERE action = 'key.list' AND reason = 'browsing ticket 12'");
+    expect(Number(rows[0]?.n)).toBeGreaterThanOrEqual(5);
+  });
+
+  it('lists stale claims of the MySQL-kept service, and says it cannot for the Redis-kept one', async () => {
+    const { work: _work, mode: _mode, ...claimOnly } = call('crashed');
+    for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) expect((await storeOf(service).begin(claimOnly)).claimed).toBe(true);
+    // Their leases passed (the attempts crashed): as the owner of each store.
+    await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 5 MINUTE WHERE idempotency_key = 'crashed'");
+    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', String(Date.now() - 300_000));
+    const mysqlClaims = await listStaleClaims(pools.keys.reads, 10, MYSQL_SERVICE);
+    expect(mysqlClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts])).toEqual([[MYSQL_SERVICE, ENDPOINT, 'crashed', tenant, 1]]);
+    expect(mysqlClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
+    // Every service: the MySQL one's among them.
+    expect((await listStaleClaims(pools.keys.reads, 10)).map((claim) => claim.service)).toContain(MYSQL_SERVICE);
+    await expect(listStaleClaims(pools.keys.reads, 10, REDIS_SERVICE)).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
+    // The Redis one shows as stale in its lookup.
+    const [record] = await lookUpKey(pools.keys, { principalId: tenant, service: REDIS_SERVICE, key: 'crashed', reason: 'is it stuck?' }, 'ops@example.com');
+    expect(record?.state).toBe('in_progress');
+    expect(record?.leasePassedSeconds).toBeGreaterThanOrEqual(299);
+    // The dashboard writes to neither: a release says so rather than pretending.
+    for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) {
+      await expect(releaseStaleClaim(pools.keys, { principalId: tenant, service, scope: ENDPOINT, key: 'crashed' }, 'ops@example.com', 'stuck since noon')).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
+    }
+  });
+
+  it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
+    const reader = (await import('mysql2/promise')).createPool({ uri: readerUri, connectionLimit: 1 });
+    try {
+      await expect(reader.query('SELECT response_body FROM retrysafe_idempotency_keys')).rejects.toMatchObject({ errno: 1143 });
+      // MariaDB refuses * as a table privilege it lacks (1142); MySQL 8 names the column (1143).
+      const star = await reader.query('SELECT * FROM retrysafe_idempotency_keys').then(() => null, (error: unknown) => (error as { errno?: number }).errno);
+      expect([1142, 1143]).toContain(star);
+      await expect(reader.query("UPDATE retrysafe_idempotency_keys SET state = 'failed'")).rejects.toMatchObject({ errno: 1142 });
+      expect(await mysqlReaderAccess(reader)).toBe('metadata');
+      expect(await mysqlReaderAccess(owner)).toBe('bodies');
+    } finally {
+      await reader.end();
+    }
+    // The dashboard's statements name no column outside the grant.
+    for (const sql of mysqlKeyReadStatementTexts()) expect(sql).not.toMatch(/response_body|\*\s+FROM/i);
+    expect(MYSQL_DASHBOARD_COLUMNS).not.toContain('response_body');
+  });
+
+  it('reads MySQL in index order, with no sort of what the index returns', async () => {
+    const plan = async (sql: string, values: unknown[]) => {
+      const [rows] = await owner.query<(RowDataPacket & { table: string | null; key: string | null; Extra: string | null })[]>(`EXPLAIN ${sql}`, values);
+      return rows.filter((row) => row.table === 'retrysafe_idempotency_keys');
+    };
+    const list = mysqlPrincipalKeysStatement({ principalId: tenant, limit: 20, state: 'completed', after: { createdAtMicros: String(Date.now() * 1000), service: MYSQL_SERVICE, scope: ENDPOINT, key: 'k' } });
+    const [scan] = await plan(list.sql, list.values);
+    expect(scan?.key).toBe('retrysafe_idempotency_keys_principal_created');
+    expect(scan?.Extra ?? '').not.toMatch(/filesort/i);
+    const [stale] = await plan(mysqlKeyReadStatementTexts()[1] ?? '', [MYSQL_SERVICE, 10]);
+    expect(stale?.key).toBe('retrysafe_idempotency_keys_state_lease');
+    expect(stale?.Extra ?? '').not.toMatch(/filesort/i);
+  });
+
+  it('refuses at start a key backend the dashboard cannot use, in one line naming the setting', async () => {
+    await expect(checkKeyBackends({ redis: new Map([[REDIS_SERVICE, redis.url]]), mysql: new Map([[MYSQL_SERVICE, readerUri]]) })).resolves.toBeUndefined();
+    // The service's own user may read bodies: not the dashboard's.
+    const owning = await checkKeyBackends({ mysql: new Map([[MYSQL_SERVICE, mariadb.server.uri]]) }).then(() => null, (error: unknown) => error as Error);
+    expect(owning).toBeInstanceOf(ConfigurationError);
+    expect(owning?.message).toMatch(/^DASHBOARD_KEYS_MYSQL \(orders-mysql\): its user may select response_body at 127\.0\.0\.1:\d+\/service; /);
+    expect(owning?.message).not.toContain(new URL(mariadb.server.uri).password);
+    const closed = `redis://127.0.0.1:${await freePort()}`;
+    await expect(checkKeyBackends({ redis: new Map([['cart', closed]]) })).rejects.toThrow(/^DASHBOARD_KEYS_REDIS \(cart\): cannot reach Redis at 127\.0\.0\.1:\d+: /);
+  });
+
+  it('reads Redis records by HMGET of named metadata fields only', async () => {
+    const sent: string[][] = [];
+    const recording: RedisCommands = {
+      sendCommand: (args) => {
+        sent.push(args.map((arg) => arg.toString()));
+        return redis.connection.commands.sendCommand(args);
+      },
+    };
+    const reads = new RedisKeyReads(recording, db.pool);
+    expect(await reads.keyRecords({ principalId: tenant, key: 'order-1' })).toHaveLength(1);
+    expect((await reads.principalKeys({ principalId: tenant, limit: 10 })).keys.length).toBeGreaterThan(0);
+    expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE']));
+    for (const command of sent) expect(command.slice(2)).not.toContain('body');
+  });
+});
