@@ -3,19 +3,13 @@
 // subpath loads without its framework installed, and an Express service built on it answers a
 // new key with 201 and its retry with the byte-identical replay; with node-redis installed, the
 // same with its key records in Redis.
-import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DIR } from '../../db/database-url';
-import { withFileLock } from '../../db/file-lock';
 import { createTestDatabase } from '../helpers/database';
+import { installPackedStore, run } from '../helpers/packed-store';
 import { hasRedis, startRedis } from '../helpers/redis';
-
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
 
 const SERVICE = `
 import express from 'express';
@@ -97,14 +91,7 @@ describe('@retrysafe/store from its tarball', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ empty: true, serverSearchPath: false });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
-    // npm pack rebuilds dist/ (prepack): one pack at a time, so a run beside this one (CI runs two
-    // suites at once) never packs a file the other's build is rewriting.
-    await withFileLock(join(DATA_DIR, 'pack'), () => run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT }));
-    const packed = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
-    if (!packed) throw new Error('npm pack wrote no tarball');
-    tarball = join(dir, packed);
-    await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'adopter', private: true, type: 'module' }));
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', tarball, 'express@5.3.0'], { cwd: dir });
+    tarball = await installPackedStore(dir, 'adopter', ['express@5.3.0']);
   }, 180_000);
   afterAll(async () => {
     if (dir) await rm(dir, { recursive: true, force: true });
