@@ -102,7 +102,7 @@ describe.skipIf(!hasMariaDb)('examples/orders-express with BACKEND=mysql, from t
       const doomed = order('order-crash', { sku: 'LAMP-3', quantity: 1 }, principal).catch((error: unknown) => error);
       const waiting = async () => {
         const [rows] = await pool.query<(RowDataPacket & { id: number })[]>("SELECT id FROM information_schema.processlist WHERE info LIKE 'INSERT INTO orders%'");
-        return Number(rows[0]?.id ?? 0);
+        return rows[0]?.id ?? 0;
       };
       await expect.poll(waiting, { timeout: 30_000, interval: 50 }).toBeGreaterThan(0);
       blocked = await waiting();
