@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/database';
-import { installPackedStore, run } from '../helpers/packed-store';
+import { installPackedStore, ROOT, run } from '../helpers/packed-store';
 import { hasRedis, startRedis } from '../helpers/redis';
 
 const SERVICE = `
@@ -82,6 +82,39 @@ await retrysafe.stop();
 process.stdout.write(JSON.stringify({ runs, same: first.body.equals(second.body), replayed: second.replayed, policyName, key: recordKey({ principalId: 'p', service: 'orders', scope: 'POST /orders', key: 'k' }) }));
 `;
 
+// A TypeScript adopter on Postgres: everything from the root entry, type-checked with skipLibCheck
+// off and mysql2 not installed (the root's declarations must not name mysql2's).
+const TYPED_SERVICE = `
+import { createRetrysafe, jsonResult, type Retrysafe } from '@retrysafe/store';
+const retrysafe: Retrysafe = await createRetrysafe({ connectionString: 'postgres://localhost/x', service: 'orders', fingerprintSecret: 'a fingerprint secret', responseKeys: 'k1:x' });
+await retrysafe.store.execute({
+  principalId: 'p', endpoint: 'POST /orders', method: 'POST', key: 'k', body: {},
+  policy: { scopeMode: 'endpoint', retryWindowMs: 1, retentionMs: 1, leaseMs: 1, lockTimeoutMs: 1, maxResponseBytes: 1, liveKeyQuota: 1 },
+  mode: 'transactional',
+  work: async ({ db }) => jsonResult(201, { rows: (await db.query('SELECT 1')).rowCount }),
+});
+`;
+
+// The same adopter with its keys in MySQL (mysql2 installed): the work's context.db is mysql2's.
+const TYPED_MYSQL_SERVICE = `
+import type { RowDataPacket } from 'mysql2/promise';
+import { createRetrysafe, jsonResult } from '@retrysafe/store';
+import { migrateMysql } from '@retrysafe/store/mysql';
+await migrateMysql('mysql://u:p@localhost/orders');
+const retrysafe = await createRetrysafe({ connectionString: 'postgres://localhost/x', mysql: { uri: 'mysql://u:p@localhost/orders' }, service: 'orders', fingerprintSecret: 'a fingerprint secret', responseKeys: 'k1:x' });
+await retrysafe.store.execute({
+  principalId: 'p', endpoint: 'POST /orders', method: 'POST', key: 'k', body: {},
+  policy: { scopeMode: 'endpoint', retryWindowMs: 1, retentionMs: 1, leaseMs: 1, lockTimeoutMs: 1, maxResponseBytes: 1, liveKeyQuota: 1 },
+  mode: 'transactional',
+  work: async ({ db }) => {
+    const [rows] = await db.query<RowDataPacket[]>('SELECT 1 AS one');
+    // @ts-expect-error mysql2's query takes no pg-style { text } config
+    await db.query({ text: 'SELECT 1' });
+    return jsonResult(201, { one: rows[0]?.one as number });
+  },
+});
+`;
+
 describe('@retrysafe/store from its tarball', () => {
   // An adopter's database: nothing in it yet, Postgres's default search_path.
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -147,6 +180,20 @@ describe('@retrysafe/store from its tarball', () => {
     expect(result.second).toEqual({ status: 201, body: result.first.body, replayed: 'true' });
     expect(result.runs).toBe(1);
   });
+
+  it('type-checks for a TypeScript adopter with skipLibCheck off and no mysql2; with mysql2, context.db is mysql2\'s', async () => {
+    // Only what the package's own declarations name: pg's types (@types/pg, the adopter's to install) and Node's.
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', '@types/node@20.19.43', '@types/pg@8.23.1'], { cwd: dir });
+    const tsc = (project: string) => run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: dir, timeout: 120_000 });
+    const tsconfig = (file: string) => JSON.stringify({ compilerOptions: { strict: true, skipLibCheck: false, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true, types: ['node'] }, files: [file] });
+    await writeFile(join(dir, 'postgres-only.ts'), TYPED_SERVICE);
+    await writeFile(join(dir, 'tsconfig.postgres.json'), tsconfig('postgres-only.ts'));
+    await expect(tsc('tsconfig.postgres.json')).resolves.toMatchObject({ stdout: '' });
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'mysql2@3.26.1'], { cwd: dir });
+    await writeFile(join(dir, 'mysql.ts'), TYPED_MYSQL_SERVICE);
+    await writeFile(join(dir, 'tsconfig.mysql.json'), tsconfig('mysql.ts'));
+    await expect(tsc('tsconfig.mysql.json')).resolves.toMatchObject({ stdout: '' });
+  }, 240_000);
 
   it.runIf(hasRedis)('keeps key records in Redis once the adopter installs redis', async () => {
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'redis@6.4.0'], { cwd: dir });
