@@ -67,11 +67,10 @@ export interface RetrysafeRedis {
  */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by mysql.ts's augmentation
 export interface MysqlBackendTypes {}
-type MysqlTypes = MysqlBackendTypes extends { options: infer Options; db: infer Db } ? { options: Options; db: Db } : { options: { uri: string; maxConnections?: number } | { pool: object }; db: unknown };
 /** createRetrysafe's `mysql` option: `{ uri, maxConnections? }` or `{ pool }` (a mysql2/promise pool): MysqlOptions of `@retrysafe/store/mysql`. */
-export type RetrysafeMysqlOptions = MysqlTypes['options'];
+export type RetrysafeMysqlOptions = MysqlBackendTypes extends { options: infer Options } ? Options : { uri: string; maxConnections?: number } | { pool: object };
 /** The work's `context.db` with `mysql`: MysqlQueryable of `@retrysafe/store/mysql` (mysql2's pool or connection). */
-export type RetrysafeMysqlDb = MysqlTypes['db'];
+export type RetrysafeMysqlDb = MysqlBackendTypes extends { db: infer Db } ? Db : unknown;
 
 export interface RetrysafeOptions {
   /**
