@@ -3,19 +3,13 @@
 // subpath loads without its framework installed, and an Express service built on it answers a
 // new key with 201 and its retry with the byte-identical replay; with node-redis installed, the
 // same with its key records in Redis.
-import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DIR } from '../../db/database-url';
-import { withFileLock } from '../../db/file-lock';
 import { createTestDatabase } from '../helpers/database';
+import { installPackedStore, ROOT, run } from '../helpers/packed-store';
 import { hasRedis, startRedis } from '../helpers/redis';
-
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
 
 const SERVICE = `
 import express from 'express';
@@ -88,6 +82,39 @@ await retrysafe.stop();
 process.stdout.write(JSON.stringify({ runs, same: first.body.equals(second.body), replayed: second.replayed, policyName, key: recordKey({ principalId: 'p', service: 'orders', scope: 'POST /orders', key: 'k' }) }));
 `;
 
+// A TypeScript adopter on Postgres: everything from the root entry, type-checked with skipLibCheck
+// off and mysql2 not installed (the root's declarations must not name mysql2's).
+const TYPED_SERVICE = `
+import { createRetrysafe, jsonResult, type Retrysafe } from '@retrysafe/store';
+const retrysafe: Retrysafe = await createRetrysafe({ connectionString: 'postgres://localhost/x', service: 'orders', fingerprintSecret: 'a fingerprint secret', responseKeys: 'k1:x' });
+await retrysafe.store.execute({
+  principalId: 'p', endpoint: 'POST /orders', method: 'POST', key: 'k', body: {},
+  policy: { scopeMode: 'endpoint', retryWindowMs: 1, retentionMs: 1, leaseMs: 1, lockTimeoutMs: 1, maxResponseBytes: 1, liveKeyQuota: 1 },
+  mode: 'transactional',
+  work: async ({ db }) => jsonResult(201, { rows: (await db.query('SELECT 1')).rowCount }),
+});
+`;
+
+// The same adopter with its keys in MySQL (mysql2 installed): the work's context.db is mysql2's.
+const TYPED_MYSQL_SERVICE = `
+import type { RowDataPacket } from 'mysql2/promise';
+import { createRetrysafe, jsonResult } from '@retrysafe/store';
+import { migrateMysql } from '@retrysafe/store/mysql';
+await migrateMysql('mysql://u:p@localhost/orders');
+const retrysafe = await createRetrysafe({ connectionString: 'postgres://localhost/x', mysql: { uri: 'mysql://u:p@localhost/orders' }, service: 'orders', fingerprintSecret: 'a fingerprint secret', responseKeys: 'k1:x' });
+await retrysafe.store.execute({
+  principalId: 'p', endpoint: 'POST /orders', method: 'POST', key: 'k', body: {},
+  policy: { scopeMode: 'endpoint', retryWindowMs: 1, retentionMs: 1, leaseMs: 1, lockTimeoutMs: 1, maxResponseBytes: 1, liveKeyQuota: 1 },
+  mode: 'transactional',
+  work: async ({ db }) => {
+    const [rows] = await db.query<RowDataPacket[]>('SELECT 1 AS one');
+    // @ts-expect-error mysql2's query takes no pg-style { text } config
+    await db.query({ text: 'SELECT 1' });
+    return jsonResult(201, { one: rows[0]?.one as number });
+  },
+});
+`;
+
 describe('@retrysafe/store from its tarball', () => {
   // An adopter's database: nothing in it yet, Postgres's default search_path.
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -97,14 +124,7 @@ describe('@retrysafe/store from its tarball', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ empty: true, serverSearchPath: false });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
-    // npm pack rebuilds dist/ (prepack): one pack at a time, so a run beside this one (CI runs two
-    // suites at once) never packs a file the other's build is rewriting.
-    await withFileLock(join(DATA_DIR, 'pack'), () => run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT }));
-    const packed = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
-    if (!packed) throw new Error('npm pack wrote no tarball');
-    tarball = join(dir, packed);
-    await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'adopter', private: true, type: 'module' }));
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', tarball, 'express@5.3.0'], { cwd: dir });
+    tarball = await installPackedStore(dir, 'adopter', ['express@5.3.0']);
   }, 180_000);
   afterAll(async () => {
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -160,6 +180,20 @@ describe('@retrysafe/store from its tarball', () => {
     expect(result.second).toEqual({ status: 201, body: result.first.body, replayed: 'true' });
     expect(result.runs).toBe(1);
   });
+
+  it('type-checks for a TypeScript adopter with skipLibCheck off and no mysql2; with mysql2, context.db is mysql2\'s', async () => {
+    // Only what the package's own declarations name: pg's types (@types/pg, the adopter's to install) and Node's.
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', '@types/node@20.19.43', '@types/pg@8.23.1'], { cwd: dir });
+    const tsc = (project: string) => run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: dir, timeout: 120_000 });
+    const tsconfig = (file: string) => JSON.stringify({ compilerOptions: { strict: true, skipLibCheck: false, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true, types: ['node'] }, files: [file] });
+    await writeFile(join(dir, 'postgres-only.ts'), TYPED_SERVICE);
+    await writeFile(join(dir, 'tsconfig.postgres.json'), tsconfig('postgres-only.ts'));
+    await expect(tsc('tsconfig.postgres.json')).resolves.toMatchObject({ stdout: '' });
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'mysql2@3.26.1'], { cwd: dir });
+    await writeFile(join(dir, 'mysql.ts'), TYPED_MYSQL_SERVICE);
+    await writeFile(join(dir, 'tsconfig.mysql.json'), tsconfig('mysql.ts'));
+    await expect(tsc('tsconfig.mysql.json')).resolves.toMatchObject({ stdout: '' });
+  }, 240_000);
 
   it.runIf(hasRedis)('keeps key records in Redis once the adopter installs redis', async () => {
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'redis@6.4.0'], { cwd: dir });

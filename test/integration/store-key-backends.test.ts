@@ -1,5 +1,5 @@
-// One contract for every key-record backend (claim-first): the same assertions on Postgres and on
-// Redis. Principal and service scoping, the keyed fingerprint (422 on another body, not on
+// One contract for every key-record backend (claim-first): the same assertions on Postgres, on
+// Redis and on MySQL (MariaDB). Principal and service scoping, the keyed fingerprint (422 on another body, not on
 // another key order), 409 with Retry-After while an attempt runs, the lease and its takeover
 // after a SIGKILLed attempt, a 5xx that is not final, the sealed byte-exact replay, the size cap
 // and its reference, the quota. Then what only Redis has: the records' TTL against the published
@@ -188,7 +188,8 @@ describe.each(keyBackendKinds)('key records on %s (claim-first)', (kind) => {
     const p = principal();
     const leaseMs = 1_500;
     const args = ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), 'plain'];
-    if (keys.redis) args.push(keys.redis.url);
+    const backendUrl = keys.url();
+    if (backendUrl) args.push(backendUrl);
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((claimed, fail) => {
       child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('claimed') && claimed());
@@ -272,9 +273,7 @@ describe.each(keyBackendKinds)('key records on %s (claim-first)', (kind) => {
     // A stored body is ciphertext: the plaintext appears nowhere in the stored record.
     const secretText = 'card-4242-secret';
     await store.execute(call(p, 'sealed', () => Promise.resolve(jsonResult(201, { secretText }))));
-    const stored = keys.redis
-      ? ((await keys.redis.command('HGET', recordKey({ principalId: p, service: TEST_SERVICE, scope: ENDPOINT, key: 'sealed' }), 'body')) as Buffer)
-      : (await db.pool.query<{ response_body: Buffer }>("SELECT response_body FROM idempotency_keys WHERE principal_id = $1 AND key = 'sealed'", [p])).rows[0]?.response_body;
+    const stored = await keys.storedBody(p, 'sealed', ENDPOINT);
     expect(Buffer.isBuffer(stored) && stored.length > secretText.length).toBe(true);
     expect(stored?.includes(Buffer.from(secretText))).toBe(false);
   });

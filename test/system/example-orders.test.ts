@@ -4,84 +4,34 @@
 // server (`npm start`'s script) uses. Orders with retries, concurrent duplicates and bad input
 // answer the demo API's status table, and the dashboard shows them: the overview under the
 // service `orders`, and the key lookup for that principal and key.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../db/embedded';
-import { DATA_DIR } from '../../db/database-url';
-import { withFileLock } from '../../db/file-lock';
 import { useTestDatabase } from '../helpers/database';
+import { installExample, type ExampleProject, type RunningExample } from '../helpers/example-service';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';
 
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
-
 describe('examples/orders-express from the tarball, on the dashboard', () => {
   const db = useTestDatabase();
-  let dir = '';
   let dashboard: RunningServer | undefined;
-  let example: ChildProcess | undefined;
-  let exampleOutput = '';
+  let project: ExampleProject | undefined;
+  let example: RunningExample | undefined;
   let ordersUrl = '';
 
   beforeAll(async () => {
     dashboard = await startServer(db.url, { DEMO_TRAFFIC: '0' });
-    dir = await mkdtemp(join(tmpdir(), 'retrysafe-orders-'));
-    // npm pack rebuilds dist/ (prepack): one pack at a time, so a run beside this one (CI runs two
-    // suites at once) never packs a file the other's build is rewriting.
-    await withFileLock(join(DATA_DIR, 'pack'), () => run('npm', ['pack', '-w', '@retrysafe/store', '--pack-destination', dir, '--silent'], { cwd: ROOT }));
-    const tarball = (await readdir(dir)).find((name) => name.endsWith('.tgz'));
-    if (!tarball) throw new Error('npm pack wrote no tarball');
-    await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'orders', private: true, type: 'module' }));
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', join(dir, tarball), 'express@5.3.0'], { cwd: dir });
-    await copyFile(join(ROOT, 'examples/orders-express/server.mjs'), join(dir, 'server.mjs'));
+    project = await installExample();
     // docs/adopting.md's step before the first start: the store's migrations, from the installed package
     // (the Retrysafe server migrated this database already: nothing to do, and no error).
-    const migrated = await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env: { ...process.env, DATABASE_URL: db.url } });
-    expect((JSON.parse(migrated.stdout) as { applied: string[] }).applied).toEqual([]);
-    const port = await freePort();
-    const child: ChildProcess = spawn(process.execPath, ['server.mjs'], {
-      cwd: dir,
-      // Only what the example documents: no tsx, no source conditions, nothing of this repository.
-      env: {
-        PATH: process.env.PATH ?? '',
-        NODE_ENV: 'production',
-        DATABASE_URL: db.url,
-        PORT: String(port),
-        IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
-        RESPONSE_ENCRYPTION_KEYS: `o1:${randomBytes(32).toString('base64')}`,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    example = child;
-    ordersUrl = `http://127.0.0.1:${port}/orders`;
-    await new Promise<void>((ready, failed) => {
-      const timer = setTimeout(() => failed(new Error(`the example did not start: ${exampleOutput}`)), 30_000);
-      const seen = (chunk: Buffer) => {
-        exampleOutput += chunk.toString();
-        if (exampleOutput.includes('orders service')) {
-          clearTimeout(timer);
-          ready();
-        }
-      };
-      child.stdout?.on('data', seen);
-      child.stderr?.on('data', seen);
-      child.once('exit', (code: number | null) => failed(new Error(`the example exited with ${code}: ${exampleOutput}`)));
-    });
+    const migrated = await project.retrysafe(['migrate'], { DATABASE_URL: db.url });
+    expect((migrated as { applied: string[] }).applied).toEqual([]);
+    example = await project.start({ DATABASE_URL: db.url });
+    ordersUrl = example.ordersUrl;
   }, 600_000);
 
   afterAll(async () => {
-    if (example && example.exitCode === null) {
-      example.kill('SIGTERM');
-      await new Promise((done) => example?.once('exit', done));
-    }
+    await project?.remove();
     await dashboard?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   const principal = randomUUID();
@@ -126,8 +76,7 @@ describe('examples/orders-express from the tarball, on the dashboard', () => {
     expect((await fetch(ordersUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k' }, body: '{}' })).status).toBe(401);
 
     // A graceful stop flushes the service's flow counts to the shared buckets.
-    example?.kill('SIGTERM');
-    await new Promise((done) => example?.once('exit', done));
+    await example?.stop();
 
     if (!dashboard) throw new Error('no dashboard');
     const cookies = await signInEveryRole(db, dashboard.baseUrl, 'orders.example');

@@ -6,7 +6,7 @@
 // @retrysafe/store: idempotency keys on Postgres. The store, its composition root and the
 // framework-neutral HTTP layer; adapters are in the subpaths /express, /fastify, /hono, /next
 // and /fetch, the Postgres backend's statements in /postgres.
-export { createRetrysafe, detectLayout, type RedisOptions, type Retrysafe, type RetrysafeOptions, type RetrysafeRedis } from './retrysafe.js';
+export { createRetrysafe, detectLayout, type MysqlBackendTypes, type RedisOptions, type Retrysafe, type RetrysafeMysqlDb, type RetrysafeMysqlOptions, type RetrysafeOptions, type RetrysafeRedis } from './retrysafe.js';
 export {
   checkServiceName,
   IdempotencyStore,

@@ -41,6 +41,15 @@ export const MYSQL_POOL_SETTINGS = {
 /** The `mysql` option of createRetrysafe: a URI (the backend opens, and stop() closes, its own pool) or a mysql2 promise pool. */
 export type MysqlOptions = { uri: string; maxConnections?: number } | { pool: Pool };
 
+// createRetrysafe's `mysql` option and the work's context.db, as mysql2's types, wherever this
+// module is in the program (retrysafe.ts names no mysql2 type: see MysqlBackendTypes there).
+declare module './retrysafe.js' {
+  interface MysqlBackendTypes {
+    options: MysqlOptions;
+    db: MysqlQueryable;
+  }
+}
+
 /** Opens a pool for the backend from a mysql://user:password@host:port/database URI. */
 export function createMysqlPool(uri: string, maxConnections = 10): Pool {
   return mysql.createPool({ uri, connectionLimit: maxConnections, connectTimeout: 5_000, ...MYSQL_POOL_SETTINGS });

@@ -21,8 +21,6 @@ import { ResponseKeyRing, type ResponseKey } from './response-codec.js';
 import { parseResponseKeys } from './response-keys.js';
 import { storePoolSettings, withoutNames, type KeyIdentity, type PoolerMode, type Queryable } from './statements.js';
 import type { IdempotencyBackend } from './backend.js';
-import type { MysqlOptions } from './mysql.js';
-import type { MysqlQueryable } from './mysql-statements.js';
 import { checkStoreSchema } from './schema.js';
 import { plannerSettingsInPlace, poolerTracksPreparedStatements, UNTRACKED_PREPARED_STATEMENTS } from './backend.js';
 import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
@@ -59,6 +57,20 @@ export interface RetrysafeRedis {
   /** The last reading as Prometheus text, for the service's own /metrics. */
   prometheusText(): string;
 }
+
+/**
+ * The MySQL backend's types, declared by `@retrysafe/store/mysql` (a module augmentation: mysql2's
+ * pool for `mysql: { pool }`, mysql2's connection as the work's `context.db`). The root entry's
+ * declarations never name mysql2, so an adopter without it installed type-checks with
+ * skipLibCheck off. Any import from '@retrysafe/store/mysql' (a type import is enough) brings
+ * them in; without one, `mysql: { pool }` takes any object and `context.db` is unknown.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by mysql.ts's augmentation
+export interface MysqlBackendTypes {}
+/** createRetrysafe's `mysql` option: `{ uri, maxConnections? }` or `{ pool }` (a mysql2/promise pool): MysqlOptions of `@retrysafe/store/mysql`. */
+export type RetrysafeMysqlOptions = MysqlBackendTypes extends { options: infer Options } ? Options : { uri: string; maxConnections?: number } | { pool: object };
+/** The work's `context.db` with `mysql`: MysqlQueryable of `@retrysafe/store/mysql` (mysql2's pool or connection). */
+export type RetrysafeMysqlDb = MysqlBackendTypes extends { db: infer Db } ? Db : unknown;
 
 export interface RetrysafeOptions {
   /**
@@ -97,7 +109,7 @@ export interface RetrysafeOptions {
    * connection of the claim's transaction as `context.db`. Policies, flow metrics, the quota and
    * evidence stay in Postgres (`pool` or `connectionString`, still required).
    */
-  mysql?: MysqlOptions;
+  mysql?: RetrysafeMysqlOptions;
   /** The key of request fingerprints (HMAC): IDEMPOTENCY_SECRET. At least 16 bytes. */
   fingerprintSecret: string | Buffer;
   /** Stored-response encryption keys: RESPONSE_ENCRYPTION_KEYS' `id:base64key,...` or parsed; the first encrypts. */
@@ -160,16 +172,16 @@ export async function detectLayout(db: Pick<pg.Pool, 'query'>): Promise<'plain' 
 }
 
 /** Key records in MySQL/MariaDB: the store's work gets mysql2's pool or transaction connection. */
-export async function createRetrysafe(options: RetrysafeOptions & { mysql: MysqlOptions }): Promise<Retrysafe<MysqlQueryable>>;
+export async function createRetrysafe(options: RetrysafeOptions & { mysql: RetrysafeMysqlOptions }): Promise<Retrysafe<RetrysafeMysqlDb>>;
 export async function createRetrysafe(options: RetrysafeOptions & { mysql?: undefined }): Promise<Retrysafe>;
-export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrysafe | Retrysafe<MysqlQueryable>> {
+export async function createRetrysafe(options: RetrysafeOptions): Promise<Retrysafe | Retrysafe<RetrysafeMysqlDb>> {
   if (options.mysql && options.redis) throw new TypeError('createRetrysafe takes mysql or redis for key records, not both');
   if (options.mysql) {
     // Loaded only here: mysql2 is an optional peer dependency.
     const { openMysqlBackend } = await import('./mysql.js');
     const opened = await openMysqlBackend(options.mysql);
     try {
-      return await compose<MysqlQueryable>(options, opened.backend, opened.close);
+      return await compose<RetrysafeMysqlDb>(options, opened.backend, opened.close);
     } catch (error) {
       await opened.close().catch(() => undefined);
       throw error;
