@@ -597,13 +597,19 @@ export function lastBusyMinutes<T extends { at: Date; claims: number }>(points: 
 }
 
 /**
- * Each service's completions that could not be recorded since $1 minus $2 minutes (every
- * instance's, as their flushes wrote them): a range of unrecorded_completions_at_idx (at, service),
- * read from the index alone. (On 'infinity', see alertLatencyText.)
+ * Each service's completions that could not be recorded since $1 (null: now) minus $2 minutes
+ * (every instance's, as their flushes wrote them): a range of unrecorded_completions_at_idx (at,
+ * service), read from the index alone. (On 'infinity', see alertLatencyText.)
  */
 export const alertUnrecordedText = `SELECT service, count(*)::int AS n, min(at) AS first_at, max(at) AS last_at FROM unrecorded_completions
-     WHERE at >= $1::timestamptz - $2::int * interval '1 minute' AND at < 'infinity'
+     WHERE at >= coalesce($1::timestamptz, now()) - $2::int * interval '1 minute' AND at < 'infinity'
      GROUP BY service`;
+
+/** Each service's completions that could not be recorded in the `minutes` before `now` (the database's clock when null). */
+export async function readUnrecordedCounts(db: Queryable, now: Date | null, minutes: number): Promise<UnrecordedCount[]> {
+  const { rows } = await db.query<{ service: string; n: number; first_at: Date; last_at: Date }>({ name: 'alert_unrecorded', text: alertUnrecordedText, values: [now, minutes] });
+  return rows.map((row) => ({ service: row.service, count: row.n, firstAt: row.first_at, lastAt: row.last_at }));
+}
 
 /** A choice of the overview: a service, a scope (in every service that has it), both, or neither (the store). */
 export interface Choice {
@@ -700,12 +706,7 @@ export async function readAlertInputs(
     options.lastSweep ?? (() => readLastFinishedSweep(db)),
     options.replicaLag ?? (() => Promise.resolve(undefined)),
     () => readIndexMemory(db, options.databaseMemoryBytes),
-    () =>
-      db.query<{ service: string; n: number; first_at: Date; last_at: Date }>({
-        name: 'alert_unrecorded',
-        text: alertUnrecordedText,
-        values: [now, thresholds.unrecordedWindowMinutes],
-      }),
+    () => readUnrecordedCounts(db, now, thresholds.unrecordedWindowMinutes),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -747,7 +748,7 @@ export async function readAlertInputs(
     sweep: { lastFinishedAt: lastSweep?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
     ...(replica === undefined ? {} : { replica }),
     indexMemory,
-    unrecorded: unrecorded.rows.map((row) => ({ service: row.service, count: row.n, firstAt: row.first_at, lastAt: row.last_at })),
+    unrecorded,
   };
 }
 
