@@ -61,7 +61,7 @@ describe('completions that could not be recorded', () => {
 
   afterAll(async () => {
     for (const instance of instances) await instance.stop().catch(() => undefined);
-    await dashboard?.end();
+    await (dashboard as pg.Pool | undefined)?.end();
     await db.pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`);
   });
 
