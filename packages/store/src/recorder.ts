@@ -102,9 +102,9 @@ interface UnrecordedRow {
 export function errorClassOf(error: unknown): string {
   if (typeof error !== 'object' || error === null) return typeof error;
   // The constructor's name: pg's DatabaseError names itself 'error' (the protocol message's name).
-  const name: string = (error.constructor as { name?: unknown } | undefined)?.name === undefined ? 'Error' : String((error.constructor as { name: unknown }).name);
+  const name = (error as { constructor?: { name?: unknown } }).constructor?.name;
   const code = (error as { code?: unknown }).code;
-  const words = [/^[A-Za-z0-9_]{1,60}$/.test(name) ? name : 'Error'];
+  const words = [typeof name === 'string' && /^[A-Za-z0-9_]{1,60}$/.test(name) ? name : 'Error'];
   if (typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code)) words.push(code);
   return words.join(' ');
 }
