@@ -64,6 +64,8 @@ const readOnly = [
   // The trace of attempts (migration 0025): no body, no fingerprint.
   'key_attempts',
   'key_attempt_counts',
+  // Completions that could not be recorded (migration 0026): metadata only.
+  'unrecorded_completions',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [

@@ -12,6 +12,7 @@ import { formatBytes, formatDateTime, formatDuration } from '../overview/format'
 import { PrincipalKeys, type KeyState } from './principal-keys';
 import { PrincipalSearch } from './principal-search';
 import { CorrelationLookup } from './correlation-lookup';
+import { UnrecordedCompletions } from './unrecorded-completions';
 import { Problem } from '../banners';
 import { LeasePassed } from './release-claim';
 
@@ -126,6 +127,16 @@ export function KeyLookup({
           setKey(record.key);
           setService(record.service);
           run({ principalId: record.principalId, key: record.key, reason, service: record.service });
+        }}
+      />
+      <UnrecordedCompletions
+        reason={reason}
+        service={service}
+        onOpen={(completion) => {
+          setPrincipalId(completion.principalId);
+          setKey(completion.key);
+          setService(completion.service);
+          run({ principalId: completion.principalId, key: completion.key, reason, service: completion.service });
         }}
       />
       <PrincipalKeys

@@ -29,6 +29,11 @@ function linkOf(check: Check, search: OverviewSearch): { href: string; label: st
       return { href: `${overviewHref(search)}#store`, label: 'Store now' };
     case 'retention':
       return { href: '/retention', label: 'Retention review' };
+    case 'unrecorded': {
+      // The key lookup page's list of them, for the alert's service (or the one chosen).
+      const service = check.service ?? search.service;
+      return { href: `/keys${service ? `?service=${encodeURIComponent(service)}` : ''}#unrecorded`, label: 'The keys' };
+    }
   }
 }
 

@@ -4,6 +4,7 @@ export { retrysafe } from './schemas';
 export * from './idempotency-keys';
 export * from './key-usage';
 export * from './key-attempts';
+export * from './unrecorded-completions';
 export * from './retention';
 export * from './audit';
 export * from './metrics';

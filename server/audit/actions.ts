@@ -13,6 +13,7 @@ export const auditActions = [
   'key.lookup',
   'key.list',
   'key.correlation_lookup',
+  'key.unrecorded_list',
   'stale_claim.release',
   'operator.create',
   'operator.role',

@@ -37,6 +37,8 @@ export interface AlertThresholds {
   indexOverMemoryShare: number;
   /** ...for this long. */
   indexOverMemoryMinutes: number;
+  /** Completions that could not be recorded are counted over this window (any of them fires). */
+  unrecordedWindowMinutes: number;
 }
 
 export const alertThresholds: AlertThresholds = {
@@ -62,6 +64,9 @@ export const alertThresholds: AlertThresholds = {
   // warn while a fifth is left. The index grows by the hour, so half an hour over is no blip.
   indexOverMemoryShare: 0.8,
   indexOverMemoryMinutes: 30,
+  // One is already a request whose work ran and whose retry after the lease runs it again: any
+  // fires; the hour is how long the overview keeps saying so after the last one.
+  unrecordedWindowMinutes: 60,
 };
 
 /**
@@ -104,6 +109,11 @@ export const alertCatalog = {
     action:
       "The key table's unique index is close to the database's memory: once its inserts miss memory, claim p99 bends. Switch to the day-partitioned layout, shorten retention, or give the database more memory (DATABASE_MEMORY_BYTES, docs/sizing.md).",
   },
+  unrecorded_completions: {
+    severity: 'critical',
+    action:
+      "Work ran whose response could not be recorded: a retry after its lease runs it again. List the keys (Key lookup, Unrecorded completions), check each one's effect by its correlation id before its client retries, and fix what failed the completions (the error class: a lost connection, a pooler, privileges).",
+  },
   replica_lag: {
     severity: 'warning',
     action:
@@ -131,6 +141,7 @@ export const alertThresholdOverrides = z
     replicaLagSeconds: z.number().positive(),
     indexOverMemoryShare: z.number().positive(),
     indexOverMemoryMinutes: z.number().int().positive(),
+    unrecordedWindowMinutes: z.number().int().positive(),
   })
   .partial();
 
@@ -192,6 +203,22 @@ export interface AlertInputs {
   replica?: ReplicaLag;
   /** The key table's unique index and the database's memory, now (capacity.ts). */
   indexMemory?: IndexMemory;
+  /** Each service's completions that could not be recorded in the last unrecordedWindowMinutes (every instance's). */
+  unrecorded?: UnrecordedCount[];
+}
+
+/** A service's completions that could not be recorded in the window (unrecorded_completions, migration 0026). */
+export interface UnrecordedCount {
+  service: string;
+  count: number;
+  /** The first and the last in the window. */
+  firstAt: Date;
+  lastAt: Date;
+}
+
+/** "1 completion", "3 completions". */
+export function completionsText(count: number): string {
+  return `${count} completion${count === 1 ? '' : 's'}`;
 }
 
 /** One service's scope's flow, minute by minute. */
@@ -214,6 +241,12 @@ export interface Alert {
   action: string;
   /** Since when the condition holds (the start of the window it held over). */
   since: Date | null;
+}
+
+/** "hour", "30 min", "2 h": a window as the banners write it. */
+export function windowText(minutes: number): string {
+  if (minutes === 60) return 'hour';
+  return minutes % 60 === 0 ? `${minutes / 60} h` : `${minutes} min`;
 }
 
 /** A share as the banners write it: 10%, 5%, 0.5%. */
@@ -483,6 +516,21 @@ export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresho
     }
   }
 
+  // Any completion that could not be recorded, per service: its work ran and a retry runs it again.
+  for (const unrecorded of [...(input.unrecorded ?? [])].sort((a, b) => a.service.localeCompare(b.service))) {
+    if (unrecorded.count <= 0) continue;
+    alerts.push({
+      name: 'unrecorded_completions',
+      service: unrecorded.service,
+      scope: null,
+      storeWide: false,
+      severity: alertCatalog.unrecorded_completions.severity,
+      summary: `${unrecorded.service}: ${completionsText(unrecorded.count)} could not be recorded in the last ${windowText(thresholds.unrecordedWindowMinutes)}: the work ran, and a retry after the lease runs it again`,
+      action: alertCatalog.unrecorded_completions.action,
+      since: unrecorded.firstAt,
+    });
+  }
+
   const replica = input.replica;
   if (replica && (!replica.inRecovery || (replica.seconds ?? 0) > thresholds.replicaLagSeconds)) {
     alerts.push({
@@ -546,6 +594,21 @@ export function lastBusyMinutes<T extends { at: Date; claims: number }>(points: 
     .filter((point) => point.claims >= Math.max(1, thresholds.minimumClaimsPerMinute))
     .sort((a, b) => b.at.getTime() - a.at.getTime())
     .slice(0, minutes);
+}
+
+/**
+ * Each service's completions that could not be recorded since $1 (null: now) minus $2 minutes
+ * (every instance's, as their flushes wrote them): a range of unrecorded_completions_at_idx (at,
+ * service), read from the index alone. (On 'infinity', see alertLatencyText.)
+ */
+export const alertUnrecordedText = `SELECT service, count(*)::int AS n, min(at) AS first_at, max(at) AS last_at FROM unrecorded_completions
+     WHERE at >= coalesce($1::timestamptz, now()) - $2::int * interval '1 minute' AND at < 'infinity'
+     GROUP BY service`;
+
+/** Each service's completions that could not be recorded in the `minutes` before `now` (the database's clock when null). */
+export async function readUnrecordedCounts(db: Queryable, now: Date | null, minutes: number): Promise<UnrecordedCount[]> {
+  const { rows } = await db.query<{ service: string; n: number; first_at: Date; last_at: Date }>({ name: 'alert_unrecorded', text: alertUnrecordedText, values: [now, minutes] });
+  return rows.map((row) => ({ service: row.service, count: row.n, firstAt: row.first_at, lastAt: row.last_at }));
 }
 
 /** A choice of the overview: a service, a scope (in every service that has it), both, or neither (the store). */
@@ -619,7 +682,7 @@ export async function readAlertInputs(
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
   // Independent reads, at once on a pool (readTogether); named (prepared once per connection),
   // except the store samples' one-sided range, whose custom plan reads the table's statistics.
-  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory] = await readTogether(db, [
+  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory, unrecorded] = await readTogether(db, [
     () =>
       db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number; index_bytes: string }>(
         `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds, index_bytes FROM store_stats
@@ -643,6 +706,7 @@ export async function readAlertInputs(
     options.lastSweep ?? (() => readLastFinishedSweep(db)),
     options.replicaLag ?? (() => Promise.resolve(undefined)),
     () => readIndexMemory(db, options.databaseMemoryBytes),
+    () => readUnrecordedCounts(db, now, thresholds.unrecordedWindowMinutes),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -684,6 +748,7 @@ export async function readAlertInputs(
     sweep: { lastFinishedAt: lastSweep?.finishedAt ?? null, intervalSeconds: sweepIntervalSeconds },
     ...(replica === undefined ? {} : { replica }),
     indexMemory,
+    unrecorded,
   };
 }
 

@@ -4,10 +4,10 @@
 // not yet for the rule's duration) are shown apart, never as passed; the others are listed as
 // passed, with their values, so "nothing fires" shows what was looked at.
 import { percentileOf } from '@retrysafe/store';
-import { alertCatalog, forMinutesOf, lastBusyMinutes, shareText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
+import { alertCatalog, completionsText, forMinutesOf, lastBusyMinutes, shareText, windowText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
 
 /** Where an alert's action happens: the dashboard's page or the overview's panel. */
-export type CheckLink = 'principals' | 'claims' | 'store' | 'retention';
+export type CheckLink = 'principals' | 'claims' | 'store' | 'retention' | 'unrecorded';
 
 /**
  * Prometheus' states: ok (Normal), pending (the condition holds now but has not yet held for the
@@ -55,6 +55,7 @@ const titles: Record<AlertName, string> = {
   sweeper_stalled: 'Sweeper',
   replica_lag: "Dashboard standby's lag",
   index_over_memory: 'Unique index against memory',
+  unrecorded_completions: 'Completions not recorded',
 };
 
 const links: Record<AlertName, CheckLink> = {
@@ -69,9 +70,18 @@ const links: Record<AlertName, CheckLink> = {
   sweeper_stalled: 'retention',
   replica_lag: 'store',
   index_over_memory: 'store',
+  unrecorded_completions: 'unrecorded',
 };
 
 const flowNames = new Set<AlertName>(['claim_p99', 'mismatch_rate', 'conflict_rate', 'rejection_rate']);
+/** Checks judged per service, not per scope: where a service is chosen, its own; else every service's. */
+const serviceNames = new Set<AlertName>(['unrecorded_completions']);
+
+/** "3 completions in the last hour": one service's (or, of null, every service's) unrecorded completions. */
+function unrecordedText(input: AlertInputs, thresholds: AlertThresholds, service: string | null): string {
+  const count = (input.unrecorded ?? []).filter((row) => service === null || row.service === service).reduce((sum, row) => sum + row.count, 0);
+  return `${count === 0 ? 'none' : completionsText(count)} in the last ${windowText(thresholds.unrecordedWindowMinutes)}`;
+}
 
 export function minutesText(seconds: number): string {
   if (seconds < 120) return `${Math.round(seconds)} s`;
@@ -158,6 +168,8 @@ function thresholdText(name: AlertName, thresholds: AlertThresholds): string {
       return `over ${minutesText(thresholds.replicaLagSeconds)} behind the primary`;
     case 'index_over_memory':
       return `over ${shareText(thresholds.indexOverMemoryShare)} of memory for ${thresholds.indexOverMemoryMinutes} min`;
+    case 'unrecorded_completions':
+      return `any in the last ${windowText(thresholds.unrecordedWindowMinutes)}`;
   }
 }
 
@@ -206,7 +218,7 @@ export function evaluateChecks(
   const margins = input.policies.map((policy) => ({ policy, margin: policy.retentionSeconds - policy.retryWindowSeconds }));
   const tightest = margins.sort((a, b) => a.margin - b.margin)[0];
   const sinceSweep = input.sweep.lastFinishedAt ? (now.getTime() - input.sweep.lastFinishedAt.getTime()) / 1000 : null;
-  const storeValue: Record<Exclude<AlertName, 'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate'>, string> = {
+  const storeValue: Record<Exclude<AlertName, 'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate' | 'unrecorded_completions'>, string> = {
     retention_below_window: tightest
       ? tightest.margin < 0
         ? `${tightest.policy.endpoint} (${tightest.policy.service}) keeps keys ${minutesText(tightest.policy.retentionSeconds)} for a ${minutesText(tightest.policy.retryWindowSeconds)} window`
@@ -220,7 +232,11 @@ export function evaluateChecks(
     index_over_memory: indexMemoryText(input.indexMemory),
   };
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
-    name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate' ? flowValues(seriesOf(where), now, thresholds)[name] : storeValue[name];
+    name === 'unrecorded_completions'
+      ? unrecordedText(input, thresholds, where.service)
+      : name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate'
+        ? flowValues(seriesOf(where), now, thresholds)[name]
+        : storeValue[name];
 
   /** A firing or pending rule as a check: its value now against its threshold, since when, and for how long. */
   const checkOf = (alert: Alert | PendingAlert, state: 'firing' | 'pending', forMinutes: number | null, words: { summary: string; action: string }): Check => ({
@@ -250,7 +266,8 @@ export function evaluateChecks(
     .filter((name) => !notOk.has(name) && (name !== 'replica_lag' || input.replica !== undefined))
     .map((name) => {
       const flow = flowNames.has(name);
-      const where = { service: flow ? (choice.service ?? null) : null, scope: flow ? (choice.scope ?? null) : null };
+      const perService = serviceNames.has(name);
+      const where = { service: flow || perService ? (choice.service ?? null) : null, scope: flow ? (choice.scope ?? null) : null };
       return {
         name,
         title: titles[name],
@@ -258,8 +275,8 @@ export function evaluateChecks(
         firing: false,
         severity: alertCatalog[name].severity,
         ...where,
-        storeWide: !flow,
-        value: valueOf(name, { service: null, scope: null }),
+        storeWide: !flow && !perService,
+        value: valueOf(name, perService ? where : { service: null, scope: null }),
         threshold: thresholdText(name, thresholds),
         since: null,
         forMinutes: forMinutesOf(name, thresholds),

@@ -291,8 +291,10 @@ export async function readOverview(
   const principals: PrincipalsBehind = { ...ranked, errorBound: principalsErrorBound(totals, ranked.k) };
   const services = [...new Set(scopes.map((row) => row.service))];
   // A chosen service or scope shows its own flow alerts and the store-wide ones; none shows them all.
+  // A service's own alert (a service, no scope: unrecorded completions) shows with any of its scopes.
   const chosen = (alert: { storeWide: boolean; service: string | null; scope: string | null }) =>
-    alert.storeWide || ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope));
+    alert.storeWide ||
+    ((query.service === undefined || alert.service === query.service) && (query.scope === undefined || alert.scope === query.scope || (alert.scope === null && alert.service !== null)));
   const states = evaluateAlertStates(alertInputs, thresholds);
   const alerts = states.firing.filter(chosen);
   const pending = states.pending.filter(chosen);

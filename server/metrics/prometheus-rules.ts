@@ -130,6 +130,13 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
       `The key table's unique index${inService} is {{ $value | humanize1024 }}B, over ${shareText(thresholds.indexOverMemoryShare)} of the database's memory, for ${thresholds.indexOverMemoryMinutes} min`,
       minutes(thresholds.indexOverMemoryMinutes),
     ),
+    // As on the dashboard: any completion not recorded in the window, per service (every
+    // instance's, read from the database: each instance reports the same, so max).
+    alert(
+      'unrecorded_completions',
+      'max by (service) (retrysafe_unrecorded_completions_window) > 0',
+      `{{ $value }} completions${inService} could not be recorded in the last ${thresholds.unrecordedWindowMinutes} min: the work ran, and a retry after the lease runs it again`,
+    ),
     // Only where the dashboard reads a standby (DASHBOARD_READ_URL: the gauges exist then). As on
     // the dashboard: over the threshold behind, or promoted (no longer in recovery).
     alert(

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { BUCKET_BOUNDS_MS, claimOutcomes, type FlowObserver } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
-import { alertThresholds, evaluateAlerts, readAlertInputs, type AlertThresholds, type PolicyPoint } from './alerts';
+import { alertThresholds, evaluateAlerts, readAlertInputs, readUnrecordedCounts, type AlertThresholds, type PolicyPoint } from './alerts';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
 import { readIndexMemory } from './capacity';
@@ -90,6 +90,20 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
       },
     });
   }
+
+  // Every instance's (and every service's) unrecorded completions, as the overview counts them:
+  // every instance reports the same, so a rule takes the max.
+  new Gauge({
+    name: 'retrysafe_unrecorded_completions_window',
+    help: `Completions whose work ran and whose response could not be recorded in the last ${thresholds.unrecordedWindowMinutes} min, by service, every instance's (from the database)`,
+    labelNames: ['service'],
+    registers: [registry],
+    async collect() {
+      const counts = await readUnrecordedCounts(pool, null, thresholds.unrecordedWindowMinutes);
+      this.reset();
+      for (const count of counts) this.set({ service: count.service }, count.count);
+    },
+  });
 
   // Store gauges: one query per scrape, shared by all of them.
   const figures = sharedPerScrape(() => readStoreFigures(pool));

@@ -72,6 +72,8 @@ export interface SweepResult {
   quotaBucketsDeleted: number;
   /** Traced attempts and key counts (migration 0025) past their key's expiry, removed at the end of the run. */
   attemptsDeleted: number;
+  /** Unrecorded completions (migration 0026) past their key's retention, removed at the end of the run. */
+  unrecordedDeleted: number;
   /** Partitioned layout: day partitions created ahead, and dropped whole (their rows included in rowsDeleted). */
   partitionsCreated: number;
   partitionsDropped: string[];
@@ -188,6 +190,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     staleReleased: 0,
     quotaBucketsDeleted: 0,
     attemptsDeleted: 0,
+    unrecordedDeleted: 0,
     partitionsCreated: 0,
     partitionsDropped: [],
     longestChunkMs: 0,
@@ -223,7 +226,8 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
           await sweepChunks(held, runId, options, result);
         }
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
-        result.attemptsDeleted = await sweepExpiredAttempts(client, options.chunkSize, options.maxRowsPerRun);
+        result.attemptsDeleted = await sweepExpired(client, [SWEEP_ATTEMPTS_SQL, SWEEP_ATTEMPT_COUNTS_SQL], options.chunkSize, options.maxRowsPerRun);
+        result.unrecordedDeleted = await sweepExpired(client, [SWEEP_UNRECORDED_SQL], options.chunkSize, options.maxRowsPerRun);
       } catch (error) {
         result.status = 'failed';
         result.stopReason = 'error';
@@ -279,17 +283,23 @@ const SWEEP_ATTEMPT_COUNTS_SQL = `WITH doomed AS (
              )
              DELETE FROM key_attempt_counts c USING doomed WHERE c.ctid = doomed.ctid`;
 
-/** The sweep of the trace's statements, for the test that proves their plans. */
-export const sweepAttemptsTexts = { attempts: SWEEP_ATTEMPTS_SQL, counts: SWEEP_ATTEMPT_COUNTS_SQL };
+const SWEEP_UNRECORDED_SQL = `WITH doomed AS (
+               SELECT ctid FROM unrecorded_completions WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+             )
+             DELETE FROM unrecorded_completions u USING doomed WHERE u.ctid = doomed.ctid`;
+
+/** The sweep of the trace's statements (and of the unrecorded completions'), for the test that proves their plans. */
+export const sweepAttemptsTexts = { attempts: SWEEP_ATTEMPTS_SQL, counts: SWEEP_ATTEMPT_COUNTS_SQL, unrecorded: SWEEP_UNRECORDED_SQL };
 
 /**
- * The trace of attempts expires with its key: each row carries its key's expiry (the flush's
- * copy), so the rows past it go in chunks through the expiry indexes, each chunk its own
- * statement (no long transaction), up to the run's row budget. Returns the rows deleted.
+ * The trace of attempts and the unrecorded completions expire with their key: each row carries
+ * its key's expiry (the flush's copy), so the rows past it go in chunks through the expiry
+ * indexes, each chunk its own statement (no long transaction), up to the run's row budget.
+ * Returns the rows deleted.
  */
-async function sweepExpiredAttempts(client: pg.ClientBase, chunkSize: number, maxRows: number): Promise<number> {
+async function sweepExpired(client: pg.ClientBase, texts: readonly string[], chunkSize: number, maxRows: number): Promise<number> {
   let deleted = 0;
-  for (const text of [SWEEP_ATTEMPTS_SQL, SWEEP_ATTEMPT_COUNTS_SQL]) {
+  for (const text of texts) {
     for (;;) {
       const result = await client.query(text, [chunkSize]);
       const rows = result.rowCount ?? 0;

@@ -41,7 +41,8 @@ describe('overview checks', () => {
     // Firing first; every other rule passed, with a value.
     expect(refunds.checks[0]?.firing).toBe(true);
     const passed = refunds.checks.filter((check) => !check.firing);
-    expect(passed.map((check) => check.name).sort()).toEqual(['claim_p99', 'cleanup_lag', 'index_over_memory', 'mismatch_rate', 'rejection_rate', 'retention_below_window', 'rows_over_baseline', 'stale_claims', 'sweeper_stalled']);
+    expect(passed.map((check) => check.name).sort()).toEqual(['claim_p99', 'cleanup_lag', 'index_over_memory', 'mismatch_rate', 'rejection_rate', 'retention_below_window', 'rows_over_baseline', 'stale_claims', 'sweeper_stalled', 'unrecorded_completions']);
+    expect(passed.find((check) => check.name === 'unrecorded_completions')).toMatchObject({ service: 'demo', scope: null, storeWide: false, value: 'none in the last hour', threshold: 'any in the last hour', link: 'unrecorded' });
     expect(passed.find((check) => check.name === 'mismatch_rate')).toMatchObject({ value: '0%', scope: 'POST /api/v1/refunds', storeWide: false });
     expect(passed.find((check) => check.name === 'index_over_memory')).toMatchObject({ storeWide: true, state: 'ok', link: 'store', threshold: 'over 80% of memory for 30 min' });
     expect(passed.find((check) => check.name === 'retention_below_window')).toMatchObject({ storeWide: true, value: 'smallest margin 2 h (POST /api/v1/payments, demo)', link: 'retention' });

@@ -17,6 +17,7 @@ export {
   type StoreOptions,
   type StoreOutcome,
   type StoredResponse,
+  type UnrecordedAttempt,
   type WorkContext,
   type WorkResult,
 } from './store.js';
@@ -71,7 +72,19 @@ export { parseResponseKeys } from './response-keys.js';
 export { newCorrelationId } from './correlation-id.js';
 export { canonicalBody, fingerprint, type CanonicalRequest } from './fingerprint.js';
 export { claimOutcomes, ignoreFlow, principalOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome } from './events.js';
-export { ALL, FlowRecorder, observeAll, PRINCIPAL_TOP_K, principalRows, SERIES_STEPS, type PrincipalRow, type PrincipalSummary, type RecorderOptions } from './recorder.js';
+export {
+  ALL,
+  errorClassOf,
+  FlowRecorder,
+  observeAll,
+  PRINCIPAL_TOP_K,
+  principalRows,
+  SERIES_STEPS,
+  UNRECORDED_KEPT,
+  type PrincipalRow,
+  type PrincipalSummary,
+  type RecorderOptions,
+} from './recorder.js';
 export { namePrincipal } from './principal-names.js';
 export { mergeHeavyHitters, MisraGries, type HeavyHitter } from './heavy-hitters.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';

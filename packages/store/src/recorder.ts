@@ -34,7 +34,16 @@
 // rows (or keys) per minute; what exceeds it is counted in droppedAttempts, not kept, so a flood
 // from one principal cannot grow memory or the tables without bound (a key already pending still
 // counts every attempt, and its ring keeps the newest 20, at no cost in rows).
+//
+// And the completions that could not be recorded (issue 26.2, migration 0026): an attempt whose
+// work ran and whose response the store could not record (IdempotencyStore's onCompletionFailed,
+// wired here by createRetrysafe). Its key, correlation id, time and error class wait in memory
+// and the same statement inserts them, so the overview counts every instance's. A failing
+// database is the likely cause, so they wait through failed flushes; at most unrecordedKept
+// (UNRECORDED_KEPT) wait at once, the rest counted in droppedUnrecorded (their keys are still
+// in onError's report and the store's unrecordedCompletions).
 import type pg from 'pg';
+import type { UnrecordedAttempt } from './store.js';
 import { principalOutcomes, tracedOutcomes, type ClaimOutcome, type FlowEvent, type FlowObserver, type PrincipalOutcome, type TracedOutcome } from './events.js';
 import { MisraGries, mergeHeavyHitters } from './heavy-hitters.js';
 import { BUCKET_COUNT, bucketOf } from './histogram.js';
@@ -76,6 +85,30 @@ interface TracedKey {
   next: number;
 }
 
+/** Unrecorded completions waiting for a flush, at most (RecorderOptions.unrecordedKept). */
+export const UNRECORDED_KEPT = 1_000;
+
+/** One unrecorded completion waiting for the flush. */
+interface UnrecordedRow {
+  at: number;
+  attempt: UnrecordedAttempt;
+  errorClass: string;
+}
+
+/**
+ * An error's class, as the dashboard shows it: its type's name and its code (a SQLSTATE, or
+ * Node's ECONNRESET...), never its message, which may quote a value.
+ */
+export function errorClassOf(error: unknown): string {
+  if (typeof error !== 'object' || error === null) return typeof error;
+  // The constructor's name: pg's DatabaseError names itself 'error' (the protocol message's name).
+  const name = (error as { constructor?: { name?: unknown } }).constructor?.name;
+  const code = (error as { code?: unknown }).code;
+  const words = [typeof name === 'string' && /^[A-Za-z0-9_]{1,60}$/.test(name) ? name : 'Error'];
+  if (typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code)) words.push(code);
+  return words.join(' ');
+}
+
 /** One flush interval's Misra-Gries summary of the principals behind one (minute, service, scope, outcome). */
 export interface PrincipalSummary {
   minute: number;
@@ -102,9 +135,10 @@ interface Pending {
   /** Rows of a flush that failed, added again by the next one. */
   carried: PrincipalRow[];
   traced: Map<string, TracedKey>;
+  unrecorded: UnrecordedRow[];
 }
 
-const empty = (): Pending => ({ counts: new Map(), latency: new Map(), principals: new Map(), carried: [], traced: new Map() });
+const empty = (): Pending => ({ counts: new Map(), latency: new Map(), principals: new Map(), carried: [], traced: new Map(), unrecorded: [] });
 
 export interface RecorderOptions {
   flushIntervalMs?: number;
@@ -114,6 +148,8 @@ export interface RecorderOptions {
   principalTopK?: number;
   /** Attempt rows (or new keys) one principal may add to the trace per minute (default ATTEMPT_BUDGET_PER_MINUTE). */
   attemptBudgetPerMinute?: number;
+  /** Unrecorded completions waiting for a flush, at most (default UNRECORDED_KEPT). */
+  unrecordedKept?: number;
 }
 
 export class FlowRecorder implements FlowObserver {
@@ -128,6 +164,9 @@ export class FlowRecorder implements FlowObserver {
   private budgetMinute = 0;
   /** Traced attempts not kept because their principal's budget for the minute was spent (since start). */
   droppedAttempts = 0;
+  /** Unrecorded completions not kept for the dashboard because unrecordedKept were waiting already (since start). */
+  droppedUnrecorded = 0;
+  private readonly unrecordedKept: number;
 
   constructor(
     private readonly pool: Pick<pg.Pool, 'query'>,
@@ -136,6 +175,7 @@ export class FlowRecorder implements FlowObserver {
     this.now = options.now ?? Date.now;
     this.topK = options.principalTopK ?? PRINCIPAL_TOP_K;
     this.attemptBudget = options.attemptBudgetPerMinute ?? ATTEMPT_BUDGET_PER_MINUTE;
+    this.unrecordedKept = options.unrecordedKept ?? UNRECORDED_KEPT;
     this.task = periodicTask({
       name: 'flow metrics flush',
       intervalMs: options.flushIntervalMs ?? 5_000,
@@ -168,6 +208,18 @@ export class FlowRecorder implements FlowObserver {
     }
     const bucket = bucketOf(event.claimLatencyMs);
     histogram.buckets[bucket] = (histogram.buckets[bucket] ?? 0) + 1;
+  }
+
+  /**
+   * An attempt whose work ran and whose response could not be recorded: kept for the next flush
+   * (with its error's class, never its message), unless unrecordedKept are waiting already.
+   */
+  completionUnrecorded(attempt: UnrecordedAttempt, error: unknown): void {
+    if (this.pending.unrecorded.length >= this.unrecordedKept) {
+      this.droppedUnrecorded += 1;
+      return;
+    }
+    this.pending.unrecorded.push({ at: this.now(), attempt, errorClass: errorClassOf(error) });
   }
 
   /** Adds a traced attempt to its key's pending counts and ring, within its principal's budget. */
@@ -249,7 +301,7 @@ export class FlowRecorder implements FlowObserver {
   private async flushOnce(): Promise<void> {
     const batch = this.pending;
     this.pending = empty();
-    if (batch.counts.size === 0 && batch.latency.size === 0 && batch.principals.size === 0 && batch.carried.length === 0 && batch.traced.size === 0) return;
+    if (batch.counts.size === 0 && batch.latency.size === 0 && batch.principals.size === 0 && batch.carried.length === 0 && batch.traced.size === 0 && batch.unrecorded.length === 0) return;
     const principals = [...batch.carried, ...principalRows(batch.principals.values(), this.topK)];
     const counts = [...batch.counts.values()];
     const cells: { minute: number; service: string; scope: string; bucket: number; count: number }[] = [];
@@ -261,6 +313,7 @@ export class FlowRecorder implements FlowObserver {
     const keys = [...batch.traced.values()];
     const attempts: (TracedAttempt & { of: TracedKey })[] = [];
     for (const key of keys) for (const attempt of key.attempts) attempts.push({ ...attempt, of: key });
+    const unrecorded = batch.unrecorded;
     try {
       await this.pool.query({
         name: 'metrics_flush',
@@ -350,6 +403,15 @@ RETURNING 1
   RETURNING 1
 ), traced_fresh AS (
   SELECT p, v, s, k, count(*) AS fresh FROM traced_rows GROUP BY 1, 2, 3, 4
+), unrecorded AS (
+  -- Completions that could not be recorded (migration 0026), kept as long as their key would have
+  -- been; one sent again after its flush's answer was lost is there already.
+  INSERT INTO retrysafe.unrecorded_completions (principal_id, service, scope, key, correlation_id, at, expires_at, error_class)
+  SELECT p, v, s, k, c, to_timestamp(at / 1000.0), to_timestamp(at / 1000.0) + ret * interval '1 millisecond', e
+  FROM unnest($37::uuid[], $38::text[], $39::text[], $40::text[], $41::uuid[], $42::bigint[], $43::bigint[], $44::text[]) AS u(p, v, s, k, c, at, ret, e)
+  ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT DO NOTHING
+  RETURNING 1
 )
 -- The key's stored attempts past the newest 20 (counting this flush's, which this statement's
 -- snapshot cannot see) or past its expiry, by the primary key's prefix.
@@ -398,6 +460,14 @@ DELETE FROM retrysafe.key_attempts a USING (
           attempts.map((attempt) => attempt.outcome),
           attempts.map((attempt) => attempt.status),
           ATTEMPTS_KEPT_PER_KEY,
+          unrecorded.map((row) => row.attempt.principalId),
+          unrecorded.map((row) => row.attempt.service),
+          unrecorded.map((row) => row.attempt.scope),
+          unrecorded.map((row) => row.attempt.key),
+          unrecorded.map((row) => row.attempt.correlationId),
+          unrecorded.map((row) => row.at),
+          unrecorded.map((row) => Math.round(row.attempt.retentionMs)),
+          unrecorded.map((row) => row.errorClass),
         ],
       });
     } catch (error) {
@@ -408,6 +478,10 @@ DELETE FROM retrysafe.key_attempts a USING (
 
   private merge(batch: Pending, principals: PrincipalRow[]): void {
     this.pending.carried.push(...principals);
+    // The older ones first, within the bound: what it leaves out is counted.
+    const unrecorded = [...batch.unrecorded, ...this.pending.unrecorded];
+    this.droppedUnrecorded += Math.max(0, unrecorded.length - this.unrecordedKept);
+    this.pending.unrecorded = unrecorded.slice(0, this.unrecordedKept);
     for (const [id, key] of batch.traced) {
       const current = this.pending.traced.get(id);
       if (!current) {

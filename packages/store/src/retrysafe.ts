@@ -133,7 +133,8 @@ export interface RetrysafeOptions {
   /**
    * Told about background failures (flushes) and failures the store outlives; never given
    * request data. `key`: the scoped key of an attempt whose work ran and whose response could not
-   * be recorded (task 'record a completed attempt'; the store's unrecordedCompletions counts them).
+   * be recorded (task 'record a completed attempt'; the store's unrecordedCompletions counts them,
+   * and the recorder's flush writes them to unrecorded_completions for the dashboard's overview).
    */
   onError?: (error: unknown, context: { task: string; key?: KeyIdentity }) => void;
   /** Told when an attempt finished after its lease was taken over (its work ran twice). */
@@ -254,7 +255,11 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
       pooler: options.pooler,
       plannerSettingsInPlace: settingsInPlace,
       onLeaseLost: options.onLeaseLost,
-      onCompletionFailed: (error, key) => report(error, { task: 'record a completed attempt', key }),
+      // Reported with its key, and kept for the dashboard (the recorder's next flush).
+      onCompletionFailed: (error, attempt) => {
+        recorder.completionUnrecorded(attempt, error);
+        report(error, { task: 'record a completed attempt', key: { principalId: attempt.principalId, service: attempt.service, scope: attempt.scope, key: attempt.key } });
+      },
       onAbandonFailed: options.onAbandonFailed ?? ((error) => report(error, { task: 'mark a failed attempt retryable' })),
     });
     recorder.start();

@@ -114,9 +114,18 @@ export interface StoreOptions<Db = Queryable> {
    * Told when an attempt's work ran but its response could not be recorded, its completion
    * having failed and, where the failure allowed it (a lost connection, a pooler's error), been
    * retried until shortly before its lease ends: the key stays in progress until then, and a
-   * retry after it runs the work again. Counted in `unrecordedCompletions`.
+   * retry after it runs the work again. Counted in `unrecordedCompletions`; createRetrysafe also
+   * hands it to the flow recorder, whose flush writes it for the dashboard (unrecorded_completions).
    */
-  onCompletionFailed?: (error: unknown, id: KeyIdentity) => void;
+  onCompletionFailed?: (error: unknown, attempt: UnrecordedAttempt) => void;
+}
+
+/** An attempt whose work ran and whose response could not be recorded (onCompletionFailed). */
+export interface UnrecordedAttempt extends KeyIdentity {
+  /** The attempt's own correlation id (its X-Correlation-Id). */
+  correlationId: string;
+  /** Its policy's retention: the record of the failure is kept as long as the key would have been. */
+  retentionMs: number;
 }
 
 /** How long before its lease ends an attempt stops retrying its completion (at most; a tenth of a short lease). */
@@ -417,7 +426,14 @@ export class IdempotencyStore<Db = Queryable> {
       return row !== null && row.state === 'completed' && row.attempts === attempts && row.correlationId === claim.correlationId;
     } catch (error) {
       this.unrecordedCompletions += 1;
-      this.options.onCompletionFailed?.(error, { principalId: claim.principalId, service: claim.service, scope: claim.scope, key: claim.key });
+      this.options.onCompletionFailed?.(error, {
+        principalId: claim.principalId,
+        service: claim.service,
+        scope: claim.scope,
+        key: claim.key,
+        correlationId: claim.correlationId,
+        retentionMs: claim.retentionMs,
+      });
       throw error;
     }
   }
