@@ -227,6 +227,32 @@ const NO_DATABASE: Queryable = {
 export interface RedisBackendOptions {
   /** What the work and a re-derivation get as `context.db` (createRetrysafe: its Postgres pool). */
   db?: Queryable;
+  /**
+   * Replicas that must acknowledge a claim (and a takeover) before the work may run: after the
+   * claim the backend sends `WAIT waitReplicas waitTimeoutMs` on the connection that wrote it. Fewer
+   * acknowledgements in time: the claim is marked failed (retryable) and the request is refused
+   * as unavailable (503), the work not run. Completions wait too; a completion short of replicas
+   * is still answered (its effect happened) and told to onWaitShortfall. 0 (default): no WAIT.
+   * Replication stays asynchronous: see docs/redis.md for what this narrows and what it does not.
+   */
+  waitReplicas?: number;
+  /** How long WAIT waits for the replicas (default 100 ms). */
+  waitTimeoutMs?: number;
+  /** Told each write that fewer than waitReplicas replicas acknowledged in time. */
+  onWaitShortfall?: (operation: 'claim' | 'takeover' | 'complete', acknowledged: number) => void;
+}
+
+/** Fewer replicas than required acknowledged a claim in time: the work did not run, a retry may. */
+export class ReplicationShortfallError extends Error {
+  readonly code = 'REDIS_REPLICATION_SHORTFALL';
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    timeoutMs: number,
+  ) {
+    super(`WAIT: ${acknowledged} of ${required} Redis replicas acknowledged the claim within ${timeoutMs} ms`);
+    this.name = 'ReplicationShortfallError';
+  }
 }
 
 /**
@@ -237,12 +263,41 @@ export class RedisBackend implements IdempotencyBackend {
   /** Claim-first only: the store refuses a transactional request on this backend (TransactionsUnsupportedError). */
   readonly transactional = false;
   readonly db: Queryable;
+  private readonly waitReplicas: number;
+  private readonly waitTimeoutMs: number;
 
   constructor(
     private readonly redis: RedisCommands,
-    options: RedisBackendOptions = {},
+    private readonly options: RedisBackendOptions = {},
   ) {
     this.db = options.db ?? NO_DATABASE;
+    this.waitReplicas = options.waitReplicas ?? 0;
+    this.waitTimeoutMs = options.waitTimeoutMs ?? 100;
+    if (!Number.isInteger(this.waitReplicas) || this.waitReplicas < 0) throw new RangeError('waitReplicas must be a whole number, 0 or more');
+    if (!Number.isInteger(this.waitTimeoutMs) || this.waitTimeoutMs < 1) throw new RangeError('waitTimeoutMs must be a whole number of milliseconds, 1 or more');
+  }
+
+  /** The replicas that acknowledged the writes sent so far on `key`'s connection (WAIT). */
+  private async acknowledged(key: string): Promise<number> {
+    try {
+      if (this.redis.waitForReplicas) return await this.redis.waitForReplicas(key, this.waitReplicas, this.waitTimeoutMs);
+      return int(await this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]));
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  /**
+   * After a claim or a takeover of attempt `attempts`: waits for the replicas; short of them, marks
+   * the attempt failed (so a retry may take it over at once) and refuses the request (503).
+   */
+  private async replicated(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number): Promise<void> {
+    const key = recordKey(id);
+    const acknowledged = await this.acknowledged(key);
+    if (acknowledged >= this.waitReplicas) return;
+    this.options.onWaitShortfall?.(operation, acknowledged);
+    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
+    throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
   }
 
   /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
@@ -264,8 +319,9 @@ export class RedisBackend implements IdempotencyBackend {
     const member = recordMember(claim.scope, claim.key);
     const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)] as const;
     const reply = (await this.run(CLAIM, keys, [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member])) as unknown[];
-    if (reply[0] === 1) return { claimed: true, attempts: 1 };
-    return { claimed: false, existing: toExisting(reply) };
+    if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
+    if (this.waitReplicas > 0) await this.replicated('claim', claim, 1);
+    return { claimed: true, attempts: 1 };
   }
 
   async read(id: KeyIdentity): Promise<ExistingKey | null> {
@@ -275,13 +331,22 @@ export class RedisBackend implements IdempotencyBackend {
 
   async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
     const reply = await this.run(TAKE_OVER, recordKey(claim), [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))]);
-    return reply === null ? null : int(reply);
+    if (reply === null) return null;
+    const attempts = int(reply);
+    if (this.waitReplicas > 0) await this.replicated('takeover', claim, attempts);
+    return attempts;
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
     const stored: (string | Buffer)[] =
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
-    const reply = await this.run(COMPLETE, recordKey(values), [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored]);
+    const key = recordKey(values);
+    const reply = await this.run(COMPLETE, key, [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored]);
+    if (reply === 1 && this.waitReplicas > 0) {
+      // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
+      const acknowledged = await this.acknowledged(key).catch(() => 0);
+      if (acknowledged < this.waitReplicas) this.options.onWaitShortfall?.('complete', acknowledged);
+    }
     return reply === 1;
   }
 
@@ -349,4 +414,5 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
 }
 
 export { RedisKeyReads } from './redis-key-reads.js';
-export { RedisMemoryWatch, readRedisMemory, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions } from './redis-memory.js';
+export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
+export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';
