@@ -35,6 +35,8 @@ export interface TestRedisCluster {
   masterOf(key: string): Promise<number>;
   /** Ends one node with a signal (SIGKILL: a crash, nothing flushed). */
   kill(port: number, signal?: NodeJS.Signals): Promise<void>;
+  /** Starts a killed node again with its nodes file: it rejoins (a replica of whoever took its slots). */
+  restart(port: number): Promise<void>;
   /** Waits until every live node says cluster_state:ok and sees `masters` masters with slots. */
   waitUntilOk(options?: { timeoutMs?: number; masters?: number }): Promise<void>;
   stop(): Promise<void>;
@@ -55,8 +57,12 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
-/** Starts a 3-master cluster with one replica each; `args` are further settings for every node. */
-export async function startRedisCluster(args: string[] = []): Promise<TestRedisCluster> {
+/**
+ * Starts a 3-master cluster with one replica each; `args` are further settings for every node.
+ * `nodeTimeoutMs` (cluster-node-timeout): how long a master may be silent before its replica takes
+ * over; the default (5 s) keeps a machine busy with other tests from failing a master over.
+ */
+export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5_000 }: { nodeTimeoutMs?: number } = {}): Promise<TestRedisCluster> {
   if (!redisServerPath) throw new Error('redis-server is not installed (apt-get install redis-server redis-tools, or set REDIS_SERVER_PATH)');
   const binary = redisServerPath;
   const dir = await mkdtemp(join(tmpdir(), 'retrysafe-redis-cluster-'));
@@ -65,6 +71,38 @@ export async function startRedisCluster(args: string[] = []): Promise<TestRedisC
   let output = '';
   const keep = (chunk: Buffer) => {
     output = (output + chunk.toString()).slice(-8000);
+  };
+
+  const launched = new Map<number, () => ChildProcess>();
+  const launch = (port: number, busPort: number, nodeDir: string): ChildProcess => {
+    const start = () => {
+      const child = spawn(
+          binary,
+          [
+            '--port', String(port),
+            '--cluster-port', String(busPort),
+            '--bind', '127.0.0.1',
+            '--dir', nodeDir,
+            '--cluster-enabled', 'yes',
+            '--cluster-config-file', join(nodeDir, 'nodes.conf'),
+            '--cluster-node-timeout', String(nodeTimeoutMs),
+            // A replica may always be promoted, whatever its last contact with its master.
+            '--cluster-replica-validity-factor', '0',
+            '--save', '',
+            '--appendonly', 'no',
+            '--daemonize', 'no',
+            ...args,
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        child.stdout.on('data', keep);
+        child.stderr.on('data', keep);
+        child.stdout.on('data', keep);
+        child.stderr.on('data', keep);
+        return child;
+      };
+    launched.set(port, start);
+    return start();
   };
 
   const command = async (port: number, ...commandArgs: string[]): Promise<string> => {
@@ -126,6 +164,16 @@ export async function startRedisCluster(args: string[] = []): Promise<TestRedisC
       node.alive = false;
       await halt(child, signal);
     },
+    async restart(port) {
+      const start = launched.get(port);
+      const node = nodes.find((candidate) => candidate.port === port);
+      if (!start || !node) throw new Error(`no node on ${port}`);
+      const child = children.get(port);
+      if (child) await halt(child, 'SIGKILL');
+      children.set(port, start());
+      node.alive = true;
+      await until(`redis-server on ${port} answering PING again`, 20_000, async () => ((await command(port, 'PING')).trim() === 'PONG' ? true : null));
+    },
     async waitUntilOk({ timeoutMs = 60_000, masters = 3 } = {}) {
       await until(`cluster_state:ok on every live node with ${masters} masters`, timeoutMs, async () => {
         for (const node of live()) {
@@ -157,27 +205,7 @@ export async function startRedisCluster(args: string[] = []): Promise<TestRedisC
       while (busPort === port) busPort = await freePort();
       const nodeDir = join(dir, String(port));
       await run('mkdir', ['-p', nodeDir]);
-      const child = spawn(
-        binary,
-        [
-          '--port', String(port),
-          '--cluster-port', String(busPort),
-          '--bind', '127.0.0.1',
-          '--dir', nodeDir,
-          '--cluster-enabled', 'yes',
-          '--cluster-config-file', join(nodeDir, 'nodes.conf'),
-          '--cluster-node-timeout', '2000',
-          // A replica may always be promoted, whatever its last contact with its master.
-          '--cluster-replica-validity-factor', '0',
-          '--save', '',
-          '--appendonly', 'no',
-          '--daemonize', 'no',
-          ...args,
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      child.stdout.on('data', keep);
-      child.stderr.on('data', keep);
+      const child = launch(port, busPort, nodeDir);
       children.set(port, child);
       nodes.push({ port, url: `redis://127.0.0.1:${port}`, alive: true });
     }

@@ -2,7 +2,7 @@
 // command routed to the master of its first key's slot (every script names only keys of one
 // hash tag, `{principal:service}`, so one slot), MOVED and ASK followed by the client; the
 // commands each server answers for itself (INFO, for the eviction watch) sent to every master,
-// and WAIT sent on the connection that carried the write. No SELECT: a cluster has one database.
+// and WAIT sent pipelined behind the write on the connection that carried it. No SELECT: a cluster has one database.
 import { createCluster, RESP_TYPES, type RedisClusterOptions } from 'redis';
 import type { RedisCommands } from './redis-memory.js';
 
@@ -65,11 +65,25 @@ export async function connectRedisCluster(
         }),
       );
     },
-    async waitForReplicas(key, replicas, timeoutMs) {
-      // WAIT counts the replicas that acknowledged this connection's writes: ask the connection
-      // to the key's master, which carried the write (cluster.sendCommand would send it to every master).
-      const client = await cluster.getNodeClientForKey(key, false);
-      return Number(await client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+    async sendAndWait(args, key, replicas, timeoutMs) {
+      // WAIT counts the replicas that acknowledged this connection's writes, so it goes on the
+      // connection to the key's master, behind the write (cluster.sendCommand would send it to
+      // every master). A write the node redirects (MOVED, ASK: the slot moved) goes through the
+      // cluster's routing, which learns the new topology, and then once more here.
+      for (let attempt = 0; ; attempt += 1) {
+        const client = (await cluster.getNodeClientForKey(key, false)).withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer });
+        const write = client.sendCommand([...args]);
+        const wait = client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]);
+        try {
+          return [await write, Number(await wait)];
+        } catch (error) {
+          await wait.catch(() => undefined);
+          if (attempt > 0 || !(error instanceof Error) || !/^(MOVED|ASK) /.test(error.message)) throw error;
+          // The write did not run. A read of the key through the cluster's routing meets the same
+          // redirection and makes the client learn where the slot lives now.
+          await binary.sendCommand(key, false, ['EXISTS', key]).catch(() => undefined);
+        }
+      }
     },
   };
   return {

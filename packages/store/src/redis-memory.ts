@@ -17,10 +17,11 @@ export interface RedisCommands {
    */
   eachMaster?(): Promise<{ node: string; commands: RedisCommands }[]>;
   /**
-   * WAIT on the connection that carried the writes to `key` (a cluster: the key's master). Absent
-   * for one server, where WAIT is sent through sendCommand on its one connection.
+   * Sends `args` (a write to `key`) and `WAIT replicas timeoutMs` pipelined on the same connection
+   * (a cluster: the key's master's): the reply, and the replicas that acknowledged that
+   * connection's writes. Absent for one server, where sendCommand has one connection.
    */
-  waitForReplicas?(key: string, replicas: number, timeoutMs: number): Promise<number>;
+  sendAndWait?(args: ReadonlyArray<string | Buffer>, key: string, replicas: number, timeoutMs: number): Promise<[unknown, number]>;
 }
 
 /** What INFO says about the server's memory and evictions. */

@@ -160,10 +160,14 @@ export class RedisUnavailableError extends Error {
   }
 }
 
-const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed)/;
+// A cluster adds: no root node reachable (at a reconnection), and a slot still moving after the
+// client followed as many redirections as it allows.
+const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed|All the root nodes are unavailable)/;
+const SLOT_MOVING = /^Too many Cluster redirections/;
 const SERVER_STATES: readonly [RegExp, UnavailableReason][] = [
   [/^OOM /, 'capacity'],
-  [/^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN) /, 'shutdown'],
+  // A cluster whose slot has no master (CLUSTERDOWN) or is moving (MOVED, ASK, TRYAGAIN, when not followed).
+  [/^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|MOVED|ASK) /, 'shutdown'],
 ];
 
 /** Why `error` says Redis cannot take the command now, or null when it says something else. */
@@ -171,6 +175,7 @@ export function redisUnavailableReason(error: unknown): UnavailableReason | null
   if (!(error instanceof Error)) return null;
   if (error instanceof RedisUnavailableError) return error.unavailableReason;
   if (error instanceof ErrorReply) return SERVER_STATES.find(([pattern]) => pattern.test(error.message))?.[1] ?? null;
+  if (SLOT_MOVING.test(error.message)) return 'shutdown';
   if (CONNECTION_MESSAGES.test(error.message)) return /timeout/i.test(error.message) ? 'timeout' : 'connection';
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return 'connection';
@@ -277,50 +282,62 @@ export class RedisBackend implements IdempotencyBackend {
     if (!Number.isInteger(this.waitTimeoutMs) || this.waitTimeoutMs < 1) throw new RangeError('waitTimeoutMs must be a whole number of milliseconds, 1 or more');
   }
 
-  /** The replicas that acknowledged the writes sent so far on `key`'s connection (WAIT). */
-  private async acknowledged(key: string): Promise<number> {
-    try {
-      if (this.redis.waitForReplicas) return await this.redis.waitForReplicas(key, this.waitReplicas, this.waitTimeoutMs);
-      return int(await this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]));
-    } catch (error) {
-      throw unavailable(error);
-    }
-  }
-
   /**
-   * After a claim or a takeover of attempt `attempts`: waits for the replicas; short of them, marks
-   * the attempt failed (so a retry may take it over at once) and refuses the request (503).
+   * Sends one command and, pipelined behind it on the same connection, `WAIT waitReplicas
+   * waitTimeoutMs`: the reply and how many replicas acknowledged every write sent on that
+   * connection so far, this one included. One round trip.
    */
-  private async replicated(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number): Promise<void> {
-    const key = recordKey(id);
-    const acknowledged = await this.acknowledged(key);
-    if (acknowledged >= this.waitReplicas) return;
-    this.options.onWaitShortfall?.(operation, acknowledged);
-    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
-    throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
+  private sendAndWait(args: readonly (string | Buffer)[], key: string): Promise<[unknown, number]> {
+    if (this.redis.sendAndWait) return this.redis.sendAndWait(args, key, this.waitReplicas, this.waitTimeoutMs);
+    // One server, one connection: node-redis writes the two commands in order on it.
+    return Promise.all([this.redis.sendCommand(args), this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]).then(int)]);
   }
 
   /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
   private async run(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<unknown> {
+    return (await this.runWith(script, keys, args, (command) => this.redis.sendCommand(command)));
+  }
+
+  /** As run(), with WAIT behind the script (sendAndWait): its reply and the replicas that acknowledged it. */
+  private runReplicated(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<[unknown, number]> {
+    return this.runWith(script, keys, args, (command) => this.sendAndWait(command, typeof keys === 'string' ? keys : keys[0]));
+  }
+
+  private async runWith<T>(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[], send: (command: readonly (string | Buffer)[]) => Promise<T>): Promise<T> {
     const named = typeof keys === 'string' ? ['1', keys] : ['2', ...keys];
     try {
-      return await this.redis.sendCommand(['EVALSHA', script.sha, ...named, ...args]);
+      return await send(['EVALSHA', script.sha, ...named, ...args]);
     } catch (error) {
       if (!isNoScript(error)) throw unavailable(error);
       try {
-        return await this.redis.sendCommand(['EVAL', script.lua, ...named, ...args]);
+        return await send(['EVAL', script.lua, ...named, ...args]);
       } catch (again) {
         throw unavailable(again);
       }
     }
   }
 
+  /**
+   * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
+   * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
+   */
+  private async shortOfReplicas(operation: 'claim' | 'takeover', key: string, attempts: number, acknowledged: number): Promise<never> {
+    this.options.onWaitShortfall?.(operation, acknowledged);
+    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
+    throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
+  }
+
   async claim(claim: ClaimValues): Promise<ClaimResult> {
     const member = recordMember(claim.scope, claim.key);
     const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)] as const;
-    const reply = (await this.run(CLAIM, keys, [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member])) as unknown[];
+    const args = [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member];
+    if (this.waitReplicas === 0) {
+      const reply = (await this.run(CLAIM, keys, args)) as unknown[];
+      return reply[0] === 1 ? { claimed: true, attempts: 1 } : { claimed: false, existing: toExisting(reply) };
+    }
+    const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
     if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
-    if (this.waitReplicas > 0) await this.replicated('claim', claim, 1);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', keys[0], 1, acknowledged);
     return { claimed: true, attempts: 1 };
   }
 
@@ -330,23 +347,26 @@ export class RedisBackend implements IdempotencyBackend {
   }
 
   async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    const reply = await this.run(TAKE_OVER, recordKey(claim), [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))]);
+    const key = recordKey(claim);
+    const args = [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))];
+    if (this.waitReplicas === 0) {
+      const reply = await this.run(TAKE_OVER, key, args);
+      return reply === null ? null : int(reply);
+    }
+    const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
     if (reply === null) return null;
-    const attempts = int(reply);
-    if (this.waitReplicas > 0) await this.replicated('takeover', claim, attempts);
-    return attempts;
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', key, int(reply), acknowledged);
+    return int(reply);
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
     const stored: (string | Buffer)[] =
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
-    const key = recordKey(values);
-    const reply = await this.run(COMPLETE, key, [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored]);
-    if (reply === 1 && this.waitReplicas > 0) {
-      // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
-      const acknowledged = await this.acknowledged(key).catch(() => 0);
-      if (acknowledged < this.waitReplicas) this.options.onWaitShortfall?.('complete', acknowledged);
-    }
+    const args = [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored];
+    if (this.waitReplicas === 0) return (await this.run(COMPLETE, recordKey(values), args)) === 1;
+    const [reply, acknowledged] = await this.runReplicated(COMPLETE, recordKey(values), args);
+    // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
+    if (reply === 1 && acknowledged < this.waitReplicas) this.options.onWaitShortfall?.('complete', acknowledged);
     return reply === 1;
   }
 
