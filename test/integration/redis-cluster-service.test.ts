@@ -1,0 +1,89 @@
+// createRetrysafe({ redis: { cluster: { nodes } } }): key records on a Redis Cluster, and the
+// eviction watch reading every master (INFO per node; a cluster client's INFO reaches one node
+// only): an evicting policy on one master of three is refused, naming it; one master near its
+// maxmemory is an alert naming that node, however empty the others are.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRetrysafe } from '@retrysafe/store';
+import { EvictingPolicyError, recordKey, type RedisMemoryAlert } from '@retrysafe/store/redis';
+import { useTestDatabase } from '../helpers/database';
+import { hasRedis } from '../helpers/redis';
+import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster';
+import { jsonResult, testPolicy } from '../helpers/store';
+
+const SERVICE = 'orders-cluster';
+const ENDPOINT = 'POST /orders';
+
+describe.runIf(hasRedis)('createRetrysafe with key records on a Redis Cluster', () => {
+  const db = useTestDatabase();
+  let cluster: TestRedisCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+  const options = (nodes: { url: string }[], extra: { evictingPolicy?: 'alert'; onAlert?: (alert: RedisMemoryAlert) => void } = {}) => ({
+    connectionString: db.url,
+    service: SERVICE,
+    fingerprintSecret: randomBytes(32),
+    responseKeys: `k1:${randomBytes(32).toString('base64')}`,
+    metricsFlushIntervalMs: 3_600_000,
+    redis: { cluster: { nodes }, ...extra },
+  });
+
+  it('claims, replays and reads each master for the watch', async () => {
+    if (!cluster) throw new Error('no cluster');
+    // One node is enough to find the rest.
+    const retrysafe = await createRetrysafe(options(cluster.rootNodes.slice(0, 1)));
+    try {
+      const principals = Array.from({ length: 6 }, () => randomUUID());
+      for (const principalId of principals) {
+        const call = { principalId, key: 'a', endpoint: ENDPOINT, method: 'POST', body: { sku: 'a' }, policy: testPolicy, mode: 'claim-first' as const, work: () => Promise.resolve(jsonResult(201, { principalId })) };
+        const first = await retrysafe.store.execute(call);
+        const replay = await retrysafe.store.execute(call);
+        expect([first.replayed, replay.replayed, replay.body.equals(first.body)]).toEqual([false, true, true]);
+      }
+      const live = cluster;
+      const masters = new Set(await Promise.all(principals.map((principalId) => live.masterOf(recordKey({ principalId, service: SERVICE, scope: ENDPOINT, key: 'a' })))));
+      expect(masters.size).toBeGreaterThan(1);
+      const status = retrysafe.redis?.status();
+      expect(status?.nodes.map((node) => Number(node.node.split(':')[1])).sort()).toEqual((await live.masterPorts()).sort());
+      expect(status?.memory?.policy).toBe('noeviction');
+      expect(status?.alerts).toEqual([]);
+    } finally {
+      await retrysafe.stop();
+    }
+  });
+
+  it('refuses an evicting policy on one master of three, naming it; alerts on one master near its maxmemory', async () => {
+    if (!cluster) throw new Error('no cluster');
+    const [, , last] = await cluster.masterPorts();
+    if (last === undefined) throw new Error('expected three masters');
+    await cluster.command(last, 'CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      const refused = await createRetrysafe(options(cluster.rootNodes)).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(EvictingPolicyError);
+      expect((refused as Error).message).toMatch(/maxmemory-policy is allkeys-lru/);
+      const alerts: RedisMemoryAlert[] = [];
+      const allowed = await createRetrysafe(options(cluster.rootNodes, { evictingPolicy: 'alert', onAlert: (alert) => alerts.push(alert) }));
+      await allowed.stop();
+      expect(alerts.map((alert) => [alert.kind, alert.message.includes(`127.0.0.1:${last}`)])).toEqual([['evicting-policy', true]]);
+    } finally {
+      await cluster.command(last, 'CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    }
+
+    const retrysafe = await createRetrysafe(options(cluster.rootNodes));
+    try {
+      expect((await retrysafe.redis?.check())?.alerts).toEqual([]);
+      // That master's limit just under what it uses: over 90%, whatever the others hold.
+      const used = Number(/used_memory:(\d+)/.exec(await cluster.command(last, 'INFO', 'memory'))?.[1]);
+      await cluster.command(last, 'CONFIG', 'SET', 'maxmemory', String(Math.floor(used * 1.02)));
+      const alerts = (await retrysafe.redis?.check())?.alerts ?? [];
+      expect(alerts.map((alert) => [alert.kind, alert.message.includes(`127.0.0.1:${last}`)])).toEqual([['memory', true]]);
+    } finally {
+      await cluster.command(last, 'CONFIG', 'SET', 'maxmemory', '0');
+      await retrysafe.stop();
+    }
+  });
+});
