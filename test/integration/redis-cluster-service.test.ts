@@ -1,11 +1,11 @@
 // createRetrysafe({ redis: { cluster: { nodes } } }): key records on a Redis Cluster, and the
-// eviction watch reading every master (INFO per node; a cluster client's INFO reaches one node
-// only): an evicting policy on one master of three is refused, naming it; one master near its
+// eviction watch reading every master (INFO sent to each master on its own connection, each
+// judged by its own figures): an evicting policy on one master of three is refused, naming it; one master near its
 // maxmemory is an alert naming that node, however empty the others are.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRetrysafe } from '@retrysafe/store';
-import { EvictingPolicyError, recordKey, type RedisMemoryAlert } from '@retrysafe/store/redis';
+import { createRetrysafe, problemFor } from '@retrysafe/store';
+import { EvictingPolicyError, recordKey, RedisUnavailableError, ReplicationShortfallError, type RedisMemoryAlert } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
 import { hasRedis } from '../helpers/redis';
 import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster';
@@ -84,6 +84,47 @@ describe.runIf(hasRedis)('createRetrysafe with key records on a Redis Cluster', 
     } finally {
       await cluster.command(last, 'CONFIG', 'SET', 'maxmemory', '0');
       await retrysafe.stop();
+    }
+  });
+
+  it('with waitReplicas, runs the work only once the replicas have the claim; short of them: 503, the work not run, the claim retryable', async () => {
+    if (!cluster) throw new Error('no cluster');
+    const errors: string[] = [];
+    // One secret and key ring for both stores: the second sees the first's records as its own.
+    const shared = options([]);
+    const withWait = (waitReplicas: number) =>
+      createRetrysafe({ ...shared, redis: { cluster: { nodes: cluster?.rootNodes ?? [] }, waitReplicas, waitTimeoutMs: 200 }, onError: (error, context) => errors.push(`${context.task}: ${error instanceof Error ? error.message : String(error)}`) });
+    const principalId = randomUUID();
+    let runs = 0;
+    const call = { principalId, key: 'w', endpoint: ENDPOINT, method: 'POST', body: { sku: 'a' }, policy: testPolicy, mode: 'claim-first' as const, work: () => ((runs += 1), Promise.resolve(jsonResult(201, { runs }))) };
+    const stateOf = async () => {
+      const port = await cluster?.masterOf(recordKey({ principalId, service: SERVICE, scope: ENDPOINT, key: 'w' }));
+      return (await cluster?.command(port ?? 0, 'HMGET', recordKey({ principalId, service: SERVICE, scope: ENDPOINT, key: 'w' }), 'state', 'att'))?.trim().split('\n');
+    };
+    // Each master has one replica: two never acknowledge.
+    const strict = await withWait(2);
+    try {
+      for (const attempt of [1, 2]) {
+        const refused = await strict.store.execute(call).catch((error: unknown) => error);
+        expect(refused).toBeInstanceOf(RedisUnavailableError);
+        expect((refused as Error).cause).toBeInstanceOf(ReplicationShortfallError);
+        expect(problemFor(refused)?.status).toBe(503);
+        expect(runs).toBe(0);
+        // Marked failed: the next request takes it over at once (no lease to wait for).
+        expect(await stateOf()).toEqual(['failed', String(attempt)]);
+      }
+      expect(errors.filter((error) => error.startsWith('redis replication'))).toHaveLength(2);
+    } finally {
+      await strict.stop();
+    }
+    const replicated = await withWait(1);
+    try {
+      const done = await replicated.store.execute(call);
+      expect([done.status, done.replayed, runs]).toEqual([201, false, 1]);
+      expect(await stateOf()).toEqual(['completed', '3']);
+      expect((await replicated.store.execute(call)).replayed).toBe(true);
+    } finally {
+      await replicated.stop();
     }
   });
 });
