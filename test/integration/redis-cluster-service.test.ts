@@ -5,11 +5,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRetrysafe, problemFor } from '@retrysafe/store';
-import { EvictingPolicyError, recordKey, RedisUnavailableError, ReplicationShortfallError, type RedisMemoryAlert } from '@retrysafe/store/redis';
+import { connectRedisCluster, EvictingPolicyError, recordKey, RedisBackend, RedisUnavailableError, ReplicationShortfallError, type RedisCommands, type RedisMemoryAlert } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
 import { hasRedis } from '../helpers/redis';
 import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster';
-import { jsonResult, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const SERVICE = 'orders-cluster';
 const ENDPOINT = 'POST /orders';
@@ -125,6 +125,37 @@ describe.runIf(hasRedis)('createRetrysafe with key records on a Redis Cluster', 
       expect((await replicated.store.execute(call)).replayed).toBe(true);
     } finally {
       await replicated.stop();
+    }
+  });
+
+  it('sends each script by EVAL once to each master that lacks it (NOSCRIPT), by EVALSHA after', async () => {
+    if (!cluster) throw new Error('no cluster');
+    const live = cluster;
+    const connection = await connectRedisCluster(live.rootNodes);
+    try {
+      const sent: string[] = [];
+      const counted: RedisCommands = { ...connection.commands, sendCommand: (args) => (sent.push(String(args[0])), connection.commands.sendCommand(args)) };
+      const { store } = createTestStore(db.pool, { backend: new RedisBackend(counted, { db: db.pool }) });
+      for (const port of await live.masterPorts()) await live.command(port, 'SCRIPT', 'FLUSH');
+      // Two principals on each master.
+      const byMaster = new Map<number, string[]>();
+      while ([...byMaster.values()].filter((principals) => principals.length >= 2).length < 3) {
+        const principalId = randomUUID();
+        const port = await live.masterOf(recordKey({ principalId, service: TEST_SERVICE, scope: ENDPOINT, key: 'n' }));
+        const principals = byMaster.get(port) ?? [];
+        if (principals.length < 2) byMaster.set(port, [...principals, principalId]);
+      }
+      for (const [first, second] of byMaster.values()) {
+        for (const [principalId, expected] of [[first, ['EVALSHA', 'EVAL', 'EVALSHA', 'EVAL']], [second, ['EVALSHA', 'EVALSHA']]] as const) {
+          sent.length = 0;
+          const outcome = await store.execute({ principalId: principalId ?? '', key: 'n', endpoint: ENDPOINT, method: 'POST', body: { sku: 'a' }, policy: testPolicy, mode: 'claim-first', work: () => Promise.resolve(jsonResult(201, {})) });
+          expect(outcome.replayed).toBe(false);
+          // The claim and the completion: sent by text to a master that had flushed them, by SHA-1 once it has them.
+          expect(sent).toEqual(expected);
+        }
+      }
+    } finally {
+      await connection.close();
     }
   });
 });
