@@ -89,6 +89,7 @@ describe.runIf(hasRedis)('a Redis Cluster losing a master under load', () => {
       expect(principals.some((principalId) => masterOf.get(principalId) !== victim)).toBe(true);
 
       const runs = new Map<string, Run[]>();
+      const unexpected: string[] = [];
       const handler = idempotent(retrysafe.store, {
         endpoint: ENDPOINT,
         method: 'POST',
@@ -97,6 +98,8 @@ describe.runIf(hasRedis)('a Redis Cluster losing a master under load', () => {
         maxBodyBytes: 1_024,
         input: { safeParse: (value: unknown) => ({ success: true as const, data: value }) },
         authenticate: (request: Request) => ({ principalId: request.headers.get('authorization') ?? '' }),
+        // What the adapter answers 500: named in the failure.
+        onError: (error) => unexpected.push(`500 for ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`),
         work: (_input, principal, _context, request) => {
           const id = `${principal.principalId}/${request.headers.get('idempotency-key') ?? ''}`;
           const list = runs.get(id) ?? [];
@@ -106,7 +109,6 @@ describe.runIf(hasRedis)('a Redis Cluster losing a master under load', () => {
         },
       });
       const statuses = new Map<number, number>();
-      const unexpected: string[] = [];
       const sent: { principalId: string; key: string }[] = [];
       let acknowledged = 0;
       let unavailableAfterKill = 0;
