@@ -74,10 +74,12 @@ export async function connectRedisCluster(
         const client = (await cluster.getNodeClientForKey(key, false)).withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer });
         const write = client.sendCommand([...args]);
         const wait = client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]);
+        // A WAIT that fails after its write (the node turned replica in between: "WAIT cannot be
+        // used with replica instances") confirms no replica: 0, and the backend decides.
+        const acknowledged = wait.then(Number, () => 0);
         try {
-          return [await write, Number(await wait)];
+          return [await write, await acknowledged];
         } catch (error) {
-          await wait.catch(() => undefined);
           if (attempt > 0 || !(error instanceof Error) || !/^(MOVED|ASK) /.test(error.message)) throw error;
           // The write did not run. A read of the key through the cluster's routing meets the same
           // redirection and makes the client learn where the slot lives now.

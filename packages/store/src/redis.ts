@@ -290,7 +290,8 @@ export class RedisBackend implements IdempotencyBackend {
   private sendAndWait(args: readonly (string | Buffer)[], key: string): Promise<[unknown, number]> {
     if (this.redis.sendAndWait) return this.redis.sendAndWait(args, key, this.waitReplicas, this.waitTimeoutMs);
     // One server, one connection: node-redis writes the two commands in order on it.
-    return Promise.all([this.redis.sendCommand(args), this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]).then(int)]);
+    // A WAIT that fails confirms no replica (0): the caller decides what a shortfall means.
+    return Promise.all([this.redis.sendCommand(args), this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]).then(int, () => 0)]);
   }
 
   /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
