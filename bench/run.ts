@@ -18,6 +18,7 @@ import { benchDashboard } from './dashboard';
 import { chooseBenches } from './names';
 import { benchMysql } from './mysql';
 import { benchRedis } from './redis';
+import { benchRedisCluster } from './redis-cluster';
 import { hasRedis } from '../test/helpers/redis';
 import { benchScale } from './scale';
 
@@ -41,7 +42,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis;
+    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis, redisCluster;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -69,6 +70,11 @@ async function main(): Promise<void> {
     if (wanted('redis')) {
       log('\n== Redis: the store with key records in Redis (claim-first, fingerprints, sealing, metrics on) beside its Lua scripts sent raw ==');
       if (hasRedis) redis = await benchRedis(database, log);
+      else log('SKIPPED: no redis-server (apt-get install redis-server, or set REDIS_SERVER_PATH)');
+    }
+    if (wanted('redis-cluster')) {
+      log('\n== Redis Cluster: the store on 3 masters with a replica each, without WAIT and with waitReplicas: 1 ==');
+      if (hasRedis) redisCluster = await benchRedisCluster(database, log);
       else log('SKIPPED: no redis-server (apt-get install redis-server, or set REDIS_SERVER_PATH)');
     }
     if (wanted('sweeper')) {
@@ -107,7 +113,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
   } finally {
     await database.close();
   }

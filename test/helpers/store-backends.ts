@@ -1,21 +1,50 @@
 // The key-record backends one contract runs on: Postgres (the test file's database), Redis (a
-// redis-server of the file's own) and MySQL (a MariaDB server of the file's own, migrated).
-// `useKeyBackend(kind, db)` registers the hooks that start what the backend needs and gives the
-// test a backend and a view of a key's stored state.
+// redis-server of the file's own), MySQL (a MariaDB server of the file's own, migrated) and a Redis
+// Cluster (three masters with a replica each). `useKeyBackend(kind, db)` registers the hooks that
+// start what the backend needs and gives the test a backend and a view of a key's stored state.
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll } from 'vitest';
 import type { IdempotencyBackend } from '@retrysafe/store';
 import { MysqlBackend } from '@retrysafe/store/mysql';
-import { RedisBackend, recordKey } from '@retrysafe/store/redis';
+import { connectRedisCluster, RedisBackend, recordKey } from '@retrysafe/store/redis';
 import type { TestDatabase } from './database';
 import { hasMariaDb, startMariaDb, type MariaDb } from './mariadb';
 import { hasRedis, startRedis, type TestRedis } from './redis';
+import { startRedisCluster } from './redis-cluster';
 import { TEST_SERVICE } from './store';
 
-export type KeyBackendKind = 'postgres' | 'redis' | 'mysql';
+export type KeyBackendKind = 'postgres' | 'redis' | 'mysql' | 'redis-cluster';
 
 /** The backends to run on here: Redis and MySQL only where their servers are installed (helpers/redis and helpers/mariadb say so when not). */
 export const keyBackendKinds: KeyBackendKind[] = ['postgres', ...(hasRedis ? (['redis'] as const) : []), ...(hasMariaDb ? (['mysql'] as const) : [])];
+
+/** keyBackendKinds and a Redis Cluster (six servers: for the contract itself, not for every file that runs on both backends). */
+export const keyBackendKindsWithCluster: KeyBackendKind[] = hasRedis ? [...keyBackendKinds, 'redis-cluster'] : keyBackendKinds;
+
+/**
+ * A Redis Cluster seen as a TestRedis: `url` is `cluster:<node url>,<node url>...` (what
+ * test/fixtures/claim-and-hang.ts takes), `command` goes to the key's master.
+ */
+async function startClusterAsTestRedis(): Promise<TestRedis> {
+  const cluster = await startRedisCluster();
+  try {
+    const connection = await connectRedisCluster(cluster.rootNodes);
+    return {
+      url: `cluster:${cluster.rootNodes.map((node) => node.url).join(',')}`,
+      port: cluster.nodes[0]?.port ?? 0,
+      connection,
+      command: (...command) => connection.commands.sendCommand(command),
+      restart: () => Promise.reject(new Error('restart() is for one server; kill a node of the cluster instead')),
+      async stop() {
+        await connection.close().catch(() => undefined);
+        await cluster.stop();
+      },
+    };
+  } catch (error) {
+    await cluster.stop();
+    throw error;
+  }
+}
 
 export interface KeyBackend {
   kind: KeyBackendKind;
@@ -79,9 +108,9 @@ export function useKeyBackend(kind: KeyBackendKind, db: TestDatabase): KeyBacken
     },
     url: () => handle.redis?.url ?? handle.mysql?.server.uri,
   };
-  if (kind === 'redis') {
+  if (kind === 'redis' || kind === 'redis-cluster') {
     beforeAll(async () => {
-      handle.redis = await startRedis();
+      handle.redis = kind === 'redis' ? await startRedis() : await startClusterAsTestRedis();
     });
     afterAll(async () => {
       await handle.redis?.stop();

@@ -1,5 +1,5 @@
 // One contract for every key-record backend (claim-first): the same assertions on Postgres, on
-// Redis and on MySQL (MariaDB). Principal and service scoping, the keyed fingerprint (422 on another body, not on
+// Redis, on a Redis Cluster (three masters, a replica each) and on MySQL (MariaDB). Principal and service scoping, the keyed fingerprint (422 on another body, not on
 // another key order), 409 with Retry-After while an attempt runs, the lease and its takeover
 // after a SIGKILLed attempt, a 5xx that is not final, the sealed byte-exact replay, the size cap
 // and its reference, the quota. Then what only Redis has: the records' TTL against the published
@@ -23,12 +23,12 @@ import { idempotent } from '@retrysafe/store/express';
 import { RedisBackend, RedisUnavailableError, recordKey } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
 import { startRedis } from '../helpers/redis';
-import { keyBackendKinds, useKeyBackend } from '../helpers/store-backends';
+import { keyBackendKinds, keyBackendKindsWithCluster, useKeyBackend } from '../helpers/store-backends';
 import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
-describe.each(keyBackendKinds)('key records on %s (claim-first)', (kind) => {
+describe.each(keyBackendKindsWithCluster)('key records on %s (claim-first)', (kind) => {
   const db = useTestDatabase();
   const keys = useKeyBackend(kind, db);
   const testStore = (options: Parameters<typeof createTestStore>[1] = {}) => createTestStore(db.pool, { ...options, backend: keys.backend() });

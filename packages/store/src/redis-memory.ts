@@ -8,9 +8,20 @@
 // records can still be evicted, so the alert, not the refusal, guards it.
 import { periodicTask, type PeriodicTask } from './periodic.js';
 
-/** What the Redis code sends commands through: a connected node-redis client whose bulk strings come back as Buffers (connectRedis). */
+/** What the Redis code sends commands through: a connected node-redis client whose bulk strings come back as Buffers (connectRedis, connectRedisCluster). */
 export interface RedisCommands {
   sendCommand(args: ReadonlyArray<string | Buffer>): Promise<unknown>;
+  /**
+   * A cluster: the masters serving slots now, each with commands to it alone, for what each server
+   * answers for itself (INFO). Absent for one server.
+   */
+  eachMaster?(): Promise<{ node: string; commands: RedisCommands }[]>;
+  /**
+   * Sends `args` (a write to `key`) and `WAIT replicas timeoutMs` pipelined on the same connection
+   * (a cluster: the key's master's): the reply, and the replicas that acknowledged that
+   * connection's writes. Absent for one server, where sendCommand has one connection.
+   */
+  sendAndWait?(args: ReadonlyArray<string | Buffer>, key: string, replicas: number, timeoutMs: number): Promise<[unknown, number]>;
 }
 
 /** What INFO says about the server's memory and evictions. */
@@ -72,6 +83,31 @@ export async function readRedisMemory(redis: RedisCommands): Promise<RedisMemory
   return { policy, maxmemoryBytes: number('maxmemory'), usedMemoryBytes: number('used_memory'), evictedKeys: number('evicted_keys') };
 }
 
+/** One server's reading; `node` is its host:port on a cluster, '' for one server. */
+export interface RedisNodeMemory extends RedisMemory {
+  node: string;
+}
+
+/** Reads every server that holds records: the one server, or each master of a cluster. */
+export async function readRedisMemoryOfEachServer(redis: RedisCommands): Promise<RedisNodeMemory[]> {
+  if (!redis.eachMaster) return [{ node: '', ...(await readRedisMemory(redis)) }];
+  const masters = await redis.eachMaster();
+  if (masters.length === 0) throw new Error('the Redis Cluster has no master serving slots');
+  return Promise.all(masters.map(async ({ node, commands }) => ({ node, ...(await readRedisMemory(commands)) })));
+}
+
+/** A cluster's readings as one: summed figures, an evicting policy if any master has one; maxmemory 0 when a master has no limit. */
+function combined(readings: readonly RedisNodeMemory[]): RedisMemory {
+  const policy = readings.find((reading) => reading.policy.startsWith('allkeys-'))?.policy ?? readings.find((reading) => reading.policy.startsWith('volatile-'))?.policy ?? readings[0]?.policy ?? 'noeviction';
+  const sum = (pick: (reading: RedisMemory) => number) => readings.reduce((total, reading) => total + pick(reading), 0);
+  return {
+    policy,
+    maxmemoryBytes: readings.every((reading) => reading.maxmemoryBytes > 0) ? sum((reading) => reading.maxmemoryBytes) : 0,
+    usedMemoryBytes: sum((reading) => reading.usedMemoryBytes),
+    evictedKeys: sum((reading) => reading.evictedKeys),
+  };
+}
+
 export interface RedisMemoryWatchOptions {
   /** 'refuse' (default): an allkeys-* policy fails start(). 'alert': it is a critical alert instead. */
   evictingPolicy?: 'refuse' | 'alert';
@@ -84,7 +120,10 @@ export interface RedisMemoryWatchOptions {
 }
 
 export interface RedisMemoryStatus {
+  /** The last reading (a cluster: its masters' figures summed). */
   memory: RedisMemory | null;
+  /** The last reading of each server (one for a single server, each master of a cluster). */
+  nodes: RedisNodeMemory[];
   /** Keys evicted since the watch started. */
   evictedSinceStart: number;
   /** The alerts of the last reading (empty: all well). */
@@ -92,11 +131,16 @@ export interface RedisMemoryStatus {
   checkedAt: Date | null;
 }
 
-/** Watches one Redis for the settings and events that lose key records (see the module's comment). */
+/**
+ * Watches one Redis, or every master of a cluster, for the settings and events that lose key
+ * records (see the module's comment). On a cluster each master is judged by its own figures
+ * (its maxmemory, its evicted_keys): one full master loses records however empty the others are.
+ */
 export class RedisMemoryWatch {
   private task: PeriodicTask | null = null;
-  private first: RedisMemory | null = null;
-  private last: RedisMemory | null = null;
+  /** Each server's first and last reading, by node. */
+  private readonly first = new Map<string, RedisMemory>();
+  private last = new Map<string, RedisNodeMemory>();
   private alerts: RedisMemoryAlert[] = [];
   private checkedAt: Date | null = null;
 
@@ -105,12 +149,12 @@ export class RedisMemoryWatch {
     private readonly options: RedisMemoryWatchOptions = {},
   ) {}
 
-  /** Reads the figures once; throws EvictingPolicyError for an allkeys-* policy unless told to alert; then checks every interval. */
+  /** Reads the figures once; throws EvictingPolicyError for an allkeys-* policy (on any master) unless told to alert; then checks every interval. */
   async start(): Promise<RedisMemoryStatus> {
-    const memory = await readRedisMemory(this.redis);
-    if (memory.policy.startsWith('allkeys-') && this.options.evictingPolicy !== 'alert') throw new EvictingPolicyError(memory.policy);
-    this.first = memory;
-    this.judge(memory, null);
+    const readings = await readRedisMemoryOfEachServer(this.redis);
+    const evicting = readings.find((reading) => reading.policy.startsWith('allkeys-'));
+    if (evicting && this.options.evictingPolicy !== 'alert') throw new EvictingPolicyError(evicting.policy);
+    this.judge(readings);
     this.task = periodicTask({
       name: 'redis memory watch',
       intervalMs: this.options.intervalMs ?? 60_000,
@@ -123,37 +167,46 @@ export class RedisMemoryWatch {
 
   /** Reads the figures now and raises what they call for. */
   async check(): Promise<RedisMemoryStatus> {
-    const memory = await readRedisMemory(this.redis);
-    this.first ??= memory;
-    this.judge(memory, this.last);
+    this.judge(await readRedisMemoryOfEachServer(this.redis));
     return this.status();
   }
 
-  private judge(memory: RedisMemory, previous: RedisMemory | null): void {
+  private judge(readings: readonly RedisNodeMemory[]): void {
     const alerts: RedisMemoryAlert[] = [];
-    if (memory.policy.startsWith('allkeys-')) {
-      alerts.push({ kind: 'evicting-policy', severity: 'critical', message: `Redis maxmemory-policy is ${memory.policy}: idempotency records can be evicted before their retention ends` });
+    const where = (reading: RedisNodeMemory) => (reading.node ? ` on ${reading.node}` : '');
+    const evicting = readings.find((reading) => reading.policy.startsWith('allkeys-'));
+    if (evicting) {
+      alerts.push({ kind: 'evicting-policy', severity: 'critical', message: `Redis maxmemory-policy is ${evicting.policy}${where(evicting)}: idempotency records can be evicted before their retention ends` });
     }
-    // A counter lower than before: the server restarted or CONFIG RESETSTAT; count from there.
-    const evicted = previous === null ? 0 : memory.evictedKeys - (memory.evictedKeys >= previous.evictedKeys ? previous.evictedKeys : 0);
+    let evicted = 0;
+    for (const reading of readings) {
+      const previous = this.last.get(reading.node);
+      if (!this.first.has(reading.node)) this.first.set(reading.node, reading);
+      // A counter lower than before: the server restarted or CONFIG RESETSTAT; count from there.
+      if (previous) evicted += reading.evictedKeys - (reading.evictedKeys >= previous.evictedKeys ? previous.evictedKeys : 0);
+    }
     if (evicted > 0) {
-      alerts.push({ kind: 'evictions', severity: 'critical', evicted, message: `Redis evicted ${evicted} keys since the last reading (policy ${memory.policy}): retries of evicted records run again` });
+      const policy = combined(readings).policy;
+      alerts.push({ kind: 'evictions', severity: 'critical', evicted, message: `Redis evicted ${evicted} keys since the last reading (policy ${policy}): retries of evicted records run again` });
     }
-    if (memory.maxmemoryBytes > 0) {
-      const ratio = memory.usedMemoryBytes / memory.maxmemoryBytes;
+    for (const reading of readings) {
+      if (reading.maxmemoryBytes === 0) continue;
+      const ratio = reading.usedMemoryBytes / reading.maxmemoryBytes;
       if (ratio > MEMORY_ALERT_RATIO) {
-        alerts.push({ kind: 'memory', severity: 'critical', ratio, message: `Redis uses ${(ratio * 100).toFixed(0)}% of maxmemory (${memory.maxmemoryBytes} bytes, policy ${memory.policy})` });
+        alerts.push({ kind: 'memory', severity: 'critical', ratio, message: `Redis${where(reading)} uses ${(ratio * 100).toFixed(0)}% of maxmemory (${reading.maxmemoryBytes} bytes, policy ${reading.policy})` });
       }
     }
-    this.last = memory;
+    this.last = new Map(readings.map((reading) => [reading.node, reading]));
     this.alerts = alerts;
     this.checkedAt = new Date();
     for (const alert of alerts) this.options.onAlert?.(alert);
   }
 
   status(): RedisMemoryStatus {
-    const evictedSinceStart = this.first && this.last ? Math.max(0, this.last.evictedKeys - this.first.evictedKeys) : 0;
-    return { memory: this.last, evictedSinceStart, alerts: [...this.alerts], checkedAt: this.checkedAt };
+    const nodes = [...this.last.values()];
+    let evictedSinceStart = 0;
+    for (const reading of nodes) evictedSinceStart += Math.max(0, reading.evictedKeys - (this.first.get(reading.node)?.evictedKeys ?? reading.evictedKeys));
+    return { memory: nodes.length > 0 ? combined(nodes) : null, nodes, evictedSinceStart, alerts: [...this.alerts], checkedAt: this.checkedAt };
   }
 
   /**
@@ -161,7 +214,7 @@ export class RedisMemoryWatch {
    * keys evicted (the server's counter: alert on any increase), and whether the policy evicts any key.
    */
   prometheusText(service: string): string {
-    const memory = this.last;
+    const memory = this.status().memory;
     if (!memory) return '';
     const labels = `{service="${service}"}`;
     return [

@@ -160,10 +160,14 @@ export class RedisUnavailableError extends Error {
   }
 }
 
-const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed)/;
+// A cluster adds: no root node reachable (at a reconnection), and a slot still moving after the
+// client followed as many redirections as it allows.
+const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed|All the root nodes are unavailable)/;
+const SLOT_MOVING = /^Too many Cluster redirections/;
 const SERVER_STATES: readonly [RegExp, UnavailableReason][] = [
   [/^OOM /, 'capacity'],
-  [/^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN) /, 'shutdown'],
+  // A cluster whose slot has no master (CLUSTERDOWN) or is moving (MOVED, ASK, TRYAGAIN, when not followed).
+  [/^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|MOVED|ASK) /, 'shutdown'],
 ];
 
 /** Why `error` says Redis cannot take the command now, or null when it says something else. */
@@ -171,6 +175,7 @@ export function redisUnavailableReason(error: unknown): UnavailableReason | null
   if (!(error instanceof Error)) return null;
   if (error instanceof RedisUnavailableError) return error.unavailableReason;
   if (error instanceof ErrorReply) return SERVER_STATES.find(([pattern]) => pattern.test(error.message))?.[1] ?? null;
+  if (SLOT_MOVING.test(error.message)) return 'shutdown';
   if (CONNECTION_MESSAGES.test(error.message)) return /timeout/i.test(error.message) ? 'timeout' : 'connection';
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return 'connection';
@@ -227,6 +232,32 @@ const NO_DATABASE: Queryable = {
 export interface RedisBackendOptions {
   /** What the work and a re-derivation get as `context.db` (createRetrysafe: its Postgres pool). */
   db?: Queryable;
+  /**
+   * Replicas that must acknowledge a claim (and a takeover) before the work may run: after the
+   * claim the backend sends `WAIT waitReplicas waitTimeoutMs` on the connection that wrote it. Fewer
+   * acknowledgements in time: the claim is marked failed (retryable) and the request is refused
+   * as unavailable (503), the work not run. Completions wait too; a completion short of replicas
+   * is still answered (its effect happened) and told to onWaitShortfall. 0 (default): no WAIT.
+   * Replication stays asynchronous: see docs/redis.md for what this narrows and what it does not.
+   */
+  waitReplicas?: number;
+  /** How long WAIT waits for the replicas (default 100 ms). */
+  waitTimeoutMs?: number;
+  /** Told each write that fewer than waitReplicas replicas acknowledged in time. */
+  onWaitShortfall?: (operation: 'claim' | 'takeover' | 'complete', acknowledged: number) => void;
+}
+
+/** Fewer replicas than required acknowledged a claim in time: the work did not run, a retry may. */
+export class ReplicationShortfallError extends Error {
+  readonly code = 'REDIS_REPLICATION_SHORTFALL';
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    timeoutMs: number,
+  ) {
+    super(`WAIT: ${acknowledged} of ${required} Redis replicas acknowledged the claim within ${timeoutMs} ms`);
+    this.name = 'ReplicationShortfallError';
+  }
 }
 
 /**
@@ -237,35 +268,78 @@ export class RedisBackend implements IdempotencyBackend {
   /** Claim-first only: the store refuses a transactional request on this backend (TransactionsUnsupportedError). */
   readonly transactional = false;
   readonly db: Queryable;
+  private readonly waitReplicas: number;
+  private readonly waitTimeoutMs: number;
 
   constructor(
     private readonly redis: RedisCommands,
-    options: RedisBackendOptions = {},
+    private readonly options: RedisBackendOptions = {},
   ) {
     this.db = options.db ?? NO_DATABASE;
+    this.waitReplicas = options.waitReplicas ?? 0;
+    this.waitTimeoutMs = options.waitTimeoutMs ?? 100;
+    if (!Number.isInteger(this.waitReplicas) || this.waitReplicas < 0) throw new RangeError('waitReplicas must be a whole number, 0 or more');
+    if (!Number.isInteger(this.waitTimeoutMs) || this.waitTimeoutMs < 1) throw new RangeError('waitTimeoutMs must be a whole number of milliseconds, 1 or more');
+  }
+
+  /**
+   * Sends one command and, pipelined behind it on the same connection, `WAIT waitReplicas
+   * waitTimeoutMs`: the reply and how many replicas acknowledged every write sent on that
+   * connection so far, this one included. One round trip.
+   */
+  private sendAndWait(args: readonly (string | Buffer)[], key: string): Promise<[unknown, number]> {
+    if (this.redis.sendAndWait) return this.redis.sendAndWait(args, key, this.waitReplicas, this.waitTimeoutMs);
+    // One server, one connection: node-redis writes the two commands in order on it.
+    // A WAIT that fails confirms no replica (0): the caller decides what a shortfall means.
+    return Promise.all([this.redis.sendCommand(args), this.redis.sendCommand(['WAIT', String(this.waitReplicas), String(this.waitTimeoutMs)]).then(int, () => 0)]);
   }
 
   /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
   private async run(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<unknown> {
+    return (await this.runWith(script, keys, args, (command) => this.redis.sendCommand(command)));
+  }
+
+  /** As run(), with WAIT behind the script (sendAndWait): its reply and the replicas that acknowledged it. */
+  private runReplicated(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<[unknown, number]> {
+    return this.runWith(script, keys, args, (command) => this.sendAndWait(command, typeof keys === 'string' ? keys : keys[0]));
+  }
+
+  private async runWith<T>(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[], send: (command: readonly (string | Buffer)[]) => Promise<T>): Promise<T> {
     const named = typeof keys === 'string' ? ['1', keys] : ['2', ...keys];
     try {
-      return await this.redis.sendCommand(['EVALSHA', script.sha, ...named, ...args]);
+      return await send(['EVALSHA', script.sha, ...named, ...args]);
     } catch (error) {
       if (!isNoScript(error)) throw unavailable(error);
       try {
-        return await this.redis.sendCommand(['EVAL', script.lua, ...named, ...args]);
+        return await send(['EVAL', script.lua, ...named, ...args]);
       } catch (again) {
         throw unavailable(again);
       }
     }
   }
 
+  /**
+   * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
+   * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
+   */
+  private async shortOfReplicas(operation: 'claim' | 'takeover', key: string, attempts: number, acknowledged: number): Promise<never> {
+    this.options.onWaitShortfall?.(operation, acknowledged);
+    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
+    throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
+  }
+
   async claim(claim: ClaimValues): Promise<ClaimResult> {
     const member = recordMember(claim.scope, claim.key);
     const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)] as const;
-    const reply = (await this.run(CLAIM, keys, [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member])) as unknown[];
-    if (reply[0] === 1) return { claimed: true, attempts: 1 };
-    return { claimed: false, existing: toExisting(reply) };
+    const args = [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member];
+    if (this.waitReplicas === 0) {
+      const reply = (await this.run(CLAIM, keys, args)) as unknown[];
+      return reply[0] === 1 ? { claimed: true, attempts: 1 } : { claimed: false, existing: toExisting(reply) };
+    }
+    const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
+    if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', keys[0], 1, acknowledged);
+    return { claimed: true, attempts: 1 };
   }
 
   async read(id: KeyIdentity): Promise<ExistingKey | null> {
@@ -274,14 +348,26 @@ export class RedisBackend implements IdempotencyBackend {
   }
 
   async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    const reply = await this.run(TAKE_OVER, recordKey(claim), [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))]);
-    return reply === null ? null : int(reply);
+    const key = recordKey(claim);
+    const args = [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))];
+    if (this.waitReplicas === 0) {
+      const reply = await this.run(TAKE_OVER, key, args);
+      return reply === null ? null : int(reply);
+    }
+    const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
+    if (reply === null) return null;
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', key, int(reply), acknowledged);
+    return int(reply);
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
     const stored: (string | Buffer)[] =
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
-    const reply = await this.run(COMPLETE, recordKey(values), [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored]);
+    const args = [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored];
+    if (this.waitReplicas === 0) return (await this.run(COMPLETE, recordKey(values), args)) === 1;
+    const [reply, acknowledged] = await this.runReplicated(COMPLETE, recordKey(values), args);
+    // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
+    if (reply === 1 && acknowledged < this.waitReplicas) this.options.onWaitShortfall?.('complete', acknowledged);
     return reply === 1;
   }
 
@@ -349,4 +435,5 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
 }
 
 export { RedisKeyReads } from './redis-key-reads.js';
-export { RedisMemoryWatch, readRedisMemory, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions } from './redis-memory.js';
+export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
+export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';

@@ -35,8 +35,21 @@ import type { RedisMemoryAlert, RedisMemoryStatus, RedisMemoryWatch } from './re
  * holds policies, flow metrics, quota and evidence.
  */
 export interface RedisOptions {
-  /** redis:// or rediss:// URL of a standalone Redis (or a primary). */
-  url: string;
+  /** redis:// or rediss:// URL of a standalone Redis (or a primary). Either this or `cluster`. */
+  url?: string;
+  /**
+   * A Redis Cluster: `nodes` are some or all of its nodes (`{ url }` each; the client discovers the
+   * rest and follows MOVED/ASK). Either this or `url`. The eviction watch reads every master.
+   */
+  cluster?: { nodes: readonly { url: string }[] };
+  /**
+   * Replicas that must acknowledge a claim (WAIT) before the work runs; short of them in
+   * waitTimeoutMs the request is answered 503 and the work does not run (default 0: no WAIT).
+   * Narrows, does not close, the loss of an acknowledged claim on failover (docs/redis.md).
+   */
+  waitReplicas?: number;
+  /** How long a claim waits for waitReplicas (default 100 ms). */
+  waitTimeoutMs?: number;
   /**
    * 'refuse' (default): createRetrysafe refuses a Redis whose maxmemory-policy is allkeys-*
    * (EvictingPolicyError, naming the setting). 'alert': it starts, with a critical alert.
@@ -306,7 +319,9 @@ async function openRedis(options: RedisOptions, db: Pick<pg.Pool, 'query'>, repo
   } catch (error) {
     throw new Error("createRetrysafe({ redis }) needs the 'redis' package (node-redis 6 or later): npm install redis", { cause: error });
   }
-  const connection = await module.connectRedis(options.url, { onError: (error) => report(error, { task: 'redis connection' }) });
+  if ((options.url === undefined) === (options.cluster === undefined)) throw new TypeError('createRetrysafe({ redis }) takes either url or cluster: { nodes }');
+  const onError = (error: unknown) => report(error, { task: 'redis connection' });
+  const connection = options.cluster ? await module.connectRedisCluster(options.cluster.nodes, { onError }) : await module.connectRedis(options.url ?? '', { onError });
   try {
     const watch = new module.RedisMemoryWatch(connection.commands, {
       evictingPolicy: options.evictingPolicy,
@@ -316,7 +331,12 @@ async function openRedis(options: RedisOptions, db: Pick<pg.Pool, 'query'>, repo
     });
     await watch.start();
     return {
-      backend: new module.RedisBackend(connection.commands, { db }),
+      backend: new module.RedisBackend(connection.commands, {
+        db,
+        waitReplicas: options.waitReplicas,
+        waitTimeoutMs: options.waitTimeoutMs,
+        onWaitShortfall: (operation, acknowledged) => report(new Error(`Redis WAIT: ${acknowledged} of ${options.waitReplicas ?? 0} replicas acknowledged a ${operation} in time`), { task: 'redis replication' }),
+      }),
       watch,
       close: async () => {
         await watch.stop();
