@@ -39,7 +39,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await operator.goto(base);
     await expect(operator.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allTextContents()).resolves.toEqual(['Overview', 'Key lookup', 'Stale claims']);
     await closeChecked(operator);
-  });
+  }, 120_000); // four roles' pages in Chromium: 30 s was short on a loaded CI machine
 
   it('fills every overview panel from the demo traffic, and the time range lives in the URL', { timeout: 90_000 }, async () => {
     const page = await pageAs('viewer');

@@ -62,7 +62,22 @@ export async function startMariaDb(options: { migrated?: boolean } = {}): Promis
   const datadir = join(dir, 'data');
   const socket = join(dir, 'sock');
   const asRoot = process.getuid?.() === 0 ? ['--user=root'] : [];
-  execFileSync(installPath, ['--no-defaults', `--datadir=${datadir}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asRoot], { stdio: 'ignore' });
+  // mariadb-install-db bootstraps a server of its own; on a loaded machine it has failed once
+  // (CI, two test runs at once): up to three tries, each into an empty data directory, and the
+  // last one's output in the error.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      execFileSync(installPath, ['--no-defaults', `--datadir=${datadir}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asRoot], { stdio: 'pipe' });
+      break;
+    } catch (error) {
+      await rm(datadir, { recursive: true, force: true });
+      if (attempt === 3) {
+        const failed = error as Error & { stdout?: Buffer; stderr?: Buffer };
+        throw new Error(`mariadb-install-db failed 3 times: ${failed.message}\n${failed.stderr?.toString() ?? ''}${failed.stdout?.toString().slice(-2_000) ?? ''}`);
+      }
+      await new Promise((done) => setTimeout(done, 1_000 * attempt));
+    }
+  }
   const port = await freePort();
   let output = '';
   const child = spawn(
