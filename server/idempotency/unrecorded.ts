@@ -71,8 +71,10 @@ export async function readUnrecordedCompletions(db: Queryable, query: { minutes:
 
 /**
  * An operator's list of the unrecorded completions (operator role): read from the dashboard's
- * read pool, then its audit row (who, why, which service and window, how many listed), written
- * before anything is returned: no audit row, no answer.
+ * read pool, then its audit row (who, why, which service and window, how many listed and the
+ * distinct principals listed, sorted: at most UNRECORDED_LIST_MAX, so a search of the audit log
+ * for a principal, `details->'principalIds' ? $1`, finds this list too), written before anything
+ * is returned: no audit row, no answer.
  */
 export async function listUnrecordedCompletions(access: KeyAccess, request: UnrecordedList, actor: string): Promise<UnrecordedAnswer> {
   const query = unrecordedListSchema.parse(request);
@@ -82,7 +84,7 @@ export async function listUnrecordedCompletions(access: KeyAccess, request: Unre
     action: 'key.unrecorded_list',
     target: { ...(query.service ? { service: query.service } : {}), minutes: query.minutes },
     reason: query.reason,
-    details: { listed: answer.completions.length, more: answer.more },
+    details: { listed: answer.completions.length, more: answer.more, principalIds: [...new Set(answer.completions.map((row) => row.principalId))].sort() },
   });
   return answer;
 }

@@ -153,10 +153,16 @@ describe('completions that could not be recorded', () => {
     const { rows: audit } = await db.pool.query<{ actor: string; target: unknown; reason: string; details: unknown }>(
       "SELECT actor, target, reason, details FROM audit_log WHERE action = 'key.unrecorded_list' ORDER BY id DESC LIMIT 1",
     );
-    expect(audit[0]).toEqual({ actor: 'ops@example.com', target: { service: SERVICE, minutes: 60 }, reason: 'incident 77: completions failing', details: { listed: 5, more: false } });
+    expect(audit[0]).toEqual({ actor: 'ops@example.com', target: { service: SERVICE, minutes: 60 }, reason: 'incident 77: completions failing', details: { listed: 5, more: false, principalIds: [principalId] } });
     const page = await listUnrecordedCompletions(postgresKeyAccess(dashboard), { reason: 'incident 77: the newest two', limit: 2 }, 'ops@example.com');
     expect(page).toMatchObject({ more: true });
     expect(page.completions).toHaveLength(2);
+    // Each listing names the principals it showed, so the audit log searched for one finds both.
+    const { rows: naming } = await db.pool.query<{ reason: string }>(
+      "SELECT reason FROM audit_log WHERE action = 'key.unrecorded_list' AND details->'principalIds' ? $1 ORDER BY id",
+      [principalId],
+    );
+    expect(naming.map((row) => row.reason)).toEqual(['incident 77: completions failing', 'incident 77: the newest two']);
 
     // /api/metrics: the same count, whichever instance is scraped.
     const text = await createPrometheusMetrics(db.pool).registry.metrics();
@@ -174,6 +180,11 @@ describe('completions that could not be recorded', () => {
       { key: 'a', error_class: 'Error ECONNRESET' },
       { key: 'b', error_class: 'Error ECONNRESET' },
     ]);
+    // A listing across principals names each of them once in its audit row.
+    const listed = await listUnrecordedCompletions(postgresKeyAccess(dashboard), { reason: 'every service: two principals' }, 'ops@example.com');
+    expect(listed.completions).toHaveLength(7);
+    const { rows: audit } = await db.pool.query<{ details: unknown }>("SELECT details FROM audit_log WHERE action = 'key.unrecorded_list' ORDER BY id DESC LIMIT 1");
+    expect(audit[0]?.details).toEqual({ listed: 7, more: false, principalIds: [principalId, base.principalId].sort() });
   });
 
   it("are swept with their key's retention", async () => {
