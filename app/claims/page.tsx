@@ -25,12 +25,12 @@ export default async function ClaimsPage({ searchParams }: { searchParams: Promi
   const client = new QueryClient();
   // A failed read leaves the cache empty (the client shows its error state and retries) and is logged.
   await client
-    .query({ queryKey: queryKeys.staleClaims(service ?? null), queryFn: () => listStaleClaims(dashboardKeys().reads, STALE_CLAIMS_SHOWN, service) })
+    .query({ queryKey: queryKeys.staleClaims(service ?? null), queryFn: () => listStaleClaims(dashboardKeys(), STALE_CLAIMS_SHOWN, service) })
     .catch(reportPrefetchFailure('/claims'));
   return (
     <main id="content" tabIndex={-1} className="wide">
       <h1>Stale claims</h1>
-      <p className="muted">In-progress attempts whose lease has passed: the handler crashed or hung mid-work. A retry takes such a key over by itself; the sweeper releases them 15 minutes after their lease.</p>
+      <p className="muted">In-progress attempts whose lease has passed: the handler crashed or hung mid-work. A retry takes such a key over by itself. Kept in Postgres, the sweeper releases them 15 minutes after their lease; kept in MySQL, the service's own sweep (sweepMysql) does; kept in Redis, only the next retry does.</p>
       <HydrationBoundary state={dehydrate(client)}>
         <StaleClaims service={service ?? null} services={services ?? []} notices={notices} />
       </HydrationBoundary>

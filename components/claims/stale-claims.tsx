@@ -1,12 +1,13 @@
 'use client';
 // Stale claims: in-progress attempts past their lease (a handler crashed or hung), oldest
 // first. A retry already takes such a key over; releasing marks it failed and retryable so it
-// stops showing as running. Behind a confirmation with a reason, audited.
+// stops showing as running. Behind a confirmation with a reason, audited. Only a Postgres-kept
+// claim has a Release button (`releasable`): a MySQL-kept one is released by its service's sweep.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useEffect, useRef, useState } from 'react';
 import { useRouter } from 'next/navigation';
-import type { StaleClaim } from '@/server/idempotency/key-metadata';
+import type { ListedStaleClaim as StaleClaim } from '@/server/idempotency/key-metadata';
 import { adminFetch, refreshEvery } from '../admin-fetch';
 import { DialogActions, useFocusReason } from '../dialog-actions';
 import { queryKeys, STALE_CLAIMS_SHOWN } from '../query-keys';
@@ -133,9 +134,14 @@ export function StaleClaims({ service, services, notices = [] }: { service: stri
                     <Link className="button-link" href={`/keys?${new URLSearchParams({ principalId: claim.principalId, service: claim.service, key: claim.key }).toString()}`} aria-label={`Look up ${claim.key}`}>
                       Look up
                     </Link>{' '}
-                    <button type="button" className="link" onClick={() => open(claim)} aria-label={`Release ${claim.key}`}>
-                      Release
-                    </button>
+                    {claim.releasable ? (
+                      <button type="button" className="link" onClick={() => open(claim)} aria-label={`Release ${claim.key}`}>
+                        Release
+                      </button>
+                    ) : (
+                      // Kept in MySQL or Redis: the dashboard does not write there.
+                      <span className="muted">released by its own sweeper or the next retry</span>
+                    )}
                   </td>
                 </tr>
               ))}

@@ -32,6 +32,11 @@ export interface KeyAccess {
   audit: Queryable;
   /** Where the trace of attempts is read (Postgres, whatever the key backend: migration 0025); absent, none is shown. */
   trace?: Queryable;
+  /**
+   * The services whose keys are kept in Redis or MySQL (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL):
+   * the dashboard does not release their stale claims (their own sweep or the next retry does).
+   */
+  keptElsewhere?: ReadonlySet<string>;
 }
 
 /**
@@ -63,9 +68,19 @@ export const staleReleaseSchema = z.strictObject({
   reason: storableText().trim().min(3, 'say why you release this claim').max(500),
 });
 
+/**
+ * A stale claim as the dashboard lists it. `releasable`: whether the dashboard can release it (its
+ * key is in Postgres); one of a service kept in MySQL or Redis is released by that service's own
+ * sweep or taken over by the next retry, and a release from the dashboard would answer 501.
+ */
+export interface ListedStaleClaim extends StaleClaim {
+  releasable: boolean;
+}
+
 /** In-progress claims past their lease, oldest lease first: of every service, or of `service`. */
-export async function listStaleClaims(reads: KeyRecordReads, limit: number, service?: string): Promise<StaleClaim[]> {
-  return reads.staleClaims(limit, service);
+export async function listStaleClaims(access: Pick<KeyAccess, 'reads' | 'keptElsewhere'>, limit: number, service?: string): Promise<ListedStaleClaim[]> {
+  const claims = await access.reads.staleClaims(limit, service);
+  return claims.map((claim) => ({ ...claim, releasable: !(access.keptElsewhere?.has(claim.service) ?? false) }));
 }
 
 const keyCursorSchema = z.strictObject({

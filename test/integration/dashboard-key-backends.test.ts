@@ -200,12 +200,13 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     // Their leases passed (the attempts crashed): as the owner of each store.
     await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 5 MINUTE WHERE idempotency_key = 'crashed'");
     await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', String(Date.now() - 300_000));
-    const mysqlClaims = await listStaleClaims(pools.keys.reads, 10, MYSQL_SERVICE);
-    expect(mysqlClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts])).toEqual([[MYSQL_SERVICE, ENDPOINT, 'crashed', tenant, 1]]);
+    const mysqlClaims = await listStaleClaims(pools.keys, 10, MYSQL_SERVICE);
+    // Listed as not releasable from the dashboard (its release answers 501, below).
+    expect(mysqlClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts, claim.releasable])).toEqual([[MYSQL_SERVICE, ENDPOINT, 'crashed', tenant, 1, false]]);
     expect(mysqlClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
     // Every service: the MySQL one's among them.
-    expect((await listStaleClaims(pools.keys.reads, 10)).map((claim) => claim.service)).toContain(MYSQL_SERVICE);
-    await expect(listStaleClaims(pools.keys.reads, 10, REDIS_SERVICE)).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
+    expect((await listStaleClaims(pools.keys, 10)).find((claim) => claim.service === MYSQL_SERVICE)).toMatchObject({ key: 'crashed', releasable: false });
+    await expect(listStaleClaims(pools.keys, 10, REDIS_SERVICE)).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
     // The Redis one shows as stale in its lookup.
     const [record] = await lookUpKey(pools.keys, { principalId: tenant, service: REDIS_SERVICE, key: 'crashed', reason: 'is it stuck?' }, 'ops@example.com');
     expect(record?.state).toBe('in_progress');

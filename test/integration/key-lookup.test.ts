@@ -93,9 +93,9 @@ describe('key lookup', () => {
               now() - i * interval '1 minute', now() + interval '1 day' FROM generate_series(1, 3) AS i`,
       [owner],
     );
-    const claims = await listStaleClaims(keys.reads, 10);
+    const claims = await listStaleClaims(keys, 10);
     expect(claims.map((claim) => claim.key)).toEqual(['crashed-3', 'crashed-2', 'crashed-1']);
-    expect(claims[0]).toMatchObject({ principalId: owner, service: 'demo', scope: 'POST /api/v1/refunds' });
+    expect(claims[0]).toMatchObject({ principalId: owner, service: 'demo', scope: 'POST /api/v1/refunds', releasable: true });
     expect(claims[0]?.pastLeaseSeconds).toBeGreaterThan(170);
   });
 

@@ -338,7 +338,7 @@ describe('the key records seam', () => {
     const page = await listPrincipalKeys(access, keyListSchema.parse({ principalId: tenant, reason: 'browsing the tenant', service: 'orders' }), 'ops@example.com');
     expect(page.keys.map((key) => key.key)).toEqual(['stuck', 'order-9']);
     expect((await lookUpCorrelation(access, { correlationId, reason: 'quoted in ticket 5' }, 'ops@example.com')).records.map((record) => record.key)).toEqual(['order-9']);
-    expect((await listStaleClaims(reads, 10)).map((claim) => claim.key)).toEqual(['stuck']);
+    expect((await listStaleClaims(access, 10)).map((claim) => [claim.key, claim.releasable])).toEqual([['stuck', true]]);
     const stuck = { principalId: tenant, service: 'orders', scope: REFUNDS, key: 'stuck' };
     await releaseStaleClaim(access, stuck, 'ops@example.com', 'the processor never answered');
     await expect(releaseStaleClaim(access, stuck, 'ops@example.com', 'again')).rejects.toBeInstanceOf(ClaimNotStaleError);

@@ -13,7 +13,7 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
   try {
-    return adminJson({ claims: await listStaleClaims(dashboardKeys().reads, parsed.limit, parsed.service) });
+    return adminJson({ claims: await listStaleClaims(dashboardKeys(), parsed.limit, parsed.service) });
   } catch (error) {
     // A service whose key backend cannot list them (Redis): said, not an empty list.
     return problemFor(error, { KEY_READ_UNSUPPORTED: 501 });
