@@ -5,6 +5,7 @@
 // every backend, merged in the seam's order. Policies, metrics, the trace of attempts and the
 // audit log stay in Postgres, so a lookup is audited there exactly as for a Postgres service.
 import {
+  isDatabaseUnavailable,
   KeyReadUnsupportedError,
   type CorrelationRecord,
   type KeyCursor,
@@ -16,9 +17,10 @@ import {
   type Queryable,
   type StaleClaim,
 } from '@retrysafe/store';
-import { createMysqlPool, MysqlKeyReads, mysqlReaderAccess } from '@retrysafe/store/mysql';
+import { createMysqlPool, MysqlKeyReads, mysqlMissingDashboardIndexes, mysqlReaderAccess } from '@retrysafe/store/mysql';
 import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
 import { ConfigurationError } from './config';
+import { markUnanswered } from './unanswered-services';
 
 /** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
 class LazyRedis implements RedisCommands {
@@ -97,19 +99,26 @@ const reasonOf = (error: unknown) => (error instanceof Error ? error.message : S
 /**
  * Refuses at start, in one line naming the setting and the service, a key backend the dashboard
  * could not use: a Redis that does not answer, a MySQL that does not, whose user may select
- * response_body (the grants must exclude it: mysqlDashboardGrants), or that cannot read the key
- * table's metadata (no grant, or not migrated).
+ * response_body (the grants must exclude it: mysqlDashboardGrants), that cannot read the key
+ * table's metadata (no grant, or not migrated), or lacks the indexes of migration 0003; a Redis
+ * Cluster node (the dashboard's client is single-node).
  */
 export async function checkKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }): Promise<void> {
   for (const [service, url] of settings.redis ?? []) {
     let connection: RedisConnection | undefined;
+    let cluster: boolean;
     try {
       connection = await connectRedis(url);
-      await connection.commands.sendCommand(['PING']);
+      const info = await connection.commands.sendCommand(['INFO', 'cluster']);
+      cluster = /^cluster_enabled:1\s*$/m.test(Buffer.isBuffer(info) ? info.toString('utf8') : String(info));
     } catch (error) {
       throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
     } finally {
       await connection?.close().catch(() => undefined);
+    }
+    // Its single-node client would meet MOVED for every slot another node holds.
+    if (cluster) {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${placeOf(url)} is a Redis Cluster node; the dashboard reads single-node Redis only for now`);
     }
   }
   for (const [service, url] of settings.mysql ?? []) {
@@ -128,6 +137,15 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
       }
       if (access === 'none') {
         throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): its user may not select the key table's metadata at ${placeOf(url)}; grant it as docs/mysql.md says`);
+      }
+      let missing: string[];
+      try {
+        missing = await mysqlMissingDashboardIndexes(pool);
+      } catch (error) {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): cannot read the key table at ${placeOf(url)}: ${reasonOf(error)}`);
+      }
+      if (missing.length > 0) {
+        throw new ConfigurationError(`DASHBOARD_KEYS_MYSQL (${service}): the key table at ${placeOf(url)} lacks the dashboard's indexes (${missing.join(', ')}): run \`retrysafe migrate --mysql\``);
       }
     } finally {
       await pool.end().catch(() => undefined);
@@ -166,8 +184,29 @@ const frontierOf = (next: KeyCursor): KeySummary => ({
 });
 
 /**
+ * Every source's answer, null for a source kept elsewhere whose backend is unavailable
+ * (isDatabaseUnavailable: down, cut, timed out), its services in `missing`. Postgres's failure,
+ * or any other failure, fails the read.
+ */
+async function settle<T>(sources: readonly { services: readonly string[] | null; read: () => Promise<T> }[]): Promise<{ answers: (T | null)[]; missing: string[] }> {
+  const settled = await Promise.allSettled(sources.map((source) => source.read()));
+  const missing: string[] = [];
+  const answers = settled.map((outcome, index) => {
+    if (outcome.status === 'fulfilled') return outcome.value;
+    const services = sources[index]?.services;
+    if (!services || !isDatabaseUnavailable(outcome.reason)) throw outcome.reason;
+    missing.push(...services);
+    return null;
+  });
+  return { answers, missing: missing.sort(byCode) };
+}
+
+/**
  * KeyRecordReads over Postgres and the services kept elsewhere: a read naming a service goes to
- * that service's backend (Postgres when it has none), one naming none goes to all and is merged.
+ * that service's backend (Postgres when it has none; unavailable there, the read fails: a 503),
+ * one naming none goes to all and is merged: a backend kept elsewhere that is unavailable is left
+ * out, its services named by unansweredServices(answer), so that one Redis or MySQL down does not
+ * hide the keys of every other.
  * Postgres's answers for a service kept elsewhere are left out (its keys are not there).
  */
 export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, KeyRecordReads>): KeyRecordReads {
@@ -178,23 +217,32 @@ export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, 
   return {
     async keyRecords(query) {
       if (query.service !== undefined) return of(query.service).keyRecords(query);
-      const found = await Promise.all([postgres.keyRecords(query).then((records) => records.filter(inPostgres)), ...services.map((service) => of(service).keyRecords({ ...query, service }))]);
+      const { answers, missing } = await settle([
+        { services: null, read: () => postgres.keyRecords(query).then((records) => records.filter(inPostgres)) },
+        ...services.map((service) => ({ services: [service], read: () => of(service).keyRecords({ ...query, service }) })),
+      ]);
       // Stable: each backend's expiry order within a (service, scope) stays.
-      return found.flat().sort((a: KeyRecord, b: KeyRecord) => byCode(a.service, b.service) || byCode(a.scope, b.scope));
+      const found = answers.flatMap((records) => records ?? []).sort((a: KeyRecord, b: KeyRecord) => byCode(a.service, b.service) || byCode(a.scope, b.scope));
+      return markUnanswered(found, missing);
     },
 
     async principalKeys(query: KeyListQuery): Promise<KeyPage> {
       if (query.service !== undefined) return of(query.service).principalKeys(query);
-      const sources: { reads: KeyRecordReads; query: KeyListQuery }[] = [
-        { reads: postgres, query },
-        ...services.map((service) => ({ reads: of(service), query: { ...query, service } })),
+      const sources: { reads: KeyRecordReads; query: KeyListQuery; services: string[] | null }[] = [
+        { reads: postgres, query, services: null },
+        ...services.map((service) => ({ reads: of(service), query: { ...query, service }, services: [service] })),
       ];
-      const pages = await Promise.all(
-        sources.map(async (source, index) => {
-          const page = await source.reads.principalKeys(source.query);
-          return { ...page, keys: index === 0 ? page.keys.filter(inPostgres) : page.keys };
-        }),
+      const settled = await settle(
+        sources.map((source, index) => ({
+          services: source.services,
+          read: async () => {
+            const page = await source.reads.principalKeys(source.query);
+            return { ...page, keys: index === 0 ? page.keys.filter(inPostgres) : page.keys };
+          },
+        })),
       );
+      // An unavailable backend: an empty page here (its services named by unansweredServices).
+      const pages = settled.answers.map((page): KeyPage => page ?? { keys: [], next: null, searchedBackTo: null });
       // Each page is complete down to its cursor: keep only what is newer than the nearest of them,
       // so a backend that stopped early (its scan bound, or a full page) skips nothing. The cursor's
       // own key is left out (a cursor rounded to its millisecond may reach it again).
@@ -220,35 +268,43 @@ export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, 
         next = stopped.page.next;
         if (page.length < query.limit) searchedBackTo = stopped.page.searchedBackTo ?? stopped.at.createdAt;
       }
-      return { keys: page.map((entry) => entry.key), next, searchedBackTo };
+      return markUnanswered({ keys: page.map((entry) => entry.key), next, searchedBackTo }, settled.missing);
     },
 
     async correlationRecords(correlationId) {
-      const found = await Promise.all([postgres.correlationRecords(correlationId), ...[...new Set(elsewhere.values())].map((reads) => reads.correlationRecords(correlationId))]);
-      return found
-        .flat()
+      const distinct = [...new Set(elsewhere.values())];
+      const { answers, missing } = await settle([
+        { services: null, read: () => postgres.correlationRecords(correlationId) },
+        ...distinct.map((reads) => ({ services: services.filter((service) => elsewhere.get(service) === reads), read: () => reads.correlationRecords(correlationId) })),
+      ]);
+      const found = answers
+        .flatMap((records) => records ?? [])
         .sort((a: CorrelationRecord, b: CorrelationRecord) => Date.parse(b.createdAt) - Date.parse(a.createdAt))
         .slice(0, 20);
+      return markUnanswered(found, missing);
     },
 
     async staleClaims(limit, service) {
       if (service !== undefined) return of(service).staleClaims(limit, service);
       // Every backend that can list them; a Redis-kept service cannot (KeyReadUnsupportedError): its claims show in a named lookup.
-      const found = await Promise.all([
-        postgres.staleClaims(limit).then((claims) => claims.filter(inPostgres)),
-        ...services.map((name) =>
-          of(name)
-            .staleClaims(limit, name)
-            .catch((error: unknown) => {
-              if (error instanceof KeyReadUnsupportedError) return [] as StaleClaim[];
-              throw error;
-            }),
-        ),
+      const { answers, missing } = await settle([
+        { services: null, read: () => postgres.staleClaims(limit).then((claims) => claims.filter(inPostgres)) },
+        ...services.map((name) => ({
+          services: [name],
+          read: () =>
+            of(name)
+              .staleClaims(limit, name)
+              .catch((error: unknown) => {
+                if (error instanceof KeyReadUnsupportedError) return [] as StaleClaim[];
+                throw error;
+              }),
+        })),
       ]);
-      return found
-        .flat()
+      const found = answers
+        .flatMap((claims) => claims ?? [])
         .sort((a, b) => Date.parse(a.leaseExpiredAt) - Date.parse(b.leaseExpiredAt))
         .slice(0, limit);
+      return markUnanswered(found, missing);
     },
 
     releaseStaleClaim(id, by) {

@@ -98,6 +98,9 @@ export function PrincipalKeys({
   if (listing && !next) status = keys.length === 0 ? `No live key${filtered}.` : `All ${counted} shown; there is no older one.`;
   else if (searchedBackTo) status = `${keys.length === 0 ? `No live key${filtered} among` : `${counted} found among`} the keys created since ${formatDateTime(searchedBackTo)}; older keys may still match.`;
   else if (listing) status = `${counted} shown, newest first; older ones on the next page.`;
+  // Services whose key backend did not answer (a list naming no service): said, not silently left out.
+  const unavailable = [...new Set(pages.flatMap((page) => page.unavailable ?? []))];
+  if (unavailable.length > 0) status += ` Not answered now, their keys are missing here: ${unavailable.join(', ')}.`;
   return (
     <section className="card" aria-labelledby="principal-keys-heading">
       <h2 id="principal-keys-heading">This principal&apos;s keys</h2>

@@ -7,6 +7,7 @@ import type { CorrelationRecord } from '@retrysafe/store';
 import { storableText } from '../storable';
 import { writeAudit } from '../audit/log';
 import type { KeyAccess } from './key-metadata';
+import { unansweredServices } from '../unanswered-services';
 import { correlationAttempts, notFoundReason, withTraces, type CorrelationAttempt, type NotFound, type TracedCorrelationRecord, type TracedKeyRecord } from './attempts';
 
 export type { CorrelationRecord } from '@retrysafe/store';
@@ -29,6 +30,8 @@ export interface CorrelationAnswer {
   attempts: CorrelationAttemptFound[];
   /** Set when both are empty: why (older than the key's retention, or never seen). */
   notFound: NotFound | null;
+  /** Services whose key backend did not answer: their keys are not in `records`. Absent when all answered. */
+  unavailable?: string[];
 }
 
 /**
@@ -57,5 +60,6 @@ export async function lookUpCorrelation(access: KeyAccess, lookup: CorrelationLo
     reason: lookup.reason,
     details: { records: records.length, attempts: attempts.length, ...(first ? { principalId: first.principalId, service: first.service, scope: first.scope } : {}) },
   });
-  return { records, attempts, notFound };
+  const unavailable = unansweredServices(found);
+  return { records, attempts, notFound, ...(unavailable.length > 0 ? { unavailable } : {}) };
 }

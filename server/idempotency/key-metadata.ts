@@ -10,6 +10,7 @@ import { KEY_PATTERN, type KeyPage, type KeyRecord, type KeySummary, type KeyRec
 import { MICROS_PATTERN } from '../keyset';
 import { serviceNameSchema } from '../service-name';
 import { pageCounts, withTraces, type TracedKeyRecord } from './attempts';
+import { markUnanswered, unansweredServices } from '../unanswered-services';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -55,7 +56,8 @@ export async function lookUpKey(access: KeyAccess, lookup: KeyLookup, actor: str
     reason: lookup.reason,
     details: { records: records.length, attempts: records.reduce((sum, record) => sum + record.lastAttempts.length, 0) },
   });
-  return records;
+  // Services whose backend did not answer (unansweredServices(records)): the route says them.
+  return markUnanswered(records, unansweredServices(found));
 }
 
 export const staleClaimsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100), service: serviceNameSchema.optional() });
@@ -80,7 +82,11 @@ export interface ListedStaleClaim extends StaleClaim {
 /** In-progress claims past their lease, oldest lease first: of every service, or of `service`. */
 export async function listStaleClaims(access: Pick<KeyAccess, 'reads' | 'keptElsewhere'>, limit: number, service?: string): Promise<ListedStaleClaim[]> {
   const claims = await access.reads.staleClaims(limit, service);
-  return claims.map((claim) => ({ ...claim, releasable: !(access.keptElsewhere?.has(claim.service) ?? false) }));
+  // Services whose backend did not answer stay marked on the answer (unansweredServices).
+  return markUnanswered(
+    claims.map((claim) => ({ ...claim, releasable: !(access.keptElsewhere?.has(claim.service) ?? false) })),
+    unansweredServices(claims),
+  );
 }
 
 const keyCursorSchema = z.strictObject({
@@ -112,7 +118,11 @@ export type KeyList = z.infer<typeof keyListSchema>;
  */
 /** A listed key with its marks: conflicts and mismatches recorded for it (issue 31.2). */
 export type MarkedKeySummary = KeySummary & { conflicts: number; mismatches: number };
-export type MarkedKeyPage = Omit<KeyPage, 'keys'> & { keys: MarkedKeySummary[] };
+export type MarkedKeyPage = Omit<KeyPage, 'keys'> & {
+  keys: MarkedKeySummary[];
+  /** Services named by none in the list whose key backend did not answer: their keys are not in this page. Absent when all answered. */
+  unavailable?: string[];
+};
 
 export async function listPrincipalKeys(access: KeyAccess, list: KeyList, actor: string): Promise<MarkedKeyPage> {
   const listed = await access.reads.principalKeys({ principalId: list.principalId, service: list.service, scope: list.scope, state: list.state, after: list.after, limit: list.limit });
@@ -124,6 +134,8 @@ export async function listPrincipalKeys(access: KeyAccess, list: KeyList, actor:
       return { ...key, conflicts: count?.conflicts ?? 0, mismatches: count?.mismatches ?? 0 };
     }),
   };
+  const unavailable = unansweredServices(listed);
+  if (unavailable.length > 0) page.unavailable = unavailable;
   await writeAudit(access.audit, {
     actor,
     action: 'key.list',

@@ -6,13 +6,14 @@
 // select response_body, the Redis reads only HMGETs of named metadata fields.
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
-import { mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
+import { IdempotencyStore, isDatabaseUnavailable, problemFor, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
+import { createMysqlPool, mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MysqlKeyReads, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
 import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
 import { checkKeyBackends } from '../../server/key-backends';
+import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { releaseStaleClaim } from '../../server/retention/stale-claims';
@@ -273,5 +274,97 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect((await reads.principalKeys({ principalId: tenant, limit: 10 })).keys.length).toBeGreaterThan(0);
     expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE']));
     for (const command of sent) expect(command.slice(2)).not.toContain('body');
+  });
+
+  it('answers 503 with Retry-After for a named service whose Redis is down, and the other backends for a read naming none', async () => {
+    const DOWN_SERVICE = 'cart-redis';
+    const down = await startRedis();
+    let downPools: DashboardPools | undefined;
+    try {
+      const store = new IdempotencyStore({ pool: db.pool, backend: new RedisBackend(down.connection.commands, { db: db.pool }), service: DOWN_SERVICE, fingerprintSecret: Buffer.alloc(32, 7), keyRing: new ResponseKeyRing([newResponseKey()]) });
+      await store.registerRoutePolicy(ENDPOINT, testPolicy, true);
+      const other = principal();
+      await store.execute({ ...call('down-1'), principalId: other });
+      await storeOf(PG_SERVICE).execute({ ...call('down-1'), principalId: other });
+      await storeOf(MYSQL_SERVICE).execute({ ...call('down-1'), principalId: other });
+      const settings = requireDashboardSettings(
+        readEnvironment(
+          env({
+            DASHBOARD_DATABASE_URL: db.dashboardUrl,
+            AUTH_SECRET: 'x'.repeat(32),
+            DASHBOARD_KEYS_REDIS: `${REDIS_SERVICE}=${redis.url},${DOWN_SERVICE}=${down.url}`,
+            DASHBOARD_KEYS_MYSQL: `${MYSQL_SERVICE}=${readerUri}`,
+          }),
+        ),
+      );
+      const keys = (downPools = createDashboardPools(settings)).keys;
+      const lookup = (service?: string) => lookUpKey(keys, { principalId: other, key: 'down-1', reason: 'is it down?', ...(service ? { service } : {}) }, 'ops@example.com');
+      // Connected (lazily) while up: then its Redis stops.
+      const before = await lookup();
+      expect(before.map((record) => record.service)).toEqual([DOWN_SERVICE, MYSQL_SERVICE, PG_SERVICE]);
+      expect(unansweredServices(before)).toEqual([]);
+      await down.stop();
+      // Named: the store's unavailable error, which the routes answer 503 with Retry-After.
+      const failure = await lookup(DOWN_SERVICE).then(() => null, (error: unknown) => error);
+      expect(isDatabaseUnavailable(failure)).toBe(true);
+      expect(problemFor(failure)?.status).toBe(503);
+      expect(problemFor(failure)?.headers?.['Retry-After']).toMatch(/^\d+$/);
+      const listFailure = await listPrincipalKeys(keys, keyListSchema.parse({ principalId: other, service: DOWN_SERVICE, reason: 'is it down?' }), 'ops@example.com').then(() => null, (error: unknown) => error);
+      expect(problemFor(listFailure)?.status).toBe(503);
+      // None named: what the others answered, and the one that did not.
+      const after = await lookup();
+      expect(after.map((record) => record.service)).toEqual([MYSQL_SERVICE, PG_SERVICE]);
+      expect(unansweredServices(after)).toEqual([DOWN_SERVICE]);
+      const page = await listPrincipalKeys(keys, keyListSchema.parse({ principalId: other, reason: 'is it down?' }), 'ops@example.com');
+      expect(page.keys.map((key) => key.service).sort()).toEqual([MYSQL_SERVICE, PG_SERVICE]);
+      expect(page.unavailable).toEqual([DOWN_SERVICE]);
+      const claims = await listStaleClaims(keys, 10);
+      expect(unansweredServices(claims)).toEqual([]);
+    } finally {
+      await downPools?.end();
+      await down.stop();
+    }
+  });
+
+  it('answers unavailable, within its timeout, a MySQL read that does not come back', async () => {
+    const pool = createMysqlPool(readerUri, 1);
+    const locker = await owner.getConnection();
+    try {
+      await create(MYSQL_SERVICE, ['hung-1']);
+      const reads = new MysqlKeyReads(pool, db.pool, { timeoutMs: 1_000 });
+      expect(await reads.keyRecords({ principalId: tenant, service: MYSQL_SERVICE, key: 'hung-1' })).toHaveLength(1);
+      // The owner holds the key table: the reader's statements wait (a hung server, as the dashboard sees it).
+      await locker.query('LOCK TABLES retrysafe_idempotency_keys WRITE');
+      for (const read of [() => reads.keyRecords({ principalId: tenant, service: MYSQL_SERVICE, key: 'hung-1' }), () => reads.principalKeys({ principalId: tenant, service: MYSQL_SERVICE, limit: 5 }), () => reads.staleClaims(5, MYSQL_SERVICE)]) {
+        const failure = await read().then(() => null, (error: unknown) => error);
+        expect(isDatabaseUnavailable(failure)).toBe(true);
+        expect(problemFor(failure)?.status).toBe(503);
+      }
+    } finally {
+      await locker.query('UNLOCK TABLES').catch(() => undefined);
+      locker.release();
+      await pool.end();
+    }
+  }, 60_000);
+
+  it('refuses at start a Redis Cluster node and a MySQL without the dashboard indexes', async () => {
+    const node = await startRedis(['--cluster-enabled', 'yes']);
+    try {
+      const refusal = await checkKeyBackends({ redis: new Map([['cart', node.url]]) }).then(() => null, (error: unknown) => error as Error);
+      expect(refusal).toBeInstanceOf(ConfigurationError);
+      expect(refusal?.message).toMatch(/^DASHBOARD_KEYS_REDIS \(cart\): 127\.0\.0\.1:\d+ is a Redis Cluster node; the dashboard reads single-node Redis only for now$/);
+    } finally {
+      await node.stop();
+    }
+    await owner.query('ALTER TABLE retrysafe_idempotency_keys DROP INDEX retrysafe_idempotency_keys_state_lease');
+    try {
+      const refusal = await checkKeyBackends({ mysql: new Map([[MYSQL_SERVICE, readerUri]]) }).then(() => null, (error: unknown) => error as Error);
+      expect(refusal).toBeInstanceOf(ConfigurationError);
+      expect(refusal?.message).toMatch(/^DASHBOARD_KEYS_MYSQL \(orders-mysql\): .*retrysafe_idempotency_keys_state_lease.*: run `retrysafe migrate --mysql`$/);
+      expect(refusal?.message.split('\n')).toHaveLength(1);
+    } finally {
+      await owner.query('ALTER TABLE retrysafe_idempotency_keys ADD INDEX retrysafe_idempotency_keys_state_lease (state, lease_expires_at)');
+    }
+    await expect(checkKeyBackends({ mysql: new Map([[MYSQL_SERVICE, readerUri]]) })).resolves.toBeUndefined();
   });
 });

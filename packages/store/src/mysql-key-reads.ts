@@ -25,6 +25,8 @@ import {
 import { knownScopes } from './key-scopes.js';
 import { MYSQL_KEY_TABLE, type MysqlQueryable } from './mysql-statements.js';
 import type { Queryable } from './statements.js';
+import { isTransientMysqlFailure } from './mysql.js';
+import type { UnavailableReason } from './unavailable.js';
 
 /**
  * The key table's columns the dashboard's MySQL user may select: every one but response_body.
@@ -85,6 +87,30 @@ export async function mysqlReaderAccess(db: MysqlQueryable): Promise<'metadata' 
   };
   if ((await attempt(MYSQL_DASHBOARD_COLUMNS.join(', '))) !== null) return 'none';
   return (await attempt('response_body')) === null ? 'bodies' : 'metadata';
+}
+
+/** ER_KEY_DOES_NOT_EXITS: a FORCE INDEX named an index the table does not have (migration 0003 not applied). */
+export const ER_KEY_DOES_NOT_EXIST = 1176;
+
+/** The indexes the dashboard's reads force (mysql-migrations/0003_dashboard_reads). */
+export const MYSQL_DASHBOARD_INDEXES = ['retrysafe_idempotency_keys_principal_created', 'retrysafe_idempotency_keys_state_lease'] as const;
+
+/**
+ * Which of MYSQL_DASHBOARD_INDEXES the key table lacks (migration 0003 not applied), asked by
+ * trying each as the reads do (FORCE INDEX, no row read): the dashboard's user may not read the
+ * migration journal.
+ */
+export async function mysqlMissingDashboardIndexes(db: MysqlQueryable): Promise<string[]> {
+  const missing: string[] = [];
+  for (const index of MYSQL_DASHBOARD_INDEXES) {
+    try {
+      await db.query(`SELECT principal_id FROM ${MYSQL_KEY_TABLE} FORCE INDEX (${index}) LIMIT 0`);
+    } catch (error) {
+      if ((error as { errno?: unknown }).errno !== ER_KEY_DOES_NOT_EXIST) throw error;
+      missing.push(index);
+    }
+  }
+  return missing;
 }
 
 const micros = (column: string) => `CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) AS CHAR)`;
@@ -170,21 +196,78 @@ const iso = (value: unknown): string => {
 
 type Row = RowDataPacket & Record<string, unknown>;
 
+/** How long a dashboard read waits for MySQL before it answers unavailable (503), by default (mysql2's query timeout). */
+export const MYSQL_KEY_READ_TIMEOUT_MS = 5_000;
+
+/**
+ * MySQL could not answer the dashboard's read now: the connection was refused, lost or timed out
+ * (mysql2's query timeout), the server is shutting down or has too many connections. The HTTP
+ * layer answers 503 with Retry-After (isDatabaseUnavailable reads unavailableReason).
+ */
+export class MysqlUnavailableError extends Error {
+  readonly code = 'MYSQL_UNAVAILABLE';
+  constructor(
+    readonly unavailableReason: UnavailableReason,
+    cause: unknown,
+  ) {
+    super(`MySQL is unavailable (${unavailableReason}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'MysqlUnavailableError';
+  }
+}
+
+/**
+ * `error` as MysqlUnavailableError when it says MySQL cannot answer now (isTransientMysqlFailure,
+ * errno 1040 too many connections, mysql2's query timeout PROTOCOL_SEQUENCE_TIMEOUT), else itself.
+ */
+export function mysqlUnavailable(error: unknown): unknown {
+  if (error instanceof MysqlUnavailableError) return error;
+  const { errno, code } = (typeof error === 'object' && error !== null ? error : {}) as { errno?: unknown; code?: unknown };
+  if (!isTransientMysqlFailure(error) && errno !== 1040 && code !== 'PROTOCOL_SEQUENCE_TIMEOUT') return error;
+  // 1213 (deadlock) is transient for a write, never met by these reads: any transient failure is unavailability.
+  const reason: UnavailableReason = code === 'PROTOCOL_SEQUENCE_TIMEOUT' || code === 'ETIMEDOUT' ? 'timeout' : errno === 1040 ? 'capacity' : errno === 1053 ? 'shutdown' : 'connection';
+  return new MysqlUnavailableError(reason, error);
+}
+
 /**
  * MySQL/MariaDB: the statements above on `mysql` (the dashboard's read-only user's pool, opened
  * with MYSQL_POOL_SETTINGS so DATETIMEs read as UTC), and `db` the Postgres holding the policies
  * (the scopes a key may be stored under).
  */
 export class MysqlKeyReads implements KeyRecordReads {
+  private readonly timeoutMs: number;
+
   constructor(
     private readonly mysql: MysqlQueryable,
     private readonly db: Queryable,
-  ) {}
+    options: { timeoutMs?: number } = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? MYSQL_KEY_READ_TIMEOUT_MS;
+  }
+
+  /**
+   * One statement, bounded by timeoutMs, the wait for a pooled connection included (mysql2's query
+   * timeout leaves the connection busy until the server answers, so a hung server would hold the
+   * pool's every connection); a failure that says MySQL cannot answer now is a MysqlUnavailableError.
+   */
+  private async rows(sql: string, values: unknown[]): Promise<Row[]> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new MysqlUnavailableError('timeout', new Error(`no answer in ${this.timeoutMs} ms`))), this.timeoutMs);
+    });
+    try {
+      const [rows] = await Promise.race([this.mysql.query<Row[]>({ sql, values, timeout: this.timeoutMs }), timeout]);
+      return rows;
+    } catch (error) {
+      throw mysqlUnavailable(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
     const scopes = await knownScopes(this.db, query.service);
     if (scopes.length === 0) return [];
-    const [rows] = await this.mysql.query<Row[]>(keyRecordsSql(scopes.length), [query.principalId, query.key, ...scopes.flatMap((pair) => [pair.service, pair.scope])]);
+    const rows = await this.rows(keyRecordsSql(scopes.length), [query.principalId, query.key, ...scopes.flatMap((pair) => [pair.service, pair.scope])]);
     return rows.map((row) => {
       const attempts = Number(row.attempts);
       return {
@@ -211,7 +294,7 @@ export class MysqlKeyReads implements KeyRecordReads {
 
   async principalKeys(query: KeyListQuery): Promise<KeyPage> {
     const statement = mysqlPrincipalKeysStatement(query);
-    const [rows] = await this.mysql.query<Row[]>(statement.sql, statement.values);
+    const rows = await this.rows(statement.sql, statement.values);
     const cursorOf = (row: Row): KeyCursor => ({ createdAtMicros: text(row.created_micros), service: text(row.service), scope: text(row.scope), key: text(row.idempotency_key) });
     const matches = rows.filter((row) => Number(row.matches) === 1);
     const page = matches.slice(0, query.limit);
@@ -245,7 +328,7 @@ export class MysqlKeyReads implements KeyRecordReads {
   }
 
   async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
-    const [rows] = await this.mysql.query<Row[]>(staleClaimsSql(service !== undefined), service !== undefined ? [service, limit] : [limit]);
+    const rows = await this.rows(staleClaimsSql(service !== undefined), service !== undefined ? [service, limit] : [limit]);
     return rows.map((row) => ({
       principalId: text(row.principal_id),
       service: text(row.service),

@@ -12,7 +12,7 @@
 import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
 import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
 import type { RedisCommands } from './redis-memory.js';
-import { parseRecordMember, principalIndexKey, recordKey } from './redis.js';
+import { parseRecordMember, principalIndexKey, recordKey, RedisUnavailableError, redisUnavailableReason } from './redis.js';
 import { knownScopes, knownServices } from './key-scopes.js';
 import type { Queryable } from './statements.js';
 
@@ -88,6 +88,9 @@ function withScores(reply: readonly unknown[]): [string, number][] {
   return pairs;
 }
 
+/** How long a dashboard read waits for Redis before it answers unavailable (503), by default. */
+export const REDIS_KEY_READ_TIMEOUT_MS = 5_000;
+
 const cursorOf = (candidate: Candidate): KeyCursor => ({ createdAtMicros: String(candidate.createdMs * 1000), service: candidate.service, scope: candidate.scope, key: candidate.key });
 
 /**
@@ -95,18 +98,43 @@ const cursorOf = (candidate: Candidate): KeyCursor => ({ createdAtMicros: String
  * scopes a key may be stored under, and the services).
  */
 export class RedisKeyReads implements KeyRecordReads {
+  private readonly timeoutMs: number;
+
   constructor(
     private readonly redis: RedisCommands,
     private readonly db: Queryable,
-  ) {}
+    options: { timeoutMs?: number } = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? REDIS_KEY_READ_TIMEOUT_MS;
+  }
+
+  /**
+   * One command, bounded: a Redis that does not answer within timeoutMs, or whose failure says it
+   * cannot take commands now (offline, connection cut, LOADING...), is a RedisUnavailableError
+   * (the route's 503 with Retry-After), not the driver's own error (a 500).
+   */
+  private async send(args: string[]): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RedisUnavailableError('timeout', new Error(`no answer in ${this.timeoutMs} ms`))), this.timeoutMs);
+    });
+    try {
+      return await Promise.race([this.redis.sendCommand(args), timeout]);
+    } catch (error) {
+      const reason = redisUnavailableReason(error);
+      throw reason === null || error instanceof RedisUnavailableError ? error : new RedisUnavailableError(reason, error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   private async now(): Promise<number> {
-    const [seconds, micros] = (await this.redis.sendCommand(['TIME'])) as Buffer[];
+    const [seconds, micros] = (await this.send(['TIME'])) as Buffer[];
     return Number(seconds?.toString()) * 1000 + Math.floor(Number(micros?.toString()) / 1000);
   }
 
   private fields(principalId: string, service: string, scope: string, key: string): Promise<Fields> {
-    return this.redis.sendCommand(['HMGET', recordKey({ principalId, service, scope, key }), ...FIELDS]) as Promise<Fields>;
+    return this.send(['HMGET', recordKey({ principalId, service, scope, key }), ...FIELDS]) as Promise<Fields>;
   }
 
   async keyRecords(query: KeyLookupQuery): Promise<KeyRecord[]> {
@@ -126,7 +154,7 @@ export class RedisKeyReads implements KeyRecordReads {
     // Each service's index from the cursor backwards (ties at the cursor's instant included, then
     // filtered), at most the scan bound each; merged into one newest-first order.
     const indexes = await Promise.all(
-      services.map((service) => this.redis.sendCommand(['ZRANGE', principalIndexKey(query.principalId, service), max, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', String(KEY_LIST_SCAN_ROWS), 'WITHSCORES']) as Promise<unknown[]>),
+      services.map((service) => this.send(['ZRANGE', principalIndexKey(query.principalId, service), max, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', String(KEY_LIST_SCAN_ROWS), 'WITHSCORES']) as Promise<unknown[]>),
     );
     const candidates: Candidate[] = [];
     indexes.forEach((reply, s) => {

@@ -4,6 +4,7 @@ import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
 import { handled } from '@/app/_lib/route-errors';
+import { unansweredServices } from '@/server/unanswered-services';
 
 export const dynamic = 'force-dynamic';
 
@@ -13,7 +14,10 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, staleClaimsQuery);
   if (parsed instanceof Response) return parsed;
   try {
-    return adminJson({ claims: await listStaleClaims(dashboardKeys(), parsed.limit, parsed.service) });
+    const claims = await listStaleClaims(dashboardKeys(), parsed.limit, parsed.service);
+    // Named when a key backend did not answer (no service named): their claims are not listed.
+    const unavailable = unansweredServices(claims);
+    return adminJson({ claims, ...(unavailable.length > 0 ? { unavailable } : {}) });
   } catch (error) {
     // A service whose key backend cannot list them (Redis): said, not an empty list.
     return problemFor(error, { KEY_READ_UNSUPPORTED: 501 });
