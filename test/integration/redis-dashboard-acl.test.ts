@@ -12,7 +12,7 @@ import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
 import { jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 /** The ACL of docs/redis.md ("A least-privilege Redis user for the dashboard"), password aside. */
-const DASHBOARD_ACL = ['resetkeys', '~retrysafe:*', 'resetchannels', '-@all', '+hmget', '+zrange', '+time', '+ping'];
+const DASHBOARD_ACL = ['resetkeys', '~retrysafe:*', 'resetchannels', '-@all', '+hmget', '+zrange', '+time', '+ping', '+info'];
 
 describe.runIf(hasRedis)("the dashboard's least-privilege Redis user", () => {
   const db = useTestDatabase();
