@@ -8,7 +8,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate as drizzleMigrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createRetrysafe } from '@retrysafe/store';
+import { createRetrysafe, STORE_SCHEMA_VERSION } from '@retrysafe/store';
 import { DEMO_MIGRATIONS, migrateDatabase, readJournal } from '../../db/migrate';
 import { createTestDatabase, layouts } from '../helpers/database';
 import { jsonResult, testPolicy } from '../helpers/store';
@@ -52,7 +52,7 @@ describe.each(layouts)('upgrading a Drizzle-era install (%s layout)', (layout) =
 
       // A service built on this package refuses the old store, saying what to do.
       await expect(createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys })).rejects.toThrow(
-        /version 2 \(in schema public\), older than this @retrysafe\/store's 8: migrate the database with `npx retrysafe migrate`/,
+        new RegExp(`version 2 \\(in schema public\\), older than this @retrysafe/store's ${STORE_SCHEMA_VERSION}: migrate the database with \`npx retrysafe migrate\``),
       );
 
       const result = await migrateDatabase(db.url, { layout });
