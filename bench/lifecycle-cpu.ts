@@ -58,14 +58,18 @@ async function main(): Promise<void> {
   for (const [index, specifier] of MODULES.entries()) {
     const module = (await import(specifier.startsWith('.') || specifier.startsWith('/') ? pathToFileURL(specifier).href : specifier)) as typeof Store;
     const storePool = new pg.Pool({ connectionString: database.url, max: 1, ...STORE_POOL_SETTINGS });
-    const quota = new module.LiveKeyQuota(owner, { service: BENCH_SERVICE });
-    const recorder = new module.FlowRecorder(owner, { flushIntervalMs: 1_000 });
+    // Its own pool for the recorder and quota: builds of two commits may name a statement alike
+    // with different texts, which one pg connection refuses (and the run died without cleaning up).
+    const ownerOfModule = MODULES.length === 1 ? owner : new pg.Pool({ connectionString: database.url, max: 2 });
+    const quota = new module.LiveKeyQuota(ownerOfModule, { service: BENCH_SERVICE });
+    const recorder = new module.FlowRecorder(ownerOfModule, { flushIntervalMs: 1_000 });
     quota.start();
     recorder.start();
     stoppers.push(async () => {
       await recorder.stop();
       await quota.stop();
       await storePool.end();
+      if (ownerOfModule !== owner) await ownerOfModule.end();
     });
     const keyRing = new module.ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]);
     sealedLength = keyRing.seal(benchResponse, { principalId, service: BENCH_SERVICE, scope: BENCH_ENDPOINT, key: 'x' }).ciphertext.length;
@@ -134,10 +138,9 @@ async function main(): Promise<void> {
       process.stdout.write(`  ${mode.padEnd(13)} ${figures}\n`);
     }
   } finally {
-    for (const stop of stoppers) await stop();
-    await client.end();
-    await pool.end();
-    await owner.end();
+    // Each step whatever the one before did: the bench's own database is always stopped.
+    const steps = [...stoppers, () => client.end(), () => pool.end(), () => owner.end()];
+    for (const step of steps) await step().catch((error: unknown) => process.stderr.write(`while stopping: ${(error as Error).message}\n`));
     await database.close();
   }
 }
