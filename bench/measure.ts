@@ -90,3 +90,19 @@ export function meanRun(runs: RunResult[]): RunResult {
     p99Ms: average((run) => run.p99Ms),
   };
 }
+
+/** runClosedLoop with the process's Node CPU (user + system) per operation over exactly the measured window, in microseconds. */
+export async function runClosedLoopWithCpu(
+  workers: number,
+  durationMs: number,
+  operation: (worker: number, iteration: number) => Promise<void>,
+  warmupMs = 300,
+): Promise<{ run: RunResult; cpuMicrosPerRequest: number }> {
+  let started: NodeJS.CpuUsage | undefined;
+  let used: NodeJS.CpuUsage | undefined;
+  const run = await runClosedLoop(workers, durationMs, operation, warmupMs, (edge) => {
+    if (edge === 'open') started = process.cpuUsage();
+    else used = process.cpuUsage(started);
+  });
+  return { run, cpuMicrosPerRequest: used ? (used.user + used.system) / run.operations : NaN };
+}

@@ -8,7 +8,7 @@ import { createRetrysafe } from '@retrysafe/store';
 import { startRedisCluster } from '../test/helpers/redis-cluster';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
-import { formatRun, runClosedLoop, type RunResult } from './measure';
+import { formatRun, runClosedLoopWithCpu, type RunResult } from './measure';
 
 export interface RedisClusterBenchRow {
   waitReplicas: number;
@@ -53,9 +53,7 @@ export async function benchRedisCluster(database: BenchDatabase, log: (line: str
         for (let i = 0; i < REPLAY_KEYS; i += 1) await retrysafe.store.execute(request(i, replayKey(i)));
         for (const callers of CALLERS) {
           for (const kind of ['fresh', 'replay'] as const) {
-            let started: NodeJS.CpuUsage | undefined;
-            let used: NodeJS.CpuUsage | undefined;
-            const run = await runClosedLoop(
+            const { run, cpuMicrosPerRequest } = await runClosedLoopWithCpu(
               callers,
               SECONDS * 1000,
               async (worker, iteration) => {
@@ -67,12 +65,7 @@ export async function benchRedisCluster(database: BenchDatabase, log: (line: str
                 if (!(await retrysafe.store.execute(request(i % REPLAY_KEYS, replayKey(i)))).replayed) throw new Error('expected a replay');
               },
               500,
-              (edge) => {
-                if (edge === 'open') started = process.cpuUsage();
-                else used = process.cpuUsage(started);
-              },
             );
-            const cpuMicrosPerRequest = used ? (used.user + used.system) / run.operations : NaN;
             rows.push({ waitReplicas, kind, callers, run, cpuMicrosPerRequest });
             log(`${formatRun(`${waitReplicas ? 'WAIT 1' : 'no WAIT'} ${kind}, ${callers} caller(s)`, run)}   ${cpuMicrosPerRequest.toFixed(0).padStart(4)} us CPU/request`);
           }

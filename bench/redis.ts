@@ -12,7 +12,7 @@ import { RedisBackend } from '@retrysafe/store/redis';
 import { startRedis } from '../test/helpers/redis';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
-import { formatRun, runClosedLoop, type RunResult } from './measure';
+import { formatRun, runClosedLoopWithCpu, type RunResult } from './measure';
 
 export interface RedisBenchRow {
   side: 'store' | 'raw';
@@ -27,17 +27,7 @@ const SECONDS = Number(process.env.BENCH_REDIS_SECONDS ?? 3);
 const CALLERS = (process.env.BENCH_REDIS_CALLERS ?? '1,8,32').split(',').map(Number);
 const REPLAY_KEYS = 2_000;
 
-/** A closed loop, with the process's CPU time read over exactly the measured window. */
-async function measure(callers: number, operation: (worker: number, iteration: number) => Promise<void>): Promise<{ run: RunResult; cpuMicrosPerRequest: number }> {
-  let started: NodeJS.CpuUsage | undefined;
-  let used: NodeJS.CpuUsage | undefined;
-  const run = await runClosedLoop(callers, SECONDS * 1000, operation, 500, (edge) => {
-    if (edge === 'open') started = process.cpuUsage();
-    else used = process.cpuUsage(started);
-  });
-  const cpu = used ? used.user + used.system : NaN;
-  return { run, cpuMicrosPerRequest: cpu / run.operations };
-}
+const measure = (callers: number, operation: (worker: number, iteration: number) => Promise<void>) => runClosedLoopWithCpu(callers, SECONDS * 1000, operation, 500);
 
 export async function benchRedis(database: BenchDatabase, log: (line: string) => void): Promise<RedisBenchRow[]> {
   const redis = await startRedis();
