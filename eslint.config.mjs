@@ -33,7 +33,7 @@ const packageFloor = [0, 1, 2, 3, 4].map((depth) =>
 const SHARED_WITH_CLIENT = ['server/retention/policy-words', 'server/audit/actions'];
 
 export default tseslint.config(
-  { ignores: ['packages/*/dist/**', '.next/**', 'node_modules/**', '.data/**', 'artifacts/**', 'next-env.d.ts', 'db/migrations/**', 'docs/api/**'] },
+  { ignores: ['packages/*/dist/**', '.next/**', '.build/**', 'node_modules/**', '.data/**', 'artifacts/**', 'next-env.d.ts', 'db/migrations/**', 'docs/api/**'] },
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {

@@ -28,7 +28,7 @@
 // to the others, for both sides of those rounds (so direct runs on one CPU fewer too).
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { cpus } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
@@ -75,6 +75,8 @@ const MODES: ExecutionMode[] = ['claim-first', 'transactional'];
 const POOLER_CALLERS = (process.env.BENCH_POOLER_CALLERS ?? '8,32').split(',').map(Number);
 const POOLER = process.env.BENCH_POOLER !== '0' && hasPgBouncer;
 const POOLER_OWN_CPU = process.env.BENCH_POOLER_OWN_CPU === '1';
+/** The machine's CPUs: not availableParallelism(), which follows this process's affinity, and the pinning narrows that. */
+const MACHINE_CPUS = cpus().length;
 // Named statements through the pooler (pooler: 'transaction-prepared') where its PgBouncer tracks
 // them (1.21 and later: PGBOUNCER_PATH names one); BENCH_POOLER_PREPARED=0 keeps them unnamed.
 const POOLER_MODE: PoolerMode = pgBouncerPrepares && process.env.BENCH_POOLER_PREPARED !== '0' ? 'transaction-prepared' : 'transaction';
@@ -282,7 +284,7 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
     pgbouncer = await startPgBouncer({ upstreamUrl: url, poolSize: callers, ...(POOLER_MODE === 'transaction-prepared' ? { maxPreparedStatements: 200 } : {}) });
     poolerPid = pgbouncer.pid;
     if (POOLER_OWN_CPU) {
-      const last = availableParallelism() - 1;
+      const last = MACHINE_CPUS - 1;
       if (last < 1 || pgbouncer.pid === undefined) throw new Error('BENCH_POOLER_OWN_CPU needs two CPUs or more');
       pin([pgbouncer.pid], String(last));
       pin([process.pid, ...(await postgresPids(owner))], last === 1 ? '0' : `0-${last - 1}`);
@@ -396,7 +398,7 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   await pooledPool?.end();
   await pgbouncer?.stop();
   poolerPid = undefined;
-  if (POOLER_OWN_CPU && pgbouncer) pin([process.pid, ...(await postgresPids(owner))], `0-${availableParallelism() - 1}`);
+  if (POOLER_OWN_CPU && pgbouncer) pin([process.pid, ...(await postgresPids(owner))], `0-${MACHINE_CPUS - 1}`);
 
   log(`\n${layout} layout, ${table}, ${callers} caller(s)`);
   log(`  ${'mode'.padEnd(13)} ${'keys'.padEnd(6)} ${'raw/s'.padStart(7)} ${'store/s'.padStart(7)} ${'ratio'.padStart(6)}   p50 raw/store   p99 raw/store   CPU us/req raw/store   stmts raw/store   flights raw/store`);

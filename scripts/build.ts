@@ -51,7 +51,7 @@ export async function buildIfStale(log: (line: string) => void): Promise<BuildOu
   return withFileLock(join(DATA_DIR, 'build'), async () => {
     if (await isBuildCurrent()) return 'current';
     log(existsSync(join(ROOT, '.next', 'BUILD_ID')) ? 'Sources changed since the last build: rebuilding' : 'Building the app (first run)');
-    // The app imports @retrysafe/store as an adopter does: from its built dist/.
+    // The app imports @retrysafe/store as an adopter does: from its built dist/ (and npm start runs .build/).
     await buildStorePackage();
     await runNext(['build'], { stdio: 'inherit' });
     // Hash after the build: next build may rewrite tsconfig.json.
@@ -60,13 +60,15 @@ export async function buildIfStale(log: (line: string) => void): Promise<BuildOu
   }, 15 * 60_000);
 }
 
-/** Compiles packages/store to dist/ (ESM JavaScript and declarations). */
+/**
+ * What `npm run build` builds before Next (scripts/launch.mjs build): packages/store's dist/ when
+ * its sources changed, and the server's bundled entry points (.build/) that `npm start` runs.
+ */
 export function buildStorePackage(): Promise<void> {
-  const tsc = createRequire(resolve(ROOT, 'package.json')).resolve('typescript/bin/tsc');
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [tsc, '-p', join(ROOT, 'packages', 'store', 'tsconfig.build.json')], { stdio: 'inherit' });
+    const child = spawn(process.execPath, [join(ROOT, 'scripts', 'launch.mjs'), 'build'], { stdio: 'inherit' });
     child.once('error', fail);
-    child.once('exit', (code, signal) => (code === 0 ? done() : fail(new Error(`building @retrysafe/store failed (${signal ?? `exit code ${code}`})`))));
+    child.once('exit', (code, signal) => (code === 0 ? done() : fail(new Error(`building @retrysafe/store and the server failed (${signal ?? `exit code ${code}`})`))));
   });
 }
 

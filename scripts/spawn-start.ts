@@ -11,10 +11,11 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** Starts scripts/start.ts with `env` over the process environment (PORT, HOST and PUBLIC_URL set to the free loopback port). */
+/** Starts `npm start`'s launcher (scripts/launch.mjs start) with `env` over the process environment (PORT, HOST and PUBLIC_URL set to the free loopback port). */
 export async function spawnStart(env: Record<string, string>): Promise<RunningServer> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/start.ts'], {
+  // As `npm start` runs it: the launcher, which runs the built server (.build/), building it if stale.
+  const child: ChildProcess = spawn(process.execPath, ['scripts/launch.mjs', 'start'], {
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -4,6 +4,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { openDatabase, type DatabaseHandle } from '../db/database-url';
 import pg from 'pg';
 import { detectStoreLayout } from '../db/migrate';
@@ -21,6 +23,16 @@ import { buildIfStale } from './build';
 import { publicUrl, selfCheckTarget } from '../server/http-host';
 
 const say = (line: string) => process.stdout.write(`[retrysafe] ${line}\n`);
+
+/**
+ * The HTTP front, as this script runs: built (`npm start` runs .build/<hash>/start.mjs, beside
+ * which the launcher put serve.mjs) or from source through tsx (tests, development).
+ */
+function serveCommand(): string[] {
+  const here = fileURLToPath(import.meta.url);
+  if (here.endsWith('.mjs')) return ['--enable-source-maps', join(dirname(here), 'serve.mjs')];
+  return ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/serve.ts'];
+}
 
 async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url, options: SERVER_SEARCH_PATH_OPTIONS });
@@ -162,9 +174,10 @@ async function main(): Promise<void> {
     const build = await buildIfStale(say);
     if (build === 'current') say('Build is current');
 
-    say(`Starting the server on ${environment.HOST}:${environment.PORT}`);
+    const command = serveCommand();
+    say(`Starting the server on ${environment.HOST}:${environment.PORT} (node ${command.map((part) => relative(process.cwd(), part) || part).join(' ')})`);
     // Next's handler behind our own HTTP front, which settles the client's address (TRUST_PROXY).
-    server = spawn(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/serve.ts'], {
+    server = spawn(process.execPath, command, {
       stdio: 'inherit',
       env: {
         ...process.env,

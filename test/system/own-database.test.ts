@@ -41,6 +41,12 @@ describe('npm start on a database of the team\'s own, PUBLIC_URL unset', () => {
     expect(output).not.toContain('Start failed');
   });
 
+  it('runs built JavaScript, as production does: the bundled front, not TypeScript through tsx (#29 point 4)', () => {
+    const output = server?.output() ?? '';
+    expect(output).toMatch(/\[retrysafe\] Starting the server on 127\.0\.0\.1:\d+ \(node --enable-source-maps \.build\/[0-9a-f]{16}\/serve\.mjs\)/);
+    expect(output).not.toContain('--import tsx');
+  });
+
   it('answers its health check and signs the admin in at that address', async () => {
     const base = `http://localhost:${server?.port}`;
     const health = await fetch(`${base}/api/health`);
