@@ -1,5 +1,5 @@
 // /retention[?service=] (compliance; admins also edit): policies against their promise,
-// history, evidence, of every service or of one.
+// history, evidence and capacity, of every service or of one.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
 import { requiredRole } from '@/app/_lib/access';
 import { requirePageOperator, dashboardReadPool } from '@/app/_lib/dashboard';
@@ -9,6 +9,7 @@ import { roleIncludes } from '@/server/auth/roles';
 import { readRetentionReview } from '@/server/retention/review';
 import { checkServiceFilter } from '@/server/service-filter';
 import { reportPrefetchFailure } from '@/server/prefetch';
+import { runtime } from '@/app/_lib/runtime';
 
 export const dynamic = 'force-dynamic';
 
@@ -21,7 +22,9 @@ export default async function RetentionPage({ searchParams }: { searchParams: Pr
   // the review's own read (which checks the service again) shows the error state.
   const { service, notices } = await checkServiceFilter(dashboardReadPool(), asked, '/retention');
   const client = new QueryClient();
-  await client.query({ queryKey: queryKeys.retention(service ?? null), queryFn: () => readRetentionReview(dashboardReadPool(), service) }).catch(reportPrefetchFailure('/retention'));
+  const { alertThresholds, databaseMemoryBytes } = await runtime();
+  const settings = { databaseMemoryBytes, indexOverMemoryShare: alertThresholds.indexOverMemoryShare };
+  await client.query({ queryKey: queryKeys.retention(service ?? null), queryFn: () => readRetentionReview(dashboardReadPool(), service, settings) }).catch(reportPrefetchFailure('/retention'));
   return (
     <main id="content" tabIndex={-1} className="wide">
       <h1>Retention review</h1>

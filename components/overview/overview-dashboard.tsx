@@ -402,9 +402,9 @@ function ReplicaStat({ replica }: { replica: NonNullable<OverviewJson['replica']
 /**
  * Capacity (server/metrics/capacity.ts): the unique index against the database's memory (the
  * figure claim p99 bends on once it no longer fits), and the steady state the current new-key
- * rate and the policies' retention lead to.
+ * rate and the policies' retention lead to. The Retention page shows the same figures.
  */
-function CapacityStats({ capacity, service }: { capacity: OverviewJson['capacity']; service: string | null }) {
+export function CapacityStats({ capacity, service }: { capacity: OverviewJson['capacity']; service: string | null }) {
   const share = capacity.indexShareOfMemory;
   const memory = capacity.memorySource === 'DATABASE_MEMORY_BYTES' ? 'DATABASE_MEMORY_BYTES' : 'shared_buffers only';
   return (

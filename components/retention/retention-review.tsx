@@ -16,6 +16,7 @@ import { LoadProblem, Notice } from '../banners';
 import { changeWords, durationWords, policyChanges } from '@/server/retention/policy-words';
 import { DownloadProblem, useDownload } from '../download';
 import { Options } from '../options';
+import { CapacityStats } from '../overview/overview-dashboard';
 
 const withService = (path: string, service: string | null, params: Record<string, string> = {}) => {
   const query = new URLSearchParams(params);
@@ -270,6 +271,16 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                 </table>
               </div>
             )}
+          </section>
+
+          <section className="card" aria-labelledby="capacity-heading">
+            <h2 id="capacity-heading">Capacity</h2>
+            <p className="muted small">
+              The key table{service ? ` (shared by every service)` : ''} against the database&apos;s memory: claims slow down once its unique index no longer fits. The steady state is the rows{service ? ` ${service}` : ''} settles at with the current new-key rate and each policy&apos;s retention.
+            </p>
+            <div className="stats">
+              <CapacityStats capacity={shown.capacity} service={service} />
+            </div>
           </section>
 
           <section className="card" aria-labelledby="sweeps-heading">

@@ -7,7 +7,7 @@ import { writeAudit } from '../audit/log';
 import type { Queryable } from '@retrysafe/store/postgres';
 import type { StoreSampleRow } from '../metrics/overview';
 import { changeWords, policyChanges, policyWords } from './policy-words';
-import { policyServices, readRetentionReview, readSweepEvidence, UnknownServiceError } from './review';
+import { policyServices, readPolicyReview, readSweepEvidence, UnknownServiceError } from './review';
 
 export type RetentionExport = 'policies' | 'history' | 'evidence' | 'store';
 
@@ -73,7 +73,7 @@ export function exportRetention(pools: ExportPools, actor: string, what: Retenti
           ),
         );
       }
-      const review = await readRetentionReview(db, service);
+      const review = await readPolicyReview(db, service);
       if (what === 'policies') {
         return toCsv(
           ['service', 'endpoint', 'scope_mode', 'retry_window_seconds', 'retention_seconds', 'margin_seconds', 'keeps_promise', 'evidence_min_margin_seconds', 'evidence_rows_deleted', 'version', 'updated_at', 'updated_by', 'code_declared_at', 'code_differences'],

@@ -3,6 +3,7 @@
 // and the sweeper's evidence that no key was deleted inside its window (the youngest deleted
 // row's age at deletion against the window in force), and where a route's own policy in code
 // differs from the published one. Read through the dashboard's role.
+import { readCapacity, type Capacity } from '../metrics/capacity';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { fieldsOf, fieldsOfRow, listPolicies, policyHistory, type PolicyFields, type PolicyFieldsRow, type PolicyHistoryEntry, type PolicyRecord } from './policies';
 import { policyChanges } from './policy-words';
@@ -60,6 +61,20 @@ export interface RetentionReview {
   history: (Omit<PolicyHistoryEntry, 'changedAt'> & { changedAt: string })[];
   /** The most recent runs that deleted or released something, or failed, newest first. */
   sweeps: SweepEvidence[];
+  /**
+   * The key table against the database's memory, and the steady state the chosen service's
+   * new-key rate and its policies' retention lead to (the overview's capacity figures,
+   * server/metrics/capacity.ts): catalog and metrics reads only, never a key or a body.
+   */
+  capacity: Capacity & { thresholdShare: number };
+}
+
+/** What the capacity figures need from the server's settings. */
+export interface CapacitySettings {
+  /** DATABASE_MEMORY_BYTES, where the operator knows the instance's memory. */
+  databaseMemoryBytes?: number | undefined;
+  /** The share of memory over which the index_over_memory check fires. */
+  indexOverMemoryShare: number;
 }
 
 /**
@@ -158,7 +173,15 @@ export class UnknownServiceError extends Error {
 }
 
 /** The review of every service, or of one (`service`): its policies, their history and its evidence. */
-export async function readRetentionReview(db: Queryable, service?: string): Promise<RetentionReview> {
+/** The review with its capacity figures: the Retention page and GET /api/admin/retention. */
+export async function readRetentionReview(db: Queryable, service: string | undefined, settings: CapacitySettings): Promise<RetentionReview> {
+  const review = await readPolicyReview(db, service);
+  const capacity = await readCapacity(db, { service, databaseMemoryBytes: settings.databaseMemoryBytes });
+  return { ...review, capacity: { ...capacity, thresholdShare: settings.indexOverMemoryShare } };
+}
+
+/** Policies against their promise, their history and the sweeper's evidence (what the exports hold). */
+export async function readPolicyReview(db: Queryable, service?: string): Promise<Omit<RetentionReview, 'capacity'>> {
   const services = await policyServices(db);
   if (service !== undefined && !services.includes(service)) throw new UnknownServiceError(service);
   const [policies, history, sweeps, code] = [

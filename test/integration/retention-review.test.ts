@@ -8,6 +8,8 @@ import { exportRetention } from '../../server/retention/export';
 import { readRetentionReview, readSweepEvidence, UnknownServiceError } from '../../server/retention/review';
 import { useTestDatabase } from '../helpers/database';
 
+const CAPACITY_SETTINGS = { databaseMemoryBytes: undefined, indexOverMemoryShare: 0.8 };
+
 const ENDPOINT = 'POST /api/review-test';
 const fields = { scopeMode: 'endpoint' as const, retryWindowSeconds: 600, retentionSeconds: 1_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 1_024, liveKeyQuota: 1_000 };
 
@@ -38,7 +40,7 @@ describe('retention review per service', () => {
   });
 
   it("shows one service's policies, history and evidence, its rows deleted only", async () => {
-    const review = await readRetentionReview(dashboard, 'billing');
+    const review = await readRetentionReview(dashboard, 'billing', CAPACITY_SETTINGS);
     expect(review.service).toBe('billing');
     expect(review.services).toEqual(expect.arrayContaining(['billing', 'orders']));
     expect(review.policies.map((policy) => [policy.service, policy.endpoint])).toEqual([['billing', ENDPOINT]]);
@@ -52,11 +54,25 @@ describe('retention review per service', () => {
   });
 
   it('shows every service when none is asked for, with the runs as they were', async () => {
-    const review = await readRetentionReview(dashboard);
+    const review = await readRetentionReview(dashboard, undefined, CAPACITY_SETTINGS);
     expect(review.service).toBeNull();
     expect(review.policies.filter((policy) => policy.endpoint === ENDPOINT).map((policy) => policy.service)).toEqual(['billing', 'orders']);
     expect(review.sweeps.slice(0, 3).map((run) => run.rowsDeleted)).toEqual([5, 3, 7]);
     expect(review.sweeps[2]?.scopes.map((scope) => scope.service)).toEqual(['billing', 'orders']);
+  });
+
+  it('carries capacity: the key table against memory, from the catalog, with the operator\'s memory figure (#33 point 4)', async () => {
+    const { rows } = await db.pool.query<{ bytes: string }>(
+      `SELECT coalesce(sum(pg_relation_size(x.indexrelid)), 0)::bigint AS bytes FROM pg_index x
+       WHERE x.indisunique AND x.indrelid IN (SELECT 'idempotency_keys'::regclass UNION ALL SELECT inhrelid FROM pg_inherits WHERE inhparent = 'idempotency_keys'::regclass)`,
+    );
+    const stated = await readRetentionReview(dashboard, 'billing', { databaseMemoryBytes: 4 * 1024 ** 3, indexOverMemoryShare: 0.7 });
+    expect(stated.capacity).toMatchObject({ indexBytes: Number(rows[0]?.bytes), memoryBytes: 4 * 1024 ** 3, memorySource: 'DATABASE_MEMORY_BYTES', thresholdShare: 0.7 });
+    expect(stated.capacity.heapBytes).toBeGreaterThanOrEqual(0);
+    const unstated = await readRetentionReview(dashboard, undefined, CAPACITY_SETTINGS);
+    expect(unstated.capacity.memorySource).toBe('shared_buffers');
+    expect(unstated.capacity.memoryBytes).toBe(unstated.capacity.sharedBuffersBytes);
+    expect(unstated.capacity.memoryBytes).toBeGreaterThan(0);
   });
 
   it("limits one service's evidence to its own runs, however many others came after", async () => {
@@ -65,8 +81,8 @@ describe('retention review per service', () => {
   });
 
   it('refuses a service no policy names', async () => {
-    await expect(readRetentionReview(dashboard, 'nobody')).rejects.toBeInstanceOf(UnknownServiceError);
-    await expect(readRetentionReview(dashboard, 'nobody')).rejects.toMatchObject({ code: 'UNKNOWN_SERVICE' });
+    await expect(readRetentionReview(dashboard, 'nobody', CAPACITY_SETTINGS)).rejects.toBeInstanceOf(UnknownServiceError);
+    await expect(readRetentionReview(dashboard, 'nobody', CAPACITY_SETTINGS)).rejects.toMatchObject({ code: 'UNKNOWN_SERVICE' });
   });
 
   it('exports the history in the page\'s words and units, naming the fields each change made', async () => {

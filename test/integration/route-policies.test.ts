@@ -24,6 +24,8 @@ import { readRetentionReview } from '../../server/retention/review';
 import { postgresKeyAccess } from '../helpers/key-access';
 import { useTestDatabase } from '../helpers/database';
 
+const CAPACITY_SETTINGS = { databaseMemoryBytes: undefined, indexOverMemoryShare: 0.8 };
+
 const SERVICE = 'shop';
 const responseKeys = `k1:${randomBytes(32).toString('base64')}`;
 
@@ -107,7 +109,7 @@ describe('a route with its own policy in code', () => {
     const records = await lookUpKey(postgresKeyAccess(dashboard), { principalId: principal, key: 'order-y-1', service: SERVICE, reason: 'incident: customer reports a double order' }, 'ops@example.com');
     expect(records.map((record) => [record.service, record.scope, record.state, record.statusCode])).toEqual([[SERVICE, 'POST /y', 'completed', 201]]);
 
-    const review = await readRetentionReview(dashboard, SERVICE);
+    const review = await readRetentionReview(dashboard, SERVICE, CAPACITY_SETTINGS);
     expect(review.policies.map((row) => row.endpoint)).toEqual(['POST /x', 'POST /y']);
     const y = review.policies.find((row) => row.endpoint === 'POST /y');
     expect(y).toMatchObject({ retryWindowSeconds: 600, retentionSeconds: 1_200, scopeMode: 'endpoint', keepsPromise: true, codeDifferences: [] });
@@ -149,7 +151,7 @@ describe('a route with its own policy in code', () => {
     expect(await routePolicyRegistered(next)).toBe(true);
     expect(await getPolicy(db.pool, SERVICE, 'POST /w')).toMatchObject({ retryWindowSeconds: 1_800, retentionSeconds: 3_600, version: 2 });
 
-    const review = await readRetentionReview(dashboard, SERVICE);
+    const review = await readRetentionReview(dashboard, SERVICE, CAPACITY_SETTINGS);
     const w = review.policies.find((row) => row.endpoint === 'POST /w');
     expect(w).toMatchObject({ retryWindowSeconds: 1_800, retentionSeconds: 3_600 });
     expect(w?.codeDifferences).toEqual([
@@ -184,7 +186,7 @@ describe('a route with its own policy in code', () => {
     }
     const records = await lookUpKey(postgresKeyAccess(dashboard), { principalId: principal, key: 'order-v-1', reason: 'incident' }, 'ops@example.com');
     expect(records.map((record) => [record.service, record.scope])).toEqual([[SERVICE, 'intent']]);
-    const review = await readRetentionReview(dashboard, SERVICE);
+    const review = await readRetentionReview(dashboard, SERVICE, CAPACITY_SETTINGS);
     expect(review.policies.find((row) => row.endpoint === 'POST /v')?.codeDifferences.map((difference) => [difference.field, difference.code, difference.published])).toEqual([
       ['scopeMode', 'principal only (intent)', 'principal + endpoint'],
     ]);
@@ -218,7 +220,7 @@ describe('a route with its own policy in code', () => {
     expect(await routePolicyRegistered(own)).toBe(true);
     const records = await lookUpKey(postgresKeyAccess(dashboard), { principalId: principal, key: 'order-t-1', reason: 'incident' }, 'ops@example.com');
     expect(records.map((record) => [record.service, record.scope])).toEqual([[SERVICE, 'POST /t']]);
-    expect((await readRetentionReview(dashboard, SERVICE)).policies.find((row) => row.endpoint === 'POST /t')).toMatchObject({ retryWindowSeconds: 900, retentionSeconds: 1_800 });
+    expect((await readRetentionReview(dashboard, SERVICE, CAPACITY_SETTINGS)).policies.find((row) => row.endpoint === 'POST /t')).toMatchObject({ retryWindowSeconds: 900, retentionSeconds: 1_800 });
   });
 
   it('reports a policy endpoint_policies cannot hold through onError, and the route still answers', async () => {

@@ -1,11 +1,13 @@
 // GET /api/admin/retention[?service=]: each policy against its promise, the change history and
-// the sweeper's evidence (compliance), of every service or of one (404 for one no policy names).
+// the sweeper's evidence (compliance), and capacity (the key table against memory, the steady
+// state), of every service or of one (404 for one no policy names).
 import { z } from 'zod';
 import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardReadPool } from '@/app/_lib/dashboard';
 import { readRetentionReview } from '@/server/retention/review';
 import { serviceNameSchema } from '@/server/service-name';
 import { handled } from '@/app/_lib/route-errors';
+import { runtime } from '@/app/_lib/runtime';
 
 export const dynamic = 'force-dynamic';
 
@@ -17,7 +19,8 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, querySchema);
   if (parsed instanceof Response) return parsed;
   try {
-    return adminJson(await readRetentionReview(dashboardReadPool(), parsed.service));
+    const { alertThresholds, databaseMemoryBytes } = await runtime();
+    return adminJson(await readRetentionReview(dashboardReadPool(), parsed.service, { databaseMemoryBytes, indexOverMemoryShare: alertThresholds.indexOverMemoryShare }));
   } catch (error) {
     return problemFor(error, { UNKNOWN_SERVICE: 404 });
   }
