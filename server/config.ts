@@ -1,5 +1,6 @@
 // One zod-validated view of the environment. Empty variables count as unset, so
 // `DATABASE_URL= npm start` means "use the default", not "connect to ''".
+import { connectionBudget, DEFAULT_CONNECTIONS, MIN_CONNECTIONS } from './connection-budget';
 import { z } from 'zod';
 import { parseResponseKeys } from '@retrysafe/store';
 import { alertThresholdOverrides } from './metrics/alerts';
@@ -79,6 +80,11 @@ const environmentSchema = z.object({
    * Either answers 503 with Retry-After. A pooled connection is waited for at most 2 s.
    */
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /**
+   * This instance's connections on the primary (or the pooler in front of it), split between
+   * its pools (server/connection-budget.ts: store 20, app 10, dashboard 10, sign-in 5 of 45).
+   */
+  DATABASE_CONNECTIONS: z.coerce.number().int().min(MIN_CONNECTIONS).max(10_000).default(DEFAULT_CONNECTIONS),
   /** The database instance's memory, for the capacity forecast (the unique index against it); unset: shared_buffers alone. */
   DATABASE_MEMORY_BYTES: z.coerce.number().int().positive().optional(),
   /** Stale claims are released by the sweeper once their lease ended this long ago. */
@@ -135,6 +141,8 @@ export interface DashboardSettings {
   keysRedis?: Map<string, string> | undefined;
   /** Services whose key records are read in MySQL/MariaDB by a read-only user (DASHBOARD_KEYS_MYSQL), service to URL. */
   keysMysql?: Map<string, string> | undefined;
+  /** The dashboard pool's maximum (and its standby pool's): its share of DATABASE_CONNECTIONS. */
+  poolMax?: number | undefined;
 }
 
 /** The dashboard's restricted database role and session secret; outside embedded mode both must be configured. */
@@ -151,5 +159,6 @@ export function requireDashboardSettings(environment: Environment = readEnvironm
     absoluteSessionSeconds: Math.round(environment.SESSION_ABSOLUTE_HOURS * 3_600),
     keysRedis: environment.DASHBOARD_KEYS_REDIS,
     keysMysql: environment.DASHBOARD_KEYS_MYSQL,
+    poolMax: connectionBudget(environment.DATABASE_CONNECTIONS).dashboard,
   };
 }

@@ -176,8 +176,8 @@ export interface DashboardPools {
 }
 
 /** The dashboard's pools from its settings (requireDashboardSettings). Connections open on first use. */
-export function createDashboardPools(settings: Pick<DashboardSettings, 'databaseUrl' | 'readUrl' | 'keysRedis' | 'keysMysql'>): DashboardPools {
-  const options = { max: DASHBOARD_POOL_MAX, idleTimeoutMillis: DASHBOARD_POOL_IDLE_MS, onConnectionLost: logConnectionLost };
+export function createDashboardPools(settings: Pick<DashboardSettings, 'databaseUrl' | 'readUrl' | 'keysRedis' | 'keysMysql' | 'poolMax'>): DashboardPools {
+  const options = { max: settings.poolMax ?? DASHBOARD_POOL_MAX, idleTimeoutMillis: DASHBOARD_POOL_IDLE_MS, onConnectionLost: logConnectionLost };
   const pool = createPool(settings.databaseUrl, { applicationName: DASHBOARD_APPLICATION, ...options });
   const readPool = settings.readUrl === undefined ? pool : createPool(dashboardReadUrl(settings.readUrl, settings.databaseUrl), { applicationName: DASHBOARD_READ_APPLICATION, ...options });
   const onReplica = readPool !== pool;
@@ -197,9 +197,9 @@ export function createDashboardPools(settings: Pick<DashboardSettings, 'database
   };
 }
 
-/** Sign-in's pool (AUTH_ROLE, db/dashboard-access.ts), reached from the owner's URL, on the primary. */
-export function createAuthPool(ownerUrl: string): pg.Pool {
-  return createPool(ownerUrl, { applicationName: 'retrysafe-auth', max: 5, role: AUTH_ROLE, onConnectionLost: logConnectionLost });
+/** Sign-in's pool (AUTH_ROLE, db/dashboard-access.ts), reached from the owner's URL, on the primary; `max`: its share of DATABASE_CONNECTIONS. */
+export function createAuthPool(ownerUrl: string, max = 5): pg.Pool {
+  return createPool(ownerUrl, { applicationName: 'retrysafe-auth', max, role: AUTH_ROLE, onConnectionLost: logConnectionLost });
 }
 
 /**

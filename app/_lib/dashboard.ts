@@ -13,6 +13,7 @@ import { createOperatorAuth, readOperatorSession, type OperatorAuth, type Sessio
 import { roleIncludes } from '@/server/auth/roles';
 import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
 import { createAuthPool, createDashboardPools, type DashboardPools } from '@/server/dashboard-pools';
+import { connectionBudget } from '@/server/connection-budget';
 import { problemResponse } from '@retrysafe/store';
 import type { KeyAccess } from '@/server/idempotency/key-metadata';
 import { requiredRole, type OperatorRoute } from './access';
@@ -28,7 +29,8 @@ function dashboard() {
     // Writes on the primary; reads on DASHBOARD_READ_URL's standby when set (npm start checked it is one).
     const pools = createDashboardPools(settings);
     // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
-    const authPool = createAuthPool(requireDatabaseUrl(readEnvironment()));
+    const environment = readEnvironment();
+    const authPool = createAuthPool(requireDatabaseUrl(environment), connectionBudget(environment.DATABASE_CONNECTIONS).auth);
     const auth = createOperatorAuth({
       pool: authPool,
       secret: settings.authSecret,

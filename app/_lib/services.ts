@@ -3,6 +3,7 @@
 // Kept on globalThis because Next may evaluate this module in more than one bundle.
 // Booted by instrumentation.ts when the server starts; route handlers await it through
 // runtime.ts.
+import { connectionBudget } from '@/server/connection-budget';
 import type pg from 'pg';
 import { createPool } from '@/db/client';
 import { detectStoreLayout } from '@/db/migrate';
@@ -54,7 +55,7 @@ export function ownerPool(): pg.Pool {
   const environment = readEnvironment();
   holder[poolSlot] ??= createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-app',
-    max: 10,
+    max: connectionBudget(environment.DATABASE_CONNECTIONS).app,
     onConnectionLost: logConnectionLost,
     ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
   });
@@ -85,7 +86,7 @@ async function bootServices(): Promise<Services> {
   // a transactional endpoint's work runs on them too, inside the claim's transaction.
   const storePool = createPool(requireDatabaseUrl(environment), {
     applicationName: 'retrysafe-store',
-    max: 20,
+    max: connectionBudget(environment.DATABASE_CONNECTIONS).store,
     onConnectionLost: logConnectionLost,
     ...requestPathTimeouts(environment.DATABASE_STATEMENT_TIMEOUT_MS),
     client: storePoolSettings(environment.DATABASE_POOLER),
