@@ -71,7 +71,7 @@ describe('createRetrysafe', () => {
     expect(STORE_SCHEMA_VERSION).toBe(10);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 10, newer than this @retrysafe\/store understands \(9\): upgrade @retrysafe\/store/);
+      await expect(start()).rejects.toThrow(/version 11, newer than this @retrysafe\/store understands \(10\): upgrade @retrysafe\/store/);
       // A database migrated before unrecorded completions (0025's version 8): older, and what to do.
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
       await expect(start()).rejects.toThrow(/version 9, older than this @retrysafe\/store's 10: migrate the database with `npx retrysafe migrate`/);
