@@ -9,7 +9,13 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRetrysafe } from '@retrysafe/store';
 import { RedisBackend, RedisReconciler, parseReconcileOptions, type EffectQuery } from '@retrysafe/store/redis';
+import pg from 'pg';
+import { listReconcileFindings } from '../../server/idempotency/reconcile';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { createPrometheusMetrics } from '../../server/metrics/prometheus';
+import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
+import { postgresKeyAccess } from '../helpers/key-access';
 import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
 
 const SERVICE = 'orders-reconcile';
@@ -230,5 +236,59 @@ describe.runIf(hasRedis)('the Redis reconciler', () => {
     await expect(
       createRetrysafe({ connectionString: db.url, service: SERVICE, fingerprintSecret: randomBytes(32), responseKeys: `k1:${randomBytes(32).toString('base64')}`, redis: { url: redis.url, reconcile: { effectExists, budget: -1 } } }),
     ).rejects.toThrow(/redis.reconcile: budget/);
+  });
+
+  it("shows on the Retrysafe server through the dashboard's role: counts per service and scope, an audited drill-down with metadata only, the overview's check, /api/metrics; swept with the key's retention", async () => {
+    await clearAll();
+    const principalId = randomUUID();
+    const missing = await key(principalId, 'a-missing', { effect: false });
+    await key(principalId, 'b-crashed', { effect: true, open: true, leaseMs: 1 });
+    await new Promise((done) => setTimeout(done, 20));
+    await reconciler().runOnce();
+    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    try {
+      // Least privilege: the dashboard reads findings, never writes them.
+      await expect(dashboard.query('DELETE FROM reconcile_findings')).rejects.toMatchObject({ code: '42501' });
+      const answer = await listReconcileFindings(postgresKeyAccess(dashboard), { reason: 'incident 91: effects missing', service: SERVICE }, 'ops@example.com');
+      expect(answer.services).toEqual([
+        expect.objectContaining({ service: SERVICE, examined: 2, effectChecks: 2, effectErrors: 0, unlisted: 0, scopes: [{ scope: SCOPE, effectMissing: 1, staleClaims: 1, staleWithEffect: 1 }] }),
+      ]);
+      expect(answer.more).toBe(false);
+      expect(answer.findings.map((f) => [f.key, f.kind, f.effect])).toEqual(
+        expect.arrayContaining([
+          ['a-missing', 'effect_missing', 'missing'],
+          ['b-crashed', 'stale_claim', 'present'],
+        ]),
+      );
+      for (const finding of answer.findings) {
+        expect(Object.keys(finding).sort()).toEqual(['attempts', 'checkedAt', 'completedAt', 'correlationId', 'createdAt', 'effect', 'foundAt', 'key', 'kind', 'leaseExpiredAt', 'principalId', 'scope', 'service']);
+      }
+      expect(JSON.stringify(answer)).not.toContain('secret-body');
+      expect(answer.findings.find((f) => f.key === 'a-missing')?.correlationId).toBe(missing);
+      const drill = await listReconcileFindings(postgresKeyAccess(dashboard), { reason: 'incident 91: the stale ones', service: SERVICE, scope: SCOPE, kind: 'stale_claim' }, 'ops@example.com');
+      expect(drill.findings.map((f) => f.key)).toEqual(['b-crashed']);
+      const { rows: audit } = await db.pool.query<{ actor: string; target: unknown; reason: string; details: unknown }>(
+        "SELECT actor, target, reason, details FROM audit_log WHERE action = 'key.reconcile_list' ORDER BY id",
+      );
+      expect(audit).toEqual([
+        { actor: 'ops@example.com', target: { service: SERVICE }, reason: 'incident 91: effects missing', details: { listed: 2, more: false, principalIds: [principalId] } },
+        { actor: 'ops@example.com', target: { service: SERVICE, scope: SCOPE, kind: 'stale_claim' }, reason: 'incident 91: the stale ones', details: { listed: 1, more: false, principalIds: [principalId] } },
+      ]);
+      // The overview's check fires for the service, and links to the findings.
+      const overview = await readOverview(dashboard, overviewQuery.parse({ range: '1h', service: SERVICE }));
+      expect(overview.checks.find((check) => check.name === 'effects_missing')).toMatchObject({ state: 'firing', severity: 'critical', service: SERVICE, value: '1 completed key', link: 'reconcile' });
+      // /api/metrics.
+      const text = await createPrometheusMetrics(db.pool).registry.metrics();
+      expect(text).toContain(`retrysafe_reconcile_findings{service="${SERVICE}",scope="${SCOPE}",kind="effect_missing"} 1`);
+      expect(text).toContain(`retrysafe_reconcile_findings{service="${SERVICE}",scope="${SCOPE}",kind="stale_claim"} 1`);
+      expect(text).toMatch(new RegExp(`retrysafe_reconcile_last_run_timestamp_seconds\\{service="${SERVICE}"\\} \\d`));
+      expect(text).toContain(`retrysafe_reconcile_effect_errors{service="${SERVICE}"} 0`);
+    } finally {
+      await dashboard.end();
+    }
+    // Findings whose key's retention has passed go with the sweep.
+    await db.pool.query("UPDATE reconcile_findings SET expires_at = now() - interval '1 minute' WHERE service = $1", [SERVICE]);
+    const swept = await sweepOnce(db.pool, 'manual', { chunkSize: 100, minPauseMs: 0 });
+    expect(swept.findingsDeleted).toBe(2);
   });
 });
