@@ -8,7 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRetrysafe } from '@retrysafe/store';
-import { RedisBackend, RedisReconciler, parseReconcileOptions, type EffectQuery } from '@retrysafe/store/redis';
+import { RedisBackend, RedisReconciler, parseReconcileOptions, type EffectQuery, type ReconcileOptions } from '@retrysafe/store/redis';
 import pg from 'pg';
 import { listReconcileFindings } from '../../server/idempotency/reconcile';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
@@ -32,7 +32,7 @@ describe.runIf(hasRedis)('the Redis reconciler', () => {
     await db.pool.query('CREATE TABLE test_effects (correlation_id text PRIMARY KEY)');
   });
   afterAll(async () => {
-    await redis?.stop();
+    await redis.stop();
   });
 
   /** A key claimed (lease leaseMs) and, unless open, completed with a body; its effect written when `effect`. */
@@ -53,7 +53,7 @@ describe.runIf(hasRedis)('the Redis reconciler', () => {
     return rowCount === 1;
   };
   const errors: { error: unknown; task: string }[] = [];
-  const reconciler = (options: Partial<Parameters<typeof parseReconcileOptions>[0] & object> = {}) =>
+  const reconciler = (options: Partial<ReconcileOptions> = {}) =>
     new RedisReconciler(db.pool, redis.connection.commands, SERVICE, { effectExists, settleMs: 0, ...options }, (error, task) => errors.push({ error, task }));
   const findings = async () =>
     (
