@@ -32,9 +32,10 @@ export const reconcileFindings = retrysafe.table(
   (t) => [
     // Serves the run's upsert and delete of one key's finding.
     primaryKey({ name: 'reconcile_findings_pkey', columns: [t.principalId, t.service, t.scope, t.key] }),
-    // Serves the counts per (service, kind, scope), the run's re-check of a service's findings
-    // (least recently checked first) and the operator's list of one service and kind.
-    index('reconcile_findings_service_idx').on(t.service, t.kind, t.checkedAt),
+    // Serves the run's re-check of its service's findings, least recently checked first (a range
+    // read in order, stopped at the budget); the counts and the operator's list of one service read
+    // its prefix (at most maxFindings rows a service).
+    index('reconcile_findings_service_idx').on(t.service, t.checkedAt),
     // Serves the sweeper's chunked delete of findings past their key's retention.
     index('reconcile_findings_expiry_idx').on(t.expiresAt),
     check('reconcile_findings_kind', sql`${t.kind} IN ('effect_missing', 'stale_claim')`),

@@ -84,7 +84,7 @@ const runsText = `SELECT service, at, examined, effect_checks, effect_errors, un
      WHERE ($1::text IS NULL OR service = $1) ORDER BY service`;
 
 /** The newest findings of a service, scope and kind (each optional): the bounded table, sorted. */
-const findingsText = `SELECT principal_id, service, scope, key, kind, effect, correlation_id, attempts, created_at, completed_at, lease_expired_at, found_at, checked_at
+export const findingsText = `SELECT principal_id, service, scope, key, kind, effect, correlation_id, attempts, created_at, completed_at, lease_expired_at, found_at, checked_at
      FROM reconcile_findings WHERE ($1::text IS NULL OR service = $1) AND ($2::text IS NULL OR scope = $2) AND ($3::text IS NULL OR kind = $3)
      ORDER BY found_at DESC, principal_id, key LIMIT $4`;
 

@@ -7,9 +7,10 @@
 -- state, times, whether the effect was found; no body, no fingerprint, no error message. A finding
 -- that resolves is deleted by a later run; each expires with its key (expires_at, the sweeper).
 -- reconcile_findings_pkey serves the run's upsert and delete of one key's finding;
--- reconcile_findings_service_idx the counts per (service, kind, scope), the run's re-check of its
--- service's least recently checked findings and the operator's list; reconcile_findings_expiry_idx
--- the sweeper's chunked delete. reconcile_runs: one row per service, its last run.
+-- reconcile_findings_service_idx the run's re-check of its service's least recently checked
+-- findings (a range in order, stopped at the budget), and the counts and the operator's list of
+-- one service (its prefix: at most maxFindings rows a service); reconcile_findings_expiry_idx the
+-- sweeper's chunked delete. reconcile_runs: one row per service, its last run.
 CREATE TABLE "retrysafe"."reconcile_findings" (
 	"principal_id" uuid NOT NULL,
 	"service" text NOT NULL,
@@ -41,7 +42,7 @@ CREATE TABLE "retrysafe"."reconcile_runs" (
 	"effect_errors_total" integer NOT NULL
 );
 --> statement-breakpoint
-CREATE INDEX "reconcile_findings_service_idx" ON "retrysafe"."reconcile_findings" USING btree ("service","kind","checked_at");--> statement-breakpoint
+CREATE INDEX "reconcile_findings_service_idx" ON "retrysafe"."reconcile_findings" USING btree ("service","checked_at");--> statement-breakpoint
 CREATE INDEX "reconcile_findings_expiry_idx" ON "retrysafe"."reconcile_findings" USING btree ("expires_at");
 
 --> statement-breakpoint

@@ -86,6 +86,12 @@ export interface ReconcileRun {
   passCompleted: boolean;
 }
 
+/** The run's re-check of its service's findings, least recently checked first: a range of reconcile_findings_service_idx (service, checked_at) in order, stopped at $2. */
+const RECHECK_TEXT = 'SELECT principal_id, scope, key FROM retrysafe.reconcile_findings WHERE service = $1 ORDER BY checked_at LIMIT $2';
+
+/** The run's statements whose plans a test proves. */
+export const reconcileStatementTexts = { recheck: RECHECK_TEXT };
+
 /** pg_try_advisory_xact_lock's first key ("rsrc"); the second is hashtext(service). */
 const RECONCILE_LOCK_CLASS = 0x72737263;
 
@@ -185,7 +191,7 @@ export class RedisReconciler {
     const now = await this.now();
     // 1. The findings kept, least recently checked first: up to half the budget.
     const { rows: kept } = await client.query<{ principal_id: string; scope: string; key: string }>(
-      'SELECT principal_id, scope, key FROM retrysafe.reconcile_findings WHERE service = $1 ORDER BY checked_at LIMIT $2',
+      RECHECK_TEXT,
       [this.service, Math.ceil(budget / 2)],
     );
     const candidates: Candidate[] = kept.map((row) => ({ principalId: row.principal_id, scope: row.scope, key: row.key }));
