@@ -82,7 +82,7 @@ export interface ReconcileRun {
   cleared: number;
   /** Findings not kept because the service's list was at maxFindings. */
   unlisted: number;
-  /** The SCAN went round the whole keyspace and starts again. */
+  /** The SCAN went round the whole keyspace (of every master, on a cluster) in this run and starts again. */
   passCompleted: boolean;
 }
 
@@ -145,6 +145,8 @@ export class RedisReconciler {
   private readonly cursors = new Map<string, string>();
   /** Indexes a SCAN returned that no run has sampled yet, per server: the next run starts with them. */
   private readonly pending = new Map<string, string[]>();
+  /** Which server a run samples first (a cluster: each master in turn, so none waits behind a large one). */
+  private runs = 0;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -238,17 +240,22 @@ export class RedisReconciler {
   /** Up to `wanted` records from the service's indexes: SCAN from the kept cursor (per server), ZRANDMEMBER of each index found. */
   private async sample(wanted: number, run: { passCompleted: boolean }): Promise<Candidate[]> {
     if (wanted <= 0) return [];
-    const servers = this.redis.eachMaster ? (await this.redis.eachMaster()).map((m) => ({ name: m.node, commands: m.commands })) : [{ name: '', commands: this.redis }];
+    const all = this.redis.eachMaster ? (await this.redis.eachMaster()).map((m) => ({ name: m.node, commands: m.commands })) : [{ name: '', commands: this.redis }];
+    const first = this.runs++ % all.length;
+    const servers = [...all.slice(first), ...all.slice(0, first)];
     const prefix = 'retrysafe:{';
     const suffix = `:${this.service}}:keys`;
     const samples: Candidate[] = [];
+    let wrappedEverywhere = true;
     for (const server of servers) {
       const queue = this.pending.get(server.name) ?? [];
       this.pending.set(server.name, queue);
+      // This server's SCAN went round its keyspace in this run: it starts again next run.
+      let wrapped = false;
       for (let calls = 0; samples.length < wanted; ) {
         const indexKey = queue.shift();
         if (indexKey === undefined) {
-          if (calls >= SCAN_CALLS_PER_RUN || run.passCompleted) break;
+          if (calls >= SCAN_CALLS_PER_RUN || wrapped) break;
           calls += 1;
           const cursor = this.cursors.get(server.name) ?? '0';
           const reply = (await server.commands.sendCommand(['SCAN', cursor, 'MATCH', `${prefix}*${suffix}`, 'COUNT', String(SCAN_COUNT), 'TYPE', 'zset'])) as [unknown, unknown[]];
@@ -256,7 +263,7 @@ export class RedisReconciler {
           this.cursors.set(server.name, next);
           for (const found of reply[1].map(text)) if (found !== null) queue.push(found);
           // Round the whole keyspace: what it found is sampled, then the next run starts a new pass.
-          if (next === '0') run.passCompleted = true;
+          if (next === '0') wrapped = true;
           continue;
         }
         if (!indexKey.startsWith(prefix) || !indexKey.endsWith(suffix)) continue;
@@ -269,7 +276,9 @@ export class RedisReconciler {
           if (parsed) samples.push({ principalId, ...parsed });
         }
       }
+      wrappedEverywhere &&= wrapped;
     }
+    run.passCompleted = wrappedEverywhere;
     return samples;
   }
 
