@@ -66,6 +66,9 @@ const readOnly = [
   'key_attempt_counts',
   // Completions that could not be recorded (migration 0026): metadata only.
   'unrecorded_completions',
+  // The Redis reconciler's findings and runs (migration 0027): metadata only.
+  'reconcile_findings',
+  'reconcile_runs',
 ];
 /** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
 const operatorFunctions = [

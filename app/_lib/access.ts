@@ -45,6 +45,7 @@ export const routeAccess = {
   '/api/admin/keys/list': operator('operator'),
   '/api/admin/keys/correlation': operator('operator'),
   '/api/admin/keys/unrecorded': operator('operator'),
+  '/api/admin/keys/reconcile': operator('operator'),
   '/api/admin/principals': operator('operator'),
   '/api/admin/retention': operator('compliance'),
   '/api/admin/retention/export': operator('compliance'),

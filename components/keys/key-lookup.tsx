@@ -13,6 +13,7 @@ import { PrincipalKeys, type KeyState } from './principal-keys';
 import { PrincipalSearch } from './principal-search';
 import { CorrelationLookup } from './correlation-lookup';
 import { UnrecordedCompletions } from './unrecorded-completions';
+import { ReconcileFindings } from './reconcile-findings';
 import { Problem } from '../banners';
 import { LeasePassed } from './release-claim';
 
@@ -137,6 +138,16 @@ export function KeyLookup({
           setKey(completion.key);
           setService(completion.service);
           run({ principalId: completion.principalId, key: completion.key, reason, service: completion.service });
+        }}
+      />
+      <ReconcileFindings
+        reason={reason}
+        service={service}
+        onOpen={(finding) => {
+          setPrincipalId(finding.principalId);
+          setKey(finding.key);
+          setService(finding.service);
+          run({ principalId: finding.principalId, key: finding.key, reason, service: finding.service });
         }}
       />
       <PrincipalKeys

@@ -34,6 +34,11 @@ function linkOf(check: Check, search: OverviewSearch): { href: string; label: st
       const service = check.service ?? search.service;
       return { href: `/keys${service ? `?service=${encodeURIComponent(service)}` : ''}#unrecorded`, label: 'The keys' };
     }
+    case 'reconcile': {
+      // The key lookup page's reconciliation findings, for the alert's service (or the one chosen).
+      const service = check.service ?? search.service;
+      return { href: `/keys${service ? `?service=${encodeURIComponent(service)}` : ''}#reconcile`, label: 'The keys' };
+    }
   }
 }
 

@@ -5,6 +5,7 @@ export * from './idempotency-keys';
 export * from './key-usage';
 export * from './key-attempts';
 export * from './unrecorded-completions';
+export * from './reconcile';
 export * from './retention';
 export * from './audit';
 export * from './metrics';

@@ -14,6 +14,7 @@ export const auditActions = [
   'key.list',
   'key.correlation_lookup',
   'key.unrecorded_list',
+  'key.reconcile_list',
   'stale_claim.release',
   'operator.create',
   'operator.role',

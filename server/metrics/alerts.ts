@@ -114,6 +114,11 @@ export const alertCatalog = {
     action:
       "Work ran whose response could not be recorded: a retry after its lease runs it again. List the keys (Key lookup, Unrecorded completions), check each one's effect by its correlation id before its client retries, and fix what failed the completions (the error class: a lost connection, a pooler, privileges).",
   },
+  effects_missing: {
+    severity: 'critical',
+    action:
+      "A Redis-kept service's reconciler found completed keys whose effect is not in the service's database: the client got its answer, and a retry replays it, but the effect is not there. List the keys (Key lookup, Reconciliation), check each by its correlation id, repair the effect or tell its client, and find what lost it (a rollback after the completion, a failover of the service's database).",
+  },
   replica_lag: {
     severity: 'warning',
     action:
@@ -205,6 +210,21 @@ export interface AlertInputs {
   indexMemory?: IndexMemory;
   /** Each service's completions that could not be recorded in the last unrecordedWindowMinutes (every instance's). */
   unrecorded?: UnrecordedCount[];
+  /** Each Redis-kept service with a reconciler (a run row): its completed keys whose effect is missing (migration 0027). */
+  reconcile?: EffectsMissingCount[];
+}
+
+/** A Redis-kept service's completed keys whose effect its reconciler did not find (reconcile_findings). */
+export interface EffectsMissingCount {
+  service: string;
+  count: number;
+  /** When the oldest of them was found (null: none). */
+  firstFoundAt: Date | null;
+}
+
+/** "1 completed key", "3 completed keys". */
+export function completedKeysText(count: number): string {
+  return `${count} completed key${count === 1 ? '' : 's'}`;
 }
 
 /** A service's completions that could not be recorded in the window (unrecorded_completions, migration 0026). */
@@ -531,6 +551,21 @@ export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresho
     });
   }
 
+  // Any completed key whose effect is missing, per Redis-kept service (its reconciler's findings).
+  for (const missing of [...(input.reconcile ?? [])].sort((a, b) => a.service.localeCompare(b.service))) {
+    if (missing.count <= 0) continue;
+    alerts.push({
+      name: 'effects_missing',
+      service: missing.service,
+      scope: null,
+      storeWide: false,
+      severity: alertCatalog.effects_missing.severity,
+      summary: `${missing.service}: ${completedKeysText(missing.count)} whose effect is missing from the service's database`,
+      action: alertCatalog.effects_missing.action,
+      since: missing.firstFoundAt ?? input.now,
+    });
+  }
+
   const replica = input.replica;
   if (replica && (!replica.inRecovery || (replica.seconds ?? 0) > thresholds.replicaLagSeconds)) {
     alerts.push({
@@ -611,6 +646,20 @@ export async function readUnrecordedCounts(db: Queryable, now: Date | null, minu
   return rows.map((row) => ({ service: row.service, count: row.n, firstAt: row.first_at, lastAt: row.last_at }));
 }
 
+/**
+ * Each service whose reconciler has run (reconcile_runs, one row a service) with its completed keys
+ * whose effect is missing: a scan of reconcile_findings, which each service keeps bounded
+ * (maxFindings, default 1,000 rows).
+ */
+export const alertEffectsMissingText = `SELECT r.service, coalesce(f.n, 0)::int AS n, f.first_found_at FROM reconcile_runs r
+     LEFT JOIN (SELECT service, count(*) AS n, min(found_at) AS first_found_at FROM reconcile_findings WHERE kind = 'effect_missing' GROUP BY service) f USING (service)
+     ORDER BY r.service`;
+
+export async function readEffectsMissingCounts(db: Queryable): Promise<EffectsMissingCount[]> {
+  const { rows } = await db.query<{ service: string; n: number; first_found_at: Date | null }>({ name: 'alert_effects_missing', text: alertEffectsMissingText });
+  return rows.map((row) => ({ service: row.service, count: row.n, firstFoundAt: row.first_found_at }));
+}
+
 /** A choice of the overview: a service, a scope (in every service that has it), both, or neither (the store). */
 export interface Choice {
   service?: string | undefined;
@@ -682,7 +731,7 @@ export async function readAlertInputs(
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
   // Independent reads, at once on a pool (readTogether); named (prepared once per connection),
   // except the store samples' one-sided range, whose custom plan reads the table's statistics.
-  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory, unrecorded] = await readTogether(db, [
+  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory, unrecorded, reconcile] = await readTogether(db, [
     () =>
       db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number; index_bytes: string }>(
         `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds, index_bytes FROM store_stats
@@ -707,6 +756,7 @@ export async function readAlertInputs(
     options.replicaLag ?? (() => Promise.resolve(undefined)),
     () => readIndexMemory(db, options.databaseMemoryBytes),
     () => readUnrecordedCounts(db, now, thresholds.unrecordedWindowMinutes),
+    () => readEffectsMissingCounts(db),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -749,6 +799,7 @@ export async function readAlertInputs(
     ...(replica === undefined ? {} : { replica }),
     indexMemory,
     unrecorded,
+    reconcile,
   };
 }
 

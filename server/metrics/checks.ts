@@ -4,10 +4,10 @@
 // not yet for the rule's duration) are shown apart, never as passed; the others are listed as
 // passed, with their values, so "nothing fires" shows what was looked at.
 import { percentileOf } from '@retrysafe/store';
-import { alertCatalog, completionsText, forMinutesOf, lastBusyMinutes, shareText, windowText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
+import { alertCatalog, completedKeysText, completionsText, forMinutesOf, lastBusyMinutes, shareText, windowText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
 
 /** Where an alert's action happens: the dashboard's page or the overview's panel. */
-export type CheckLink = 'principals' | 'claims' | 'store' | 'retention' | 'unrecorded';
+export type CheckLink = 'principals' | 'claims' | 'store' | 'retention' | 'unrecorded' | 'reconcile';
 
 /**
  * Prometheus' states: ok (Normal), pending (the condition holds now but has not yet held for the
@@ -56,6 +56,7 @@ const titles: Record<AlertName, string> = {
   replica_lag: "Dashboard standby's lag",
   index_over_memory: 'Unique index against memory',
   unrecorded_completions: 'Completions not recorded',
+  effects_missing: 'Completed keys whose effect is missing',
 };
 
 const links: Record<AlertName, CheckLink> = {
@@ -71,16 +72,23 @@ const links: Record<AlertName, CheckLink> = {
   replica_lag: 'store',
   index_over_memory: 'store',
   unrecorded_completions: 'unrecorded',
+  effects_missing: 'reconcile',
 };
 
 const flowNames = new Set<AlertName>(['claim_p99', 'mismatch_rate', 'conflict_rate', 'rejection_rate']);
 /** Checks judged per service, not per scope: where a service is chosen, its own; else every service's. */
-const serviceNames = new Set<AlertName>(['unrecorded_completions']);
+const serviceNames = new Set<AlertName>(['unrecorded_completions', 'effects_missing']);
 
 /** "3 completions in the last hour": one service's (or, of null, every service's) unrecorded completions. */
 function unrecordedText(input: AlertInputs, thresholds: AlertThresholds, service: string | null): string {
   const count = (input.unrecorded ?? []).filter((row) => service === null || row.service === service).reduce((sum, row) => sum + row.count, 0);
   return `${count === 0 ? 'none' : completionsText(count)} in the last ${windowText(thresholds.unrecordedWindowMinutes)}`;
+}
+
+/** "none", "2 completed keys": one Redis-kept service's (or, of null, every one's) completed keys whose effect is missing. */
+function effectsMissingText(input: AlertInputs, service: string | null): string {
+  const count = (input.reconcile ?? []).filter((row) => service === null || row.service === service).reduce((sum, row) => sum + row.count, 0);
+  return count === 0 ? 'none found' : completedKeysText(count);
 }
 
 export function minutesText(seconds: number): string {
@@ -170,6 +178,8 @@ function thresholdText(name: AlertName, thresholds: AlertThresholds): string {
       return `over ${shareText(thresholds.indexOverMemoryShare)} of memory for ${thresholds.indexOverMemoryMinutes} min`;
     case 'unrecorded_completions':
       return `any in the last ${windowText(thresholds.unrecordedWindowMinutes)}`;
+    case 'effects_missing':
+      return 'any found by the reconciler';
   }
 }
 
@@ -218,7 +228,7 @@ export function evaluateChecks(
   const margins = input.policies.map((policy) => ({ policy, margin: policy.retentionSeconds - policy.retryWindowSeconds }));
   const tightest = margins.sort((a, b) => a.margin - b.margin)[0];
   const sinceSweep = input.sweep.lastFinishedAt ? (now.getTime() - input.sweep.lastFinishedAt.getTime()) / 1000 : null;
-  const storeValue: Record<Exclude<AlertName, 'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate' | 'unrecorded_completions'>, string> = {
+  const storeValue: Record<Exclude<AlertName, 'claim_p99' | 'mismatch_rate' | 'conflict_rate' | 'rejection_rate' | 'unrecorded_completions' | 'effects_missing'>, string> = {
     retention_below_window: tightest
       ? tightest.margin < 0
         ? `${tightest.policy.endpoint} (${tightest.policy.service}) keeps keys ${minutesText(tightest.policy.retentionSeconds)} for a ${minutesText(tightest.policy.retryWindowSeconds)} window`
@@ -234,7 +244,9 @@ export function evaluateChecks(
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
     name === 'unrecorded_completions'
       ? unrecordedText(input, thresholds, where.service)
-      : name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate'
+      : name === 'effects_missing'
+        ? effectsMissingText(input, where.service)
+        : name === 'claim_p99' || name === 'mismatch_rate' || name === 'conflict_rate' || name === 'rejection_rate'
         ? flowValues(seriesOf(where), now, thresholds)[name]
         : storeValue[name];
 
@@ -263,7 +275,8 @@ export function evaluateChecks(
   const notOk = new Set([...fired, ...pendingChecks.map((check) => check.name)]);
   const passing: Check[] = (Object.keys(alertCatalog) as AlertName[])
     // The standby's check only where the dashboard reads one (DASHBOARD_READ_URL).
-    .filter((name) => !notOk.has(name) && (name !== 'replica_lag' || input.replica !== undefined))
+    // The reconciler's only where a Redis-kept service runs one (a reconcile_runs row).
+    .filter((name) => !notOk.has(name) && (name !== 'replica_lag' || input.replica !== undefined) && (name !== 'effects_missing' || (input.reconcile?.length ?? 0) > 0))
     .map((name) => {
       const flow = flowNames.has(name);
       const perService = serviceNames.has(name);

@@ -137,6 +137,13 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
       'max by (service) (retrysafe_unrecorded_completions_window) > 0',
       `{{ $value }} completions${inService} could not be recorded in the last ${thresholds.unrecordedWindowMinutes} min: the work ran, and a retry after the lease runs it again`,
     ),
+    // As on the dashboard: any completed key whose effect a Redis-kept service's reconciler did not
+    // find, per service and scope (read from the database: every instance reports the same, so max).
+    alert(
+      'effects_missing',
+      'max by (service, scope) (retrysafe_reconcile_findings{kind="effect_missing"}) > 0',
+      `{{ $value }} completed keys on {{ $labels.scope }}${inService} whose effect is missing from the service's database`,
+    ),
     // Only where the dashboard reads a standby (DASHBOARD_READ_URL: the gauges exist then). As on
     // the dashboard: over the threshold behind, or promoted (no longer in recovery).
     alert(

@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { BUCKET_BOUNDS_MS, claimOutcomes, type FlowObserver } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
+import { readReconcileCounts } from '../idempotency/reconcile';
 import { alertThresholds, evaluateAlerts, readAlertInputs, readUnrecordedCounts, type AlertThresholds, type PolicyPoint } from './alerts';
 import { readLatestScopeFigures } from './scope-sample';
 import { readStoreFigures } from './store-figures';
@@ -102,6 +103,48 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
       const counts = await readUnrecordedCounts(pool, null, thresholds.unrecordedWindowMinutes);
       this.reset();
       for (const count of counts) this.set({ service: count.service }, count.count);
+    },
+  });
+
+  // What the Redis-kept services' reconcilers found (migration 0027), from the database: every
+  // instance reports the same, so a rule takes the max. One read per scrape for the three.
+  const reconcile = sharedPerScrape(() => readReconcileCounts(pool, null));
+  new Gauge({
+    name: 'retrysafe_reconcile_findings',
+    help: "Redis-kept services' reconciliation findings by service, scope and kind: effect_missing (completed keys whose effect is not in the service's database), stale_claim (in progress past the lease); sampled, so a lower bound",
+    labelNames: ['service', 'scope', 'kind'],
+    registers: [registry],
+    async collect() {
+      const services = await reconcile();
+      this.reset();
+      for (const service of services) {
+        for (const scope of service.scopes) {
+          this.set({ service: service.service, scope: scope.scope, kind: 'effect_missing' }, scope.effectMissing);
+          this.set({ service: service.service, scope: scope.scope, kind: 'stale_claim' }, scope.staleClaims);
+        }
+      }
+    },
+  });
+  new Gauge({
+    name: 'retrysafe_reconcile_last_run_timestamp_seconds',
+    help: "When each Redis-kept service's reconciler last ran (Unix time)",
+    labelNames: ['service'],
+    registers: [registry],
+    async collect() {
+      const services = await reconcile();
+      this.reset();
+      for (const service of services) if (service.lastRunAt) this.set({ service: service.service }, Date.parse(service.lastRunAt) / 1000);
+    },
+  });
+  new Gauge({
+    name: 'retrysafe_reconcile_effect_errors',
+    help: "effectExists calls that failed or timed out in each Redis-kept service's last reconciler run",
+    labelNames: ['service'],
+    registers: [registry],
+    async collect() {
+      const services = await reconcile();
+      this.reset();
+      for (const service of services) if (service.lastRunAt) this.set({ service: service.service }, service.effectErrors);
     },
   });
 

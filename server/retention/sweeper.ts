@@ -74,6 +74,8 @@ export interface SweepResult {
   attemptsDeleted: number;
   /** Unrecorded completions (migration 0026) past their key's retention, removed at the end of the run. */
   unrecordedDeleted: number;
+  /** The Redis reconciler's findings (migration 0027) past their key's retention, removed at the end of the run. */
+  findingsDeleted: number;
   /** Partitioned layout: day partitions created ahead, and dropped whole (their rows included in rowsDeleted). */
   partitionsCreated: number;
   partitionsDropped: string[];
@@ -191,6 +193,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
     quotaBucketsDeleted: 0,
     attemptsDeleted: 0,
     unrecordedDeleted: 0,
+    findingsDeleted: 0,
     partitionsCreated: 0,
     partitionsDropped: [],
     longestChunkMs: 0,
@@ -228,6 +231,7 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
         result.quotaBucketsDeleted = await deleteOldQuotaBuckets(client);
         result.attemptsDeleted = await sweepExpired(client, [SWEEP_ATTEMPTS_SQL, SWEEP_ATTEMPT_COUNTS_SQL], options.chunkSize, options.maxRowsPerRun);
         result.unrecordedDeleted = await sweepExpired(client, [SWEEP_UNRECORDED_SQL], options.chunkSize, options.maxRowsPerRun);
+        result.findingsDeleted = await sweepExpired(client, [SWEEP_FINDINGS_SQL], options.chunkSize, options.maxRowsPerRun);
       } catch (error) {
         result.status = 'failed';
         result.stopReason = 'error';
@@ -288,8 +292,15 @@ const SWEEP_UNRECORDED_SQL = `WITH doomed AS (
              )
              DELETE FROM unrecorded_completions u USING doomed WHERE u.ctid = doomed.ctid`;
 
-/** The sweep of the trace's statements (and of the unrecorded completions'), for the test that proves their plans. */
-export const sweepAttemptsTexts = { attempts: SWEEP_ATTEMPTS_SQL, counts: SWEEP_ATTEMPT_COUNTS_SQL, unrecorded: SWEEP_UNRECORDED_SQL };
+// The reconciler's findings of keys Redis has expired (a run deletes those it re-checks; these are
+// the ones of a service whose reconciler stopped), through reconcile_findings_expiry_idx.
+const SWEEP_FINDINGS_SQL = `WITH doomed AS (
+               SELECT ctid FROM reconcile_findings WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+             )
+             DELETE FROM reconcile_findings f USING doomed WHERE f.ctid = doomed.ctid`;
+
+/** The sweep of the trace's statements (and of the unrecorded completions' and the reconciler's findings'), for the test that proves their plans. */
+export const sweepAttemptsTexts = { attempts: SWEEP_ATTEMPTS_SQL, counts: SWEEP_ATTEMPT_COUNTS_SQL, unrecorded: SWEEP_UNRECORDED_SQL, findings: SWEEP_FINDINGS_SQL };
 
 /**
  * The trace of attempts and the unrecorded completions expire with their key: each row carries

@@ -67,16 +67,16 @@ describe('createRetrysafe', () => {
     const start = () => createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys });
     const started = await start();
     await started.stop();
-    // Version 9: the flush writes unrecorded completions (migration 0026).
-    expect(STORE_SCHEMA_VERSION).toBe(9);
+    // Version 10: the Redis reconciler writes its findings (migration 0027).
+    expect(STORE_SCHEMA_VERSION).toBe(10);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 10, newer than this @retrysafe\/store understands \(9\): upgrade @retrysafe\/store/);
+      await expect(start()).rejects.toThrow(/version 11, newer than this @retrysafe\/store understands \(10\): upgrade @retrysafe\/store/);
       // A database migrated before unrecorded completions (0025's version 8): older, and what to do.
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
-      await expect(start()).rejects.toThrow(/version 8, older than this @retrysafe\/store's 9: migrate the database with `npx retrysafe migrate`/);
+      await expect(start()).rejects.toThrow(/version 9, older than this @retrysafe\/store's 10: migrate the database with `npx retrysafe migrate`/);
       await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
-      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 9\): migrate the database/);
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 10\): migrate the database/);
     } finally {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
     }

@@ -72,6 +72,7 @@ describe('access control', () => {
     'POST /api/admin/keys/list': 400,
     'POST /api/admin/keys/correlation': 400,
     'POST /api/admin/keys/unrecorded': 400,
+    'POST /api/admin/keys/reconcile': 400,
     'GET /api/admin/principals': 400,
     'GET /api/admin/retention': 200,
     'GET /api/admin/retention/export': 400,

@@ -112,6 +112,7 @@ const cases: Record<string, fc.Arbitrary<Case>> = {
   }),
   'POST /api/admin/keys/correlation': bodyCase('POST', '/api/admin/keys/correlation', { correlationId: uuid, reason }),
   'POST /api/admin/keys/unrecorded': bodyCase('POST', '/api/admin/keys/unrecorded', { reason, service, minutes: fc.integer({ min: -5, max: 50_000 }), limit: fc.integer({ min: 0, max: 600 }) }),
+  'POST /api/admin/keys/reconcile': bodyCase('POST', '/api/admin/keys/reconcile', { reason, service, scope: fc.oneof(hostileText, fc.constant('POST /orders')), kind: fc.constantFrom('effect_missing', 'stale_claim', 'other'), limit: fc.integer({ min: 0, max: 600 }) }),
   'GET /api/admin/principals': queryCase('/api/admin/principals', { name: fc.oneof(fc.string({ maxLength: 20 }), uuid), limit: fc.integer({ min: 1, max: 50 }) }),
   'POST /api/admin/stale-claims/release': bodyCase('POST', '/api/admin/stale-claims/release', { principalId: uuid, service, scope: fc.constant('POST /api/v1/refunds'), key, reason }),
   'POST /api/admin/policies': bodyCase('POST', '/api/admin/policies', {

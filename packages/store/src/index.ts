@@ -7,6 +7,7 @@
 // framework-neutral HTTP layer; adapters are in the subpaths /express, /fastify, /hono, /next
 // and /fetch, the Postgres backend's statements in /postgres.
 export { createRetrysafe, detectLayout, type MysqlBackendTypes, type RedisOptions, type Retrysafe, type RetrysafeMysqlDb, type RetrysafeMysqlOptions, type RetrysafeOptions, type RetrysafeRedis } from './retrysafe.js';
+export type { EffectQuery, ReconcileOptions, ReconcileRun } from './redis-reconcile.js';
 export {
   checkServiceName,
   IdempotencyStore,

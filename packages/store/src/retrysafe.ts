@@ -27,7 +27,9 @@ import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.j
 import { ServicePolicies } from './service-policies.js';
 import { namePrincipal } from './principal-names.js';
 import type { EndpointPolicy } from './policy.js';
-import type { RedisMemoryAlert, RedisMemoryStatus, RedisMemoryWatch } from './redis-memory.js';
+import type { RedisCommands, RedisMemoryAlert, RedisMemoryStatus, RedisMemoryWatch } from './redis-memory.js';
+import { parseReconcileOptions, RedisReconciler, type ReconcileOptions, type ReconcileRun } from './redis-reconcile.js';
+import { periodicTask } from './periodic.js';
 
 /**
  * Key records in Redis instead of Postgres (`@retrysafe/store/redis`; needs the `redis` package,
@@ -59,6 +61,16 @@ export interface RedisOptions {
   memoryCheckIntervalMs?: number;
   /** Told each critical alert: an evicting policy (with 'alert'), keys evicted, memory over 90% of maxmemory. Default: onError. */
   onAlert?: (alert: RedisMemoryAlert) => void;
+  /**
+   * Dual-write reconciliation: the claim is in Redis, the effect in your database, and no
+   * transaction spans both. Give `effectExists` and one instance of the service at a time (an
+   * advisory lock in Postgres) samples the records every `intervalMs`, at most `budget` a run,
+   * and keeps in Postgres the completed keys whose effect is missing and the claims past their
+   * lease (with whether their effect exists), for the Retrysafe server's dashboard and
+   * /api/metrics. Metadata only. Errors of effectExists are counted and told to onError. See
+   * docs/redis.md, "Reconciliation".
+   */
+  reconcile?: ReconcileOptions;
 }
 
 /** The Redis side of a service whose key records live there. */
@@ -69,6 +81,11 @@ export interface RetrysafeRedis {
   check(): Promise<RedisMemoryStatus>;
   /** The last reading as Prometheus text, for the service's own /metrics. */
   prometheusText(): string;
+  /**
+   * Runs the reconciler now (after a run in flight, never beside it) and gives what the run did;
+   * null without `reconcile`, or when the run failed (told to onError, task 'redis reconcile').
+   */
+  reconcileNow(): Promise<ReconcileRun | null>;
 }
 
 /**
@@ -213,6 +230,8 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
   if (!options.pool && !options.connectionString) throw new TypeError('createRetrysafe needs a pool or a connectionString');
   const service = checkServiceName(options.service);
   const report = options.onError ?? (() => undefined);
+  // Checked before anything connects: a wrong option fails createRetrysafe at once.
+  if (options.redis?.reconcile) parseReconcileOptions(options.redis.reconcile);
 
   const ownsPool = !options.pool;
   const pool =
@@ -228,7 +247,7 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
   // Through a pooler that cannot carry named statements the background duties' statements go
   // unnamed too (the store's own: backend.ts).
   const db = options.pooler === 'transaction' ? withoutNames(pool) : pool;
-  let redis: { backend: IdempotencyBackend; watch: RedisMemoryWatch; close(): Promise<void> } | null = null;
+  let redis: { backend: IdempotencyBackend; watch: RedisMemoryWatch; commands: RedisCommands; close(): Promise<void> } | null = null;
   try {
     await checkStoreSchema(pool);
     if (options.pooler === 'transaction-prepared' && !(await poolerTracksPreparedStatements(pool))) {
@@ -277,6 +296,21 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
     });
     recorder.start();
     quota?.start();
+    // Dual-write reconciliation (redis.reconcile): one instance at a time, by its advisory lock.
+    let lastRun: ReconcileRun | null = null;
+    const reconciler = redis && options.redis?.reconcile ? new RedisReconciler(pool, redis.commands, service, options.redis.reconcile, (error, task) => report(error, { task })) : null;
+    const reconcile = reconciler
+      ? periodicTask({
+          name: 'redis reconcile',
+          intervalMs: reconciler.intervalMs,
+          run: async () => {
+            lastRun = null;
+            lastRun = await reconciler.runOnce();
+          },
+          onError: (error, task) => report(error, { task }),
+        })
+      : null;
+    reconcile?.start();
     let stopping: Promise<void> | null = null;
     return {
       service,
@@ -285,11 +319,17 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
       recorder,
       quota,
       pool,
-      redis: redis && redisSide(redis.watch, service),
+      redis:
+        redis &&
+        redisSide(redis.watch, service, async () => {
+          if (!reconcile) return null;
+          await reconcile.runNow();
+          return lastRun;
+        }),
       namePrincipal: (principalId, name) => namePrincipal(db, principalId, name),
       stop: () =>
         (stopping ??= (async () => {
-          const results = await Promise.allSettled([recorder.stop(), quota?.stop(), policies.stop(), redis?.watch.stop()]);
+          const results = await Promise.allSettled([reconcile?.stop(), recorder.stop(), quota?.stop(), policies.stop(), redis?.watch.stop()]);
           // Flushed first (the quota's and the recorder's last writes), then the connections.
           results.push(...(await Promise.allSettled([closeBackend(), redis?.close()])));
           if (ownsPool) await pool.end();
@@ -304,15 +344,19 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
   }
 }
 
-function redisSide(watch: RedisMemoryWatch, service: string): RetrysafeRedis {
-  return { status: () => watch.status(), check: () => watch.check(), prometheusText: () => watch.prometheusText(service) };
+function redisSide(watch: RedisMemoryWatch, service: string, reconcileNow: () => Promise<ReconcileRun | null>): RetrysafeRedis {
+  return { status: () => watch.status(), check: () => watch.check(), prometheusText: () => watch.prometheusText(service), reconcileNow };
 }
 
 /**
  * Connects to Redis (the `redis` package, loaded only here), starts the memory watch (which
  * refuses an evicting policy) and builds the backend, its work given the Postgres `db`.
  */
-async function openRedis(options: RedisOptions, db: Pick<pg.Pool, 'query'>, report: (error: unknown, context: { task: string }) => void): Promise<{ backend: IdempotencyBackend; watch: RedisMemoryWatch; close(): Promise<void> }> {
+async function openRedis(
+  options: RedisOptions,
+  db: Pick<pg.Pool, 'query'>,
+  report: (error: unknown, context: { task: string }) => void,
+): Promise<{ backend: IdempotencyBackend; watch: RedisMemoryWatch; commands: RedisCommands; close(): Promise<void> }> {
   let module: typeof import('./redis.js');
   try {
     module = await import('./redis.js');
@@ -338,6 +382,7 @@ async function openRedis(options: RedisOptions, db: Pick<pg.Pool, 'query'>, repo
         onWaitShortfall: (operation, acknowledged) => report(new Error(`Redis WAIT: ${acknowledged} of ${options.waitReplicas ?? 0} replicas acknowledged a ${operation} in time`), { task: 'redis replication' }),
       }),
       watch,
+      commands: connection.commands,
       close: async () => {
         await watch.stop();
         await connection.close();
