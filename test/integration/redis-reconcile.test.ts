@@ -191,7 +191,7 @@ describe.runIf(hasRedis)('the Redis reconciler', () => {
     }
   });
 
-  it('validates its options with zod, naming each wrong one', () => {
+  it('validates its options, naming each wrong one', () => {
     expect(() => parseReconcileOptions({ effectExists: 'yes', budget: 0 })).toThrow(/effectExists: effectExists must be a function; budget: /);
     expect(() => parseReconcileOptions({ effectExists, intervalMs: 10 })).toThrow(/intervalMs/);
     expect(() => parseReconcileOptions({ effectExists, surprise: 1 })).toThrow(/surprise|Unrecognized/);

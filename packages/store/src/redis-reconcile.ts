@@ -8,7 +8,6 @@
 // per-principal indexes (MATCH retrysafe:{*:<service>}:keys, TYPE zset), resumed from its cursor
 // run after run, and ZRANDMEMBER of each index found; first, the findings already kept are
 // checked again (least recently checked first), so one that resolves leaves the list.
-import { z } from 'zod';
 import type pg from 'pg';
 import type { RedisCommands } from './redis-memory.js';
 
@@ -49,22 +48,36 @@ export interface ReconcileOptions {
   maxFindings?: number;
 }
 
-const reconcileOptionsSchema = z.strictObject({
-  effectExists: z.custom<ReconcileOptions['effectExists']>((value) => typeof value === 'function', 'effectExists must be a function'),
-  intervalMs: z.number().int().min(1_000).max(86_400_000).default(60_000),
-  budget: z.number().int().min(1).max(10_000).default(200),
-  settleMs: z.number().int().min(0).max(86_400_000).default(10_000),
-  effectTimeoutMs: z.number().int().min(1).max(600_000).default(5_000),
-  maxFindings: z.number().int().min(1).max(100_000).default(1_000),
-});
+/** Each numeric option: its default and bounds (whole milliseconds or counts). */
+const NUMERIC_OPTIONS = {
+  intervalMs: { fallback: 60_000, min: 1_000, max: 86_400_000 },
+  budget: { fallback: 200, min: 1, max: 10_000 },
+  settleMs: { fallback: 10_000, min: 0, max: 86_400_000 },
+  effectTimeoutMs: { fallback: 5_000, min: 1, max: 600_000 },
+  maxFindings: { fallback: 1_000, min: 1, max: 100_000 },
+} as const;
 
-export type ResolvedReconcileOptions = z.output<typeof reconcileOptionsSchema>;
+export type ResolvedReconcileOptions = Required<ReconcileOptions>;
 
-/** Validates the reconcile options (zod): a TypeError naming each wrong field. */
+/**
+ * Validates the reconcile options: a TypeError naming each wrong field (and any unknown one).
+ * Checked by hand, as the package's other options are: it needs no validation library at run time.
+ */
 export function parseReconcileOptions(options: unknown): ResolvedReconcileOptions {
-  const parsed = reconcileOptionsSchema.safeParse(options);
-  if (!parsed.success) throw new TypeError(`redis.reconcile: ${parsed.error.issues.map((issue) => `${issue.path.join('.') || 'options'}: ${issue.message}`).join('; ')}`);
-  return parsed.data;
+  if (typeof options !== 'object' || options === null) throw new TypeError('redis.reconcile: options: must be an object with effectExists');
+  const given = options as Record<string, unknown>;
+  const problems: string[] = [];
+  if (typeof given.effectExists !== 'function') problems.push('effectExists: effectExists must be a function');
+  const resolved: Record<string, unknown> = { effectExists: given.effectExists };
+  for (const [name, rule] of Object.entries(NUMERIC_OPTIONS)) {
+    const value = given[name];
+    if (value === undefined) resolved[name] = rule.fallback;
+    else if (typeof value !== 'number' || !Number.isInteger(value) || value < rule.min || value > rule.max) problems.push(`${name}: a whole number from ${rule.min} to ${rule.max}`);
+    else resolved[name] = value;
+  }
+  for (const name of Object.keys(given)) if (name !== 'effectExists' && !(name in NUMERIC_OPTIONS)) problems.push(`${name}: unknown option`);
+  if (problems.length > 0) throw new TypeError(`redis.reconcile: ${problems.join('; ')}`);
+  return resolved as unknown as ResolvedReconcileOptions;
 }
 
 /** What one run did. */
