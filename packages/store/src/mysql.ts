@@ -16,7 +16,7 @@ import mysql, { type Pool, type PoolConnection } from 'mysql2/promise';
 import type { BackendSession, BackendTransaction, IdempotencyBackend, KeyOperations } from './backend.js';
 import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity } from './statements.js';
 import { checkMysqlSchema } from './mysql-migrate.js';
-import { claimMysqlKey, completeMysqlKey, failMysqlKey, readMysqlKey, takeOverMysqlKey, type MysqlQueryable } from './mysql-statements.js';
+import { claimMysqlKey, completeMysqlKey, failMysqlKey, readMysqlKey, sendText, takeOverMysqlKey, type MysqlQueryable } from './mysql-statements.js';
 
 export { MYSQL_KEY_TABLE, mysqlStatementTexts, type MysqlQueryable } from './mysql-statements.js';
 export { MysqlKeyReads, MysqlUnavailableError, mysqlMissingDashboardIndexes, mysqlDashboardGrants, mysqlReaderAccess, mysqlPrincipalKeysStatement, mysqlKeyReadStatementTexts, MYSQL_DASHBOARD_COLUMNS } from './mysql-key-reads.js';
@@ -101,16 +101,16 @@ async function begin(connection: PoolConnection, lockTimeoutMs: number): Promise
   const core = connection.connection as object;
   let settings = connectionSettings.get(core);
   if (!settings) {
-    await connection.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${MYSQL_ISOLATION_LEVEL}`);
+    await sendText(connection, `SET SESSION TRANSACTION ISOLATION LEVEL ${MYSQL_ISOLATION_LEVEL}`);
     settings = { lockWaitSeconds: null };
     connectionSettings.set(core, settings);
   }
   const seconds = lockWaitSeconds(lockTimeoutMs);
   if (settings.lockWaitSeconds !== seconds) {
-    await connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`);
+    await sendText(connection, `SET SESSION innodb_lock_wait_timeout = ${seconds}`);
     settings.lockWaitSeconds = seconds;
   }
-  await connection.query('START TRANSACTION');
+  await sendText(connection, 'START TRANSACTION');
 }
 
 function giveBack(connection: PoolConnection, broken?: Error): void {
@@ -144,11 +144,11 @@ export class MysqlBackend implements IdempotencyBackend<MysqlQueryable> {
       // Only another takeover of the same key holds the row, for a moment: a short bound.
       await begin(connection, 5_000);
       const attempts = await takeOverMysqlKey(connection, claim, seenAttempts);
-      await connection.query(attempts === null ? 'ROLLBACK' : 'COMMIT');
+      await sendText(connection, attempts === null ? 'ROLLBACK' : 'COMMIT');
       giveBack(connection);
       return attempts;
     } catch (error) {
-      await connection.query('ROLLBACK').then(
+      await sendText(connection, 'ROLLBACK').then(
         () => giveBack(connection),
         (rollbackError: unknown) => giveBack(connection, rollbackError as Error),
       );
@@ -220,11 +220,11 @@ class MysqlSession implements BackendSession<MysqlQueryable> {
     await begin(this.connection, 5_000);
     try {
       const attempts = await takeOverMysqlKey(this.connection, claim, seenAttempts);
-      await this.connection.query(attempts === null ? 'ROLLBACK' : 'COMMIT');
+      await sendText(this.connection, attempts === null ? 'ROLLBACK' : 'COMMIT');
       return attempts;
     } catch (error) {
       // A connection whose rollback failed may still be in the transaction: discarded, never pooled.
-      await this.connection.query('ROLLBACK').catch((rollbackError: unknown) => this.release(rollbackError as Error));
+      await sendText(this.connection, 'ROLLBACK').catch((rollbackError: unknown) => this.release(rollbackError as Error));
       throw error;
     }
   }
@@ -283,16 +283,16 @@ class MysqlTransaction implements BackendTransaction<MysqlQueryable>, KeyOperati
   /** The completion, then COMMIT; should the completion fail, the caller's abandon() rolls everything back. */
   async completeAndCommit(values: CompletionValues): Promise<void> {
     await completeMysqlKey(this.connection, values);
-    await this.connection.query('COMMIT');
+    await sendText(this.connection, 'COMMIT');
   }
 
   async rollback(): Promise<void> {
-    await this.connection.query('ROLLBACK');
+    await sendText(this.connection, 'ROLLBACK');
   }
 
   abandon(): void {
     const { connection } = this;
-    void connection.query('ROLLBACK').then(
+    void sendText(connection, 'ROLLBACK').then(
       () => giveBack(connection),
       (error: unknown) => giveBack(connection, error as Error),
     );
