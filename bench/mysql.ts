@@ -6,14 +6,18 @@
 // same machine. Raw, per request:
 //   claim-first   INSERT (claim), UPDATE (completion)                              two commits
 //   transactional SELECT (no committed row), START TRANSACTION, INSERT, UPDATE, COMMIT
-// The store's flow recorder and quota (Postgres) are not in this figure. Target: store / raw >= 0.85x.
+// Raw is mysql2 as an application uses it by default (its promise API, `trace` on: the caller's
+// stack captured at every call). The store sends its statements through mysql2's callback API,
+// without that capture; so a third side, raw with `trace: false`, shows the floor (same run).
+// Node CPU per request is measured on every side. The store's flow recorder and quota
+// (Postgres) are not in this figure. Target: store / raw >= 0.85x.
 import { randomBytes, randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { IdempotencyStore, ResponseKeyRing, newCorrelationId, type ExecutionMode, type IdempotentCall } from '@retrysafe/store';
 import { MysqlBackend, mysqlStatementTexts, type MysqlQueryable } from '@retrysafe/store/mysql';
 import { startMariaDb } from '../test/helpers/mariadb-server';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
-import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
+import { formatRun, meanRun, runClosedLoopWithCpu, type RunResult } from './measure';
 
 const CALLERS = (process.env.BENCH_MYSQL_CALLERS ?? '8,32').split(',').map(Number);
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
@@ -25,7 +29,15 @@ export interface MysqlBenchCase {
   callers: number;
   store: RunResult;
   raw: RunResult;
+  /** Raw with mysql2's `trace: false` (no caller stack captured per call). */
+  rawUntraced: RunResult;
   ratio: number;
+  /** store / rawUntraced. */
+  ratioUntraced: number;
+  /** Node CPU (user + system) per request over the measured windows, microseconds. */
+  storeCpuMicros: number;
+  rawCpuMicros: number;
+  rawUntracedCpuMicros: number;
 }
 
 export interface MysqlBenchReport {
@@ -47,6 +59,7 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
       keyRing: new ResponseKeyRing([{ id: 'k1', key: randomBytes(32) }]),
     });
     const rawConnections = await Promise.all(Array.from({ length: maxCallers }, () => mysql.createConnection({ uri: server.uri, timezone: 'Z' })));
+    const untracedConnections = await Promise.all(Array.from({ length: maxCallers }, () => mysql.createConnection({ uri: server.uri, timezone: 'Z', trace: false })));
     const principals = Array.from({ length: maxCallers }, () => randomUUID());
     const sealed = randomBytes(benchResponse.length + 28);
     const fingerprint = randomBytes(32);
@@ -71,8 +84,8 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
       };
       await store.execute(call);
     };
-    const rawRequest = (mode: ExecutionMode) => async (worker: number) => {
-      const connection = rawConnections[worker];
+    const rawRequest = (mode: ExecutionMode, connections = rawConnections) => async (worker: number) => {
+      const connection = connections[worker];
       if (!connection) throw new Error('no connection');
       const key = randomUUID();
       const id = pk(worker, key);
@@ -94,20 +107,38 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
       for (const callers of CALLERS) {
         const storeRuns: RunResult[] = [];
         const rawRuns: RunResult[] = [];
+        const storeCpu: number[] = [];
+        const rawCpu: number[] = [];
+        const untracedRuns: RunResult[] = [];
+        const untracedCpu: number[] = [];
         for (let round = 0; round < ROUNDS; round += 1) {
-          rawRuns.push(await runClosedLoop(callers, DURATION_MS / ROUNDS, rawRequest(mode)));
-          storeRuns.push(await runClosedLoop(callers, DURATION_MS / ROUNDS, storeRequest(mode)));
+          const raw = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, rawRequest(mode));
+          rawRuns.push(raw.run);
+          rawCpu.push(raw.cpuMicrosPerRequest);
+          const untraced = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, rawRequest(mode, untracedConnections));
+          untracedRuns.push(untraced.run);
+          untracedCpu.push(untraced.cpuMicrosPerRequest);
+          const ours = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, storeRequest(mode));
+          storeRuns.push(ours.run);
+          storeCpu.push(ours.cpuMicrosPerRequest);
         }
         const storeRun = meanRun(storeRuns);
         const rawRun = meanRun(rawRuns);
+        const untracedRun = meanRun(untracedRuns);
         const ratio = storeRun.perSecond / rawRun.perSecond;
-        report.cases.push({ mode, callers, store: storeRun, raw: rawRun, ratio });
-        log(formatRun(`${mode}, ${callers} callers, store`, storeRun));
-        log(formatRun(`${mode}, ${callers} callers, raw mysql2`, rawRun));
-        log(`  store / raw: ${ratio.toFixed(2)}x (target >= 0.85x)`);
+        const ratioUntraced = storeRun.perSecond / untracedRun.perSecond;
+        const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+        const storeCpuMicros = mean(storeCpu);
+        const rawCpuMicros = mean(rawCpu);
+        const rawUntracedCpuMicros = mean(untracedCpu);
+        report.cases.push({ mode, callers, store: storeRun, raw: rawRun, rawUntraced: untracedRun, ratio, ratioUntraced, storeCpuMicros, rawCpuMicros, rawUntracedCpuMicros });
+        log(`${formatRun(`${mode}, ${callers} callers, store`, storeRun)}   ${storeCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
+        log(`${formatRun(`${mode}, ${callers} callers, raw mysql2`, rawRun)}   ${rawCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
+        log(`${formatRun(`${mode}, ${callers} callers, raw, trace off`, untracedRun)}   ${rawUntracedCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
+        log(`  store / raw: ${ratio.toFixed(2)}x (target >= 0.85x); store / raw with trace off: ${ratioUntraced.toFixed(2)}x`);
       }
     }
-    await Promise.all(rawConnections.map((connection) => connection.end()));
+    await Promise.all([...rawConnections, ...untracedConnections].map((connection) => connection.end()));
     return report;
   } finally {
     await server.stop();

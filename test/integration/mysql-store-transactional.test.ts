@@ -85,6 +85,42 @@ describe.skipIf(!hasMariaDb)('store on MariaDB, transactional mode', () => {
     expect(seen).toEqual({ isolation: 'REPEATABLE-READ', inTransaction: 1, ownKey: 1 });
   });
 
+  it('takes one pool checkout for a new key (its read and its transaction share it) and one for a replay, and gives each back', async () => {
+    const own = mariadb.server.pool(2);
+    const counts = { checkouts: 0, releases: 0 };
+    own.on('acquire', () => (counts.checkouts += 1));
+    own.on('release', () => (counts.releases += 1));
+    const { store } = createMysqlTestStore(own);
+    const p = principal();
+    expect((await store.execute(call({ principalId: p, key: 'k' }))).replayed).toBe(false);
+    expect(counts).toEqual({ checkouts: 1, releases: 1 });
+    expect((await store.execute(call({ principalId: p, key: 'k' }))).replayed).toBe(true);
+    expect(counts).toEqual({ checkouts: 2, releases: 2 });
+  });
+
+  it('on a pool of one connection: a mismatch and a replay re-derived on the pool each find it given back by the read', async () => {
+    const single = mariadb.server.pool(1);
+    const { store } = createMysqlTestStore(single);
+    const p = principal();
+    const big = Buffer.alloc(testPolicy.maxResponseBytes + 1, 'x');
+    const over = call({
+      principalId: p,
+      key: 'ref',
+      work: () => Promise.resolve({ status: 201, contentType: 'text/plain', body: big, reference: 'ref-1' }),
+      rederive: async (reference, db) => {
+        const [rows] = await db.query<(RowDataPacket & { body: string })[]>('SELECT REPEAT(?, ?) AS body', ['x', big.length]);
+        expect(reference).toBe('ref-1');
+        return Buffer.from(String(rows[0]?.body));
+      },
+    });
+    await store.execute(over);
+    const replay = await store.execute(over);
+    expect(replay.replayed).toBe(true);
+    expect(replay.body.equals(big)).toBe(true);
+    await expect(store.execute({ ...over, body: { value: 'b' } })).rejects.toBeInstanceOf(FingerprintMismatchError);
+    expect((await store.execute(call({ principalId: p, key: 'after' }))).replayed).toBe(false);
+  });
+
   it('refuses the same key with a different body (422)', async () => {
     const { store, events } = createMysqlTestStore(pool);
     const p = principal();

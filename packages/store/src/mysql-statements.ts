@@ -105,6 +105,53 @@ function toExisting(row: ExistingRow): ExistingKey {
   };
 }
 
+/** What a mysql2 promise pool or connection wraps: the callback pool or connection (`pool`, `connection`), whose execute() sends the same statement. */
+/** A statement's parameters (each ? in turn). */
+type StatementValue = string | number | Buffer | null;
+
+/** What a mysql2 promise pool or connection wraps: the callback pool or connection (`pool`, `connection`), which sends the same statements. */
+interface CallbackApi {
+  execute(sql: string, values: StatementValue[], done: (error: Error | null, result: unknown) => void): unknown;
+  query(sql: string, done: (error: Error | null, result: unknown) => void): unknown;
+}
+
+function callbackApi(db: MysqlQueryable): CallbackApi | undefined {
+  const core = (db as { pool?: unknown }).pool ?? (db as { connection?: unknown }).connection;
+  if (typeof core !== 'object' || core === null) return undefined;
+  const { execute, query } = core as { execute?: unknown; query?: unknown };
+  return typeof execute === 'function' && typeof query === 'function' ? (core as CallbackApi) : undefined;
+}
+
+// The store's statements go through the callback API mysql2's promise API wraps: the wrapper
+// captures the caller's stack on every call (its `trace` option, on by default) for an error it
+// may never have, and that cost about 20 us of Node CPU a statement, as much as the store's own
+// work for a claim (docs/mysql.md, Speed). A failure then carries mysql2's own stack; its errno,
+// code and message are the same. A queryable without that API (not mysql2's) gets its own calls.
+
+/** Executes one of the store's statements (a prepared statement, as db.execute() sends it): its rows or result header. */
+function run<T>(db: MysqlQueryable, sql: string, values: StatementValue[]): Promise<T> {
+  const core = callbackApi(db);
+  if (!core) return db.execute(sql, values).then(([result]) => result as T);
+  return new Promise<T>((resolve, reject) => {
+    core.execute(sql, values, (error, result) => {
+      if (error) reject(error);
+      else resolve(result as T);
+    });
+  });
+}
+
+/** Sends a statement without parameters as text (db.query()): START TRANSACTION, COMMIT, ROLLBACK, a session's SET. */
+export function sendText(db: MysqlQueryable, sql: string): Promise<void> {
+  const core = callbackApi(db);
+  if (!core) return db.query(sql).then(() => undefined);
+  return new Promise<void>((resolve, reject) => {
+    core.query(sql, (error) => {
+      if (error) reject(error);
+      else resolve();
+    });
+  });
+}
+
 /** Whether a mysql2 error carries this server error number. */
 export function hasErrno(error: unknown, errno: number): boolean {
   return typeof error === 'object' && error !== null && (error as { errno?: unknown }).errno === errno;
@@ -119,7 +166,7 @@ export function hasErrno(error: unknown, errno: number): boolean {
  */
 export async function claimMysqlKey(db: MysqlQueryable, claim: ClaimValues, locking: boolean): Promise<ClaimResult> {
   try {
-    await db.execute<ResultSetHeader>(CLAIM_SQL, [...pk(claim), claim.fingerprint, claim.correlationId, micros(claim.leaseMs), micros(claim.retentionMs)]);
+    await run<ResultSetHeader>(db, CLAIM_SQL, [...pk(claim), claim.fingerprint, claim.correlationId, micros(claim.leaseMs), micros(claim.retentionMs)]);
     return { claimed: true, attempts: 1 };
   } catch (error) {
     if (!hasErrno(error, ER_DUP_ENTRY)) throw error;
@@ -129,7 +176,7 @@ export async function claimMysqlKey(db: MysqlQueryable, claim: ClaimValues, lock
 
 /** Reads one scoped key (primary key lookup). */
 export async function readMysqlKey(db: MysqlQueryable, id: KeyIdentity, locking = false): Promise<ExistingKey | null> {
-  const [rows] = await db.execute<ExistingRow[]>(locking ? READ_LOCKING_SQL : READ_SQL, pk(id));
+  const rows = await run<ExistingRow[]>(db, locking ? READ_LOCKING_SQL : READ_SQL, pk(id));
   const row = rows[0];
   return row ? toExisting(row) : null;
 }
@@ -141,11 +188,11 @@ export async function readMysqlKey(db: MysqlQueryable, id: KeyIdentity, locking 
  * finds its number unchanged; the UPDATE then goes by the primary key.
  */
 export async function takeOverMysqlKey(db: MysqlQueryable, claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-  const [rows] = await db.execute<(RowDataPacket & { attempts: number; expired: number | string; eligible: number | string })[]>(TAKE_OVER_LOCK_SQL, pk(claim));
+  const rows = await run<(RowDataPacket & { attempts: number; expired: number | string; eligible: number | string })[]>(db, TAKE_OVER_LOCK_SQL, pk(claim));
   const row = rows[0];
   if (!row || row.attempts !== seenAttempts || Number(row.eligible) !== 1) return null;
   const expired = Number(row.expired) === 1 ? 1 : 0;
-  const [result] = await db.execute<ResultSetHeader>(TAKE_OVER_SQL, [
+  const result = await run<ResultSetHeader>(db, TAKE_OVER_SQL, [
     claim.fingerprint,
     claim.correlationId,
     micros(claim.leaseMs),
@@ -160,7 +207,7 @@ export async function takeOverMysqlKey(db: MysqlQueryable, claim: ClaimValues, s
 
 /** Records the response if attempt `values.attempts` still holds the claim (fenced). Primary key lookup. */
 export async function completeMysqlKey(db: MysqlQueryable, values: CompletionValues): Promise<boolean> {
-  const [result] = await db.execute<ResultSetHeader>(COMPLETE_SQL, [
+  const result = await run<ResultSetHeader>(db, COMPLETE_SQL, [
     values.status,
     values.contentType,
     values.body,
@@ -175,6 +222,6 @@ export async function completeMysqlKey(db: MysqlQueryable, values: CompletionVal
 
 /** Marks attempt `attempts` failed and retryable if it still holds the claim. Primary key lookup. */
 export async function failMysqlKey(db: MysqlQueryable, id: KeyIdentity, attempts: number): Promise<boolean> {
-  const [result] = await db.execute<ResultSetHeader>(FAIL_SQL, [...pk(id), attempts]);
+  const result = await run<ResultSetHeader>(db, FAIL_SQL, [...pk(id), attempts]);
   return result.affectedRows === 1;
 }

@@ -8,14 +8,15 @@
 // mode: one pooled connection per transaction, REPEATABLE READ (stated on every transaction's
 // connection), the claim's wait on a concurrent holder bounded by innodb_lock_wait_timeout
 // (whole seconds: the policy's lockTimeoutMs rounded up), and the work gets that connection as
-// `context.db`. Claim-first mode: each statement autocommits on the pool; a takeover runs in a
-// short transaction of its own (SELECT ... FOR UPDATE, then the UPDATE). mysql2 is an optional
+// `context.db`; the read of the committed row before it goes on that connection too (session():
+// one pool checkout a request). Claim-first mode: each statement autocommits on the pool; a
+// takeover runs in a short transaction of its own (SELECT ... FOR UPDATE, then the UPDATE). mysql2 is an optional
 // peer dependency: only this module (and createRetrysafe's `mysql` option) loads it.
 import mysql, { type Pool, type PoolConnection } from 'mysql2/promise';
-import type { BackendTransaction, IdempotencyBackend, KeyOperations } from './backend.js';
+import type { BackendSession, BackendTransaction, IdempotencyBackend, KeyOperations } from './backend.js';
 import type { ClaimResult, ClaimValues, CompletionValues, ExistingKey, KeyIdentity } from './statements.js';
 import { checkMysqlSchema } from './mysql-migrate.js';
-import { claimMysqlKey, completeMysqlKey, failMysqlKey, readMysqlKey, takeOverMysqlKey, type MysqlQueryable } from './mysql-statements.js';
+import { claimMysqlKey, completeMysqlKey, failMysqlKey, readMysqlKey, sendText, takeOverMysqlKey, type MysqlQueryable } from './mysql-statements.js';
 
 export { MYSQL_KEY_TABLE, mysqlStatementTexts, type MysqlQueryable } from './mysql-statements.js';
 export { MysqlKeyReads, MysqlUnavailableError, mysqlMissingDashboardIndexes, mysqlDashboardGrants, mysqlReaderAccess, mysqlPrincipalKeysStatement, mysqlKeyReadStatementTexts, MYSQL_DASHBOARD_COLUMNS } from './mysql-key-reads.js';
@@ -100,16 +101,16 @@ async function begin(connection: PoolConnection, lockTimeoutMs: number): Promise
   const core = connection.connection as object;
   let settings = connectionSettings.get(core);
   if (!settings) {
-    await connection.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${MYSQL_ISOLATION_LEVEL}`);
+    await sendText(connection, `SET SESSION TRANSACTION ISOLATION LEVEL ${MYSQL_ISOLATION_LEVEL}`);
     settings = { lockWaitSeconds: null };
     connectionSettings.set(core, settings);
   }
   const seconds = lockWaitSeconds(lockTimeoutMs);
   if (settings.lockWaitSeconds !== seconds) {
-    await connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`);
+    await sendText(connection, `SET SESSION innodb_lock_wait_timeout = ${seconds}`);
     settings.lockWaitSeconds = seconds;
   }
-  await connection.query('START TRANSACTION');
+  await sendText(connection, 'START TRANSACTION');
 }
 
 function giveBack(connection: PoolConnection, broken?: Error): void {
@@ -143,11 +144,11 @@ export class MysqlBackend implements IdempotencyBackend<MysqlQueryable> {
       // Only another takeover of the same key holds the row, for a moment: a short bound.
       await begin(connection, 5_000);
       const attempts = await takeOverMysqlKey(connection, claim, seenAttempts);
-      await connection.query(attempts === null ? 'ROLLBACK' : 'COMMIT');
+      await sendText(connection, attempts === null ? 'ROLLBACK' : 'COMMIT');
       giveBack(connection);
       return attempts;
     } catch (error) {
-      await connection.query('ROLLBACK').then(
+      await sendText(connection, 'ROLLBACK').then(
         () => giveBack(connection),
         (rollbackError: unknown) => giveBack(connection, rollbackError as Error),
       );
@@ -164,14 +165,12 @@ export class MysqlBackend implements IdempotencyBackend<MysqlQueryable> {
   }
 
   async transaction(lockTimeoutMs: number): Promise<BackendTransaction<MysqlQueryable>> {
-    const connection = await this.pool.getConnection();
-    try {
-      await begin(connection, lockTimeoutMs);
-    } catch (error) {
-      giveBack(connection, error as Error);
-      throw error;
-    }
-    return new MysqlTransaction(connection);
+    return beginOn(await this.pool.getConnection(), lockTimeoutMs);
+  }
+
+  /** A transactional request's read of the committed row and its transaction on one connection: one pool checkout, not two. */
+  async session(): Promise<BackendSession<MysqlQueryable>> {
+    return new MysqlSession(await this.pool.getConnection());
   }
 
   /** A statement waited its lock wait timeout out (1205), or lost a deadlock (1213: a concurrent holder of the key); either is a 409. */
@@ -181,6 +180,73 @@ export class MysqlBackend implements IdempotencyBackend<MysqlQueryable> {
 
   isTransient(error: unknown): boolean {
     return isTransientMysqlFailure(error);
+  }
+}
+
+/** Begins a transaction on `connection`, which it then owns; should the beginning fail, the connection is discarded. */
+async function beginOn(connection: PoolConnection, lockTimeoutMs: number): Promise<MysqlTransaction> {
+  try {
+    await begin(connection, lockTimeoutMs);
+  } catch (error) {
+    giveBack(connection, error as Error);
+    throw error;
+  }
+  return new MysqlTransaction(connection);
+}
+
+/**
+ * One pooled connection for one request (MysqlBackend.session): its statements autocommit, each
+ * its own transaction (no snapshot outlives one), until transaction() takes the connection over.
+ */
+class MysqlSession implements BackendSession<MysqlQueryable> {
+  private spent = false;
+
+  constructor(private readonly connection: PoolConnection) {}
+
+  get db(): MysqlQueryable {
+    return this.connection;
+  }
+
+  claim(claim: ClaimValues): Promise<ClaimResult> {
+    return claimMysqlKey(this.connection, claim, false);
+  }
+
+  read(id: KeyIdentity): Promise<ExistingKey | null> {
+    return readMysqlKey(this.connection, id);
+  }
+
+  /** Outside a transaction, as the backend's own: the locking read and the update in a short transaction of their own, on this connection. */
+  async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
+    await begin(this.connection, 5_000);
+    try {
+      const attempts = await takeOverMysqlKey(this.connection, claim, seenAttempts);
+      await sendText(this.connection, attempts === null ? 'ROLLBACK' : 'COMMIT');
+      return attempts;
+    } catch (error) {
+      // A connection whose rollback failed may still be in the transaction: discarded, never pooled.
+      await sendText(this.connection, 'ROLLBACK').catch((rollbackError: unknown) => this.release(rollbackError as Error));
+      throw error;
+    }
+  }
+
+  complete(values: CompletionValues): Promise<boolean> {
+    return completeMysqlKey(this.connection, values);
+  }
+
+  fail(id: KeyIdentity, attempts: number): Promise<boolean> {
+    return failMysqlKey(this.connection, id, attempts);
+  }
+
+  transaction(lockTimeoutMs: number): Promise<BackendTransaction<MysqlQueryable>> {
+    if (this.spent) return Promise.reject(new Error('this session was released or its connection taken over'));
+    this.spent = true;
+    return beginOn(this.connection, lockTimeoutMs);
+  }
+
+  release(broken?: Error): void {
+    if (this.spent) return;
+    this.spent = true;
+    giveBack(this.connection, broken);
   }
 }
 
@@ -217,16 +283,16 @@ class MysqlTransaction implements BackendTransaction<MysqlQueryable>, KeyOperati
   /** The completion, then COMMIT; should the completion fail, the caller's abandon() rolls everything back. */
   async completeAndCommit(values: CompletionValues): Promise<void> {
     await completeMysqlKey(this.connection, values);
-    await this.connection.query('COMMIT');
+    await sendText(this.connection, 'COMMIT');
   }
 
   async rollback(): Promise<void> {
-    await this.connection.query('ROLLBACK');
+    await sendText(this.connection, 'ROLLBACK');
   }
 
   abandon(): void {
     const { connection } = this;
-    void connection.query('ROLLBACK').then(
+    void sendText(connection, 'ROLLBACK').then(
       () => giveBack(connection),
       (error: unknown) => giveBack(connection, error as Error),
     );
