@@ -2,7 +2,9 @@
 // bundles the server's entry points into .build/<hash of the sources>/), rebuilt only when the
 // sources change, and the CLI's stdout stays its JSON answer whatever the launcher says.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const launch = (...args: string[]) => spawnSync(process.execPath, ['scripts/launch.mjs', ...args], { encoding: 'utf8', timeout: 120_000 });
@@ -18,6 +20,36 @@ describe('the launcher (scripts/launch.mjs)', () => {
     expect(second.status).toBe(0);
     expect(second.stderr).toContain(`Server build: ${folder}`);
     expect(second.stderr).not.toContain('Built the server');
+  });
+
+  it('imports only packages a production install keeps (npm prune --omit=dev), through @retrysafe/store too', () => {
+    const built = launch('build');
+    const folder = /Server build: (\.build\/[0-9a-f]{16})/.exec(built.stderr)?.[1] ?? '';
+    const bare = (file: string) =>
+      [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((match) => match[1] ?? '').filter((specifier) => /^[@\w./-]+$/.test(specifier) && !specifier.startsWith('node:') && !builtinModules.includes(specifier.split('/')[0] ?? ''));
+    const packageOf = (specifier: string) => (specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : (specifier.split('/')[0] ?? ''));
+    const imported = new Set<string>();
+    const store = JSON.parse(readFileSync('packages/store/package.json', 'utf8')) as { exports: Record<string, { default: string }> };
+    const seen = new Set<string>();
+    // The store's files the server reaches (its dist/, as a production install runs it), and what they import.
+    const walk = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const specifier of bare(file)) {
+        if (specifier.startsWith('.')) walk(join(dirname(file), specifier));
+        else if (specifier.startsWith('@retrysafe/store')) walk(join('packages/store', store.exports[`.${specifier.slice('@retrysafe/store'.length)}`]?.default ?? 'missing'));
+        else imported.add(packageOf(specifier));
+      }
+    };
+    for (const file of readdirSync(folder).filter((name) => name.endsWith('.mjs'))) walk(join(folder, file));
+    expect(imported).toContain('next');
+    expect(imported).toContain('pg');
+    const lock = JSON.parse(readFileSync('package-lock.json', 'utf8')) as { packages: Record<string, { dev?: boolean; devOptional?: boolean }> };
+    const devOnly = [...imported].filter((name) => {
+      const entry = lock.packages[`node_modules/${name}`];
+      return entry === undefined || entry.dev === true || entry.devOptional === true;
+    });
+    expect(devOnly).toEqual([]);
   });
 
   it('runs the built CLI with its arguments, and its stdout is only the JSON answer', () => {
