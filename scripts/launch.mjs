@@ -4,6 +4,7 @@
 //   node scripts/launch.mjs start        build what is stale, then run .build/<hash>/start.mjs
 //   node scripts/launch.mjs cli ARGS...  the same for the CLI (.build/<hash>/cli.mjs)
 //   node scripts/launch.mjs build        build what is stale and print where it is
+//   node scripts/launch.mjs build --app  the same, then the Next app if stale (`npm run build`)
 //
 // Two things are built, each only when its sources changed:
 // - @retrysafe/store's dist/ (tsc), which the built server imports as an adopter does;
@@ -26,7 +27,7 @@ const STORE_STAMP = join(STORE, 'dist', '.source-hash');
 /** Everything the bundled entry points can import of ours, and what decides how it compiles. */
 const SERVER_SOURCES = ['server', 'db', 'scripts', 'app/_lib', 'tsconfig.json', 'package.json', 'package-lock.json'];
 const STORE_SOURCES = ['packages/store/src', 'packages/store/tsconfig.build.json', 'packages/store/package.json'];
-const ENTRY_POINTS = { start: 'scripts/start.ts', serve: 'scripts/serve.ts', cli: 'server/cli/main.ts' };
+const ENTRY_POINTS = { start: 'scripts/start.ts', serve: 'scripts/serve.ts', cli: 'server/cli/main.ts', 'build-app': 'scripts/build-app.ts' };
 const CODE = /\.(ts|tsx|mts|mjs|js|json)$/;
 const KEEP_BUILDS = 3;
 
@@ -132,6 +133,7 @@ async function main() {
   const target = await ensureServerBuilt();
   if (command === 'build') {
     say(`Server build: ${relative(ROOT, target)}`);
+    if (args.includes('--app')) await import(pathToFileURL(join(target, 'build-app.mjs')).href);
     return;
   }
   const entry = join(target, `${command}.mjs`);
