@@ -97,6 +97,10 @@ export async function benchDashboard(adminUrl: string, log: (line: string) => vo
       const server = await startServer(database.url, dashboardUrl, log, { DEMO_TRAFFIC: '1', ADMIN_PASSWORD: password, LOG_LEVEL: 'warn' });
       try {
         return await measure(browser, server.baseUrl, password, log);
+      } catch (error) {
+        // What the server said last (a crash, a refusal): the bench's error alone does not say why.
+        log(`  the server's last output:\n${server.output().split('\n').slice(-40).join('\n')}`);
+        throw error;
       } finally {
         await server.stop();
       }
