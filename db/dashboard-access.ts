@@ -100,8 +100,8 @@ function onFunction(verb: 'GRANT' | 'REVOKE', unqualified: string, role: string)
 }
 
 /**
- * A NOLOGIN group role that may connect and see the store's schema (retrysafe) and the demo's
- * (retrysafe_demo, where the demo's migrations made it), with every table and sequence privilege
+ * A NOLOGIN group role that may connect and see the store's schema (retrysafe), the demo's
+ * (retrysafe_demo, where the demo's migrations made it) and the server's (retrysafe_server), with every table and sequence privilege
  * there revoked (the grants that follow are then exactly its own). Nothing in public is ours.
  */
 function groupRoleStatements(role: string, databaseName: string): string[] {
@@ -118,6 +118,11 @@ function groupRoleStatements(role: string, databaseName: string): string[] {
          GRANT USAGE ON SCHEMA retrysafe_demo TO ${role};
          REVOKE ALL ON ALL TABLES IN SCHEMA retrysafe_demo FROM ${role};
          REVOKE ALL ON ALL SEQUENCES IN SCHEMA retrysafe_demo FROM ${role};
+       END IF;
+       IF to_regnamespace('retrysafe_server') IS NOT NULL THEN
+         GRANT USAGE ON SCHEMA retrysafe_server TO ${role};
+         REVOKE ALL ON ALL TABLES IN SCHEMA retrysafe_server FROM ${role};
+         REVOKE ALL ON ALL SEQUENCES IN SCHEMA retrysafe_server FROM ${role};
        END IF;
      END $$`,
   ];
@@ -143,6 +148,12 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `DO $$ BEGIN
        EXECUTE format('GRANT SELECT ON %s TO ${role}', (SELECT string_agg(t, ', ') FROM unnest(ARRAY['${readOnly.map((table) => `retrysafe.${table}`).join("', '")}']) AS t
          WHERE to_regclass(t) IS NOT NULL));
+     END $$`,
+    // The server's own records (db/server-migrations), read for the overview's events.
+    `DO $$ BEGIN
+       IF to_regclass('retrysafe_server.alert_history') IS NOT NULL THEN
+         GRANT SELECT ON retrysafe_server.alert_history, retrysafe_server.instance_starts TO ${role};
+       END IF;
      END $$`,
     // Admins change policies from the dashboard (history and audit in the same transaction).
     `GRANT SELECT, INSERT, UPDATE ON retrysafe.endpoint_policies TO ${role}`,

@@ -1,7 +1,8 @@
 // The Retrysafe server's migrations: the store's set (schema retrysafe, shipped in
 // @retrysafe/store and applied by its own migrator, the one `npx retrysafe migrate` runs), then
 // the demo API's set (schema retrysafe_demo, db/demo-migrations, the server's alone), then the
-// dashboard role's grants. Processes migrating at once serialise on each set's advisory lock.
+// server's own set (schema retrysafe_server, db/server-migrations: alert history, instance
+// starts), then the dashboard role's grants. Processes migrating at once serialise on each set's advisory lock.
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { detectLayout } from '@retrysafe/store';
@@ -32,6 +33,14 @@ export const DEMO_MIGRATIONS: MigrationSet = {
   lockKey: 0x727364656d6fn,
 };
 
+/** The Retrysafe server's own tables (alert history, instance starts): a set of the server alone. */
+export const SERVER_MIGRATIONS: MigrationSet = {
+  folder: resolve(process.cwd(), 'db', 'server-migrations'),
+  schema: 'retrysafe_server',
+  // The bytes of "rssrvr" as an integer.
+  lockKey: 0x72737372767an,
+};
+
 export interface MigrationEntry {
   tag: string;
   when: number;
@@ -42,15 +51,16 @@ export async function readJournal(folder = MIGRATIONS_FOLDER): Promise<Migration
   return (await readMigrations(folder)).map(({ tag, when }) => ({ tag, when }));
 }
 
-/** Which shipped migrations (the store's, then the demo's) the database has applied. */
+/** Which shipped migrations (the store's, then the demo's, then the server's) the database has applied. */
 export async function migrationStatus(client: pg.ClientBase | pg.Pool, folder = MIGRATIONS_FOLDER): Promise<MigrationStatus> {
   const store = await setStatus(client, { ...STORE_MIGRATIONS, folder });
   const demo = await setStatus(client, DEMO_MIGRATIONS);
-  return { current: store.current, latest: store.latest, pending: [...store.pending, ...demo.pending] };
+  const server = await setStatus(client, SERVER_MIGRATIONS);
+  return { current: store.current, latest: store.latest, pending: [...store.pending, ...demo.pending, ...server.pending] };
 }
 
 export interface MigrateResult {
-  /** Tags applied, the store's then the demo's. */
+  /** Tags applied, the store's, then the demo's, then the server's. */
   applied: string[];
   /** The store's newest applied migration. */
   current: string | null;
@@ -83,8 +93,9 @@ export async function migrateDatabase(connectionString: string, options: Migrate
         settings: { 'retrysafe.store_layout': options.layout ?? 'plain' },
       });
       const demo = await applyMigrations(client, DEMO_MIGRATIONS);
+      const server = await applyMigrations(client, SERVER_MIGRATIONS);
       const dashboardGrants = await applyDashboardGrants(client);
-      return { applied: [...store.applied, ...demo.applied], current: store.current, dashboardGrants };
+      return { applied: [...store.applied, ...demo.applied, ...server.applied], current: store.current, dashboardGrants };
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [lockKey]);
     }

@@ -1,5 +1,6 @@
 // Process-wide services of the Next server, booted once: pools, the store (in the
-// layout the database has), policies, the quota counters, the sweeper and the demo API.
+// layout the database has), policies, the quota counters, the sweeper, the shared duties
+// (roll-ups, store statistics, alert history), this start's record and the demo API.
 // Kept on globalThis because Next may evaluate this module in more than one bundle.
 // Booted by instrumentation.ts when the server starts; route handlers await it through
 // runtime.ts.
@@ -21,6 +22,8 @@ import { createPrometheusMetrics, type PrometheusMetrics } from '@/server/metric
 import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 import { pruneThrottle } from '@/server/auth/throttle';
 import { sampleStoreStats } from '@/server/metrics/sampler';
+import { recordAlertHistory } from '@/server/metrics/alert-history';
+import { recordInstanceStart } from '@/server/instance-starts';
 import { describeError, logConnectionLost, logger } from '@/server/logging';
 import { createReplicaLagReader } from '@/server/dashboard-pools';
 
@@ -176,8 +179,18 @@ async function bootServices(): Promise<Services> {
     periodicTask({ name: 'sign-in throttle pruning', intervalMs: 5 * 60_000, run: () => pruneThrottle(pool), onError: failed }),
     // The first sample soon after boot, so a new dashboard has a store point within seconds.
     periodicTask({ name: 'store statistics sample', intervalMs: 60_000, firstRunAfterMs: 5_000, run: () => sampleStoreStats(pool), onError: failed }),
+    // The overview's alert starts and ends (one instance a minute records them).
+    periodicTask({
+      name: 'alert history',
+      intervalMs: 60_000,
+      firstRunAfterMs: 10_000,
+      run: () => recordAlertHistory(pool, { thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES }),
+      onError: failed,
+    }),
   ];
   for (const task of tasks) task.start();
+  // The overview marks this start; a start that cannot be recorded is said and the server runs on.
+  await recordInstanceStart(pool, { service: DEMO_SERVICE }).catch((error: unknown) => failed(error, 'instance start record'));
   const traffic = environment.DEMO_TRAFFIC === true ? startTraffic(environment.PORT, environment.HOST, pool, store, policies) : null;
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   let stopping: Promise<void> | null = null;

@@ -185,7 +185,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
 
           <p className="muted small chart-caption">
             Charts share one time axis ({windowText}, one point per {formatDuration(data.stepSeconds)}); times in {hydrated ? timeZoneText() : 'your time zone'}. A dotted end is the current step, still running. Drag across a chart to zoom in.
-            {events.length > 0 ? ' Marks on the time axis: P a policy change, ! the start of an alert firing now, S a failed sweep (point at one for what happened).' : ''}
+            {events.length > 0 ? ' Marks on the time axis: P a policy change, ! an alert starting, ✓ an alert ending, S a failed sweep, R a server (re)start with its package version (point at one for what happened).' : ''}
             {comparedText ? ` Dashed, fainter lines on the claim charts: the same window ${comparedText}.` : ''}
           </p>
           <div className="charts">

@@ -57,7 +57,7 @@ export function withEarlier<Point>(series: Series<Point>[], earlierOf: (point: P
   ];
 }
 
-const eventGlyph: Record<string, string> = { policy: 'P', alert: '!', sweep_failed: 'S' };
+const eventGlyph: Record<string, string> = { policy: 'P', alert: '!', alert_end: '✓', sweep_failed: 'S', instance_start: 'R' };
 
 export interface Threshold {
   value: number;

@@ -18,6 +18,8 @@ import { principalsErrorBound, readPrincipalsRanked, troubleOutcomes, type Princ
 import { readTogether } from './read-together';
 import type { ReplicaLag } from './replica-lag';
 import { readCapacity, type Capacity } from './capacity';
+import { durationText, isRecordedOpen, readAlertHistory, type AlertFiring } from './alert-history';
+import { readInstanceStarts } from '../instance-starts';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -90,13 +92,17 @@ export const compareOffsets = { '1d': 86_400, '7d': 604_800 } as const;
 export const EVENTS_PER_KIND = 200;
 
 /**
- * A moment the charts mark: a policy created or changed (endpoint_policy_history), an alert that
- * is firing now and started in the window (alerts are evaluated from the series, not stored, so
- * past alerts and their ends are not known), a failed sweep run (sweep_runs).
+ * A moment the charts mark: a policy created or changed (endpoint_policy_history), an alert's
+ * start (`alert`) and end (`alert_end`) as the alert history recorded them
+ * (retrysafe_server.alert_history), or, for an alert firing now that it has not recorded yet,
+ * its start as evaluated now, a failed sweep run (sweep_runs), a Retrysafe server instance's
+ * start with its @retrysafe/store version (`instance_start`, retrysafe_server.instance_starts).
  */
+export const overviewEventKinds = ['policy', 'alert', 'alert_end', 'sweep_failed', 'instance_start'] as const;
+
 export interface OverviewEvent {
   at: string;
-  kind: 'policy' | 'alert' | 'sweep_failed';
+  kind: (typeof overviewEventKinds)[number];
   text: string;
   service?: string;
   scope?: string;
@@ -313,10 +319,11 @@ export async function readOverview(
     flow: flowPoints(counts, latency, window.from, window.to, step, window.now),
     ...(compared ? { compare: compared } : {}),
     events: [
+      // A firing the history holds open is marked from it (events); the others as evaluated now.
       ...alerts
-        .filter((alert) => alert.since !== null && alert.since >= window.from && alert.since < window.to)
+        .filter((alert) => alert.since !== null && alert.since >= window.from && alert.since < window.to && !isRecordedOpen(alert, events.openAlerts))
         .map((alert): OverviewEvent => ({ at: (alert.since as Date).toISOString(), kind: 'alert', text: `Alert started: ${alert.summary}`, ...(alert.service ? { service: alert.service } : {}), ...(alert.scope ? { scope: alert.scope } : {}) })),
-      ...events,
+      ...events.events,
     ].sort((a, b) => b.at.localeCompare(a.at)),
     store: samples.rows.map((row) => {
       const rows = Number(row.estimated_rows);
@@ -416,11 +423,16 @@ function flowPoints(
  * backward scan of their primary key (id grows with the time), and the runs
  * scanned stop at the last run that had finished before `from`, as the store sample at or
  * before `from` recorded it (store_stats.last_sweep_run_id, a probe of its primary key), so a
- * window's read does not walk the runs before it. No service instance's start is recorded
- * anywhere, so none is shown.
+ * window's read does not walk the runs before it. Then the alert history's starts and ends in
+ * the window (readAlertHistory, with the firings still open, which the live alerts are checked
+ * against) and the server instances' starts (readInstanceStarts). An adopting service's own
+ * instance starts are not recorded anywhere (the package's schema has no place for them yet).
  */
-export async function readOverviewEvents(db: Queryable, choice: { from: Date; to: Date; service: string | null; scope: string | null }): Promise<OverviewEvent[]> {
-  const [policies, sweeps] = await readTogether(db, [
+export async function readOverviewEvents(
+  db: Queryable,
+  choice: { from: Date; to: Date; service: string | null; scope: string | null },
+): Promise<{ events: OverviewEvent[]; openAlerts: AlertFiring[] }> {
+  const [policies, sweeps, alertHistory, starts] = await readTogether(db, [
     () =>
       db.query<{ at: Date; service: string; endpoint: string; version: number; created: boolean; breaking: boolean }>({
         name: 'dashboard_overview_policy_events',
@@ -444,8 +456,12 @@ export async function readOverviewEvents(db: Queryable, choice: { from: Date; to
                ORDER BY id DESC LIMIT ${EVENTS_PER_KIND}`,
         values: [choice.from, choice.to],
       }),
+    () => readAlertHistory(db, choice),
+    // A server instance runs the store's shared duties, whatever the service chosen.
+    () => readInstanceStarts(db, choice, EVENTS_PER_KIND),
   ]);
-  return [
+  const where = (firing: AlertFiring) => ({ ...(firing.service ? { service: firing.service } : {}), ...(firing.scope ? { scope: firing.scope } : {}) });
+  const events = [
     ...policies.rows.map((row): OverviewEvent => ({
       at: row.at.toISOString(),
       kind: 'policy',
@@ -454,7 +470,21 @@ export async function readOverviewEvents(db: Queryable, choice: { from: Date; to
       scope: row.endpoint,
     })),
     ...sweeps.rows.map((row): OverviewEvent => ({ at: row.at.toISOString(), kind: 'sweep_failed', text: `Sweep run ${row.id} failed` })),
+    ...alertHistory.started.map((firing): OverviewEvent => ({ at: firing.startedAt.toISOString(), kind: 'alert', text: `Alert started: ${firing.summary}`, ...where(firing) })),
+    ...alertHistory.ended.map((firing): OverviewEvent => ({
+      at: (firing.endedAt ?? firing.startedAt).toISOString(),
+      kind: 'alert_end',
+      text: `Alert ended after ${durationText((firing.endedAt ?? firing.startedAt).getTime() - firing.startedAt.getTime())}: ${firing.summary}`,
+      ...where(firing),
+    })),
+    ...starts.map((start): OverviewEvent => ({
+      at: start.at.toISOString(),
+      kind: 'instance_start',
+      text: `Retrysafe server started (${start.instance}), @retrysafe/store ${start.packageVersion}`,
+      service: start.service,
+    })),
   ];
+  return { events, openAlerts: alertHistory.open };
 }
 
 /** The shortest range at least as long as [from, to): its step gives the window 60 to 170 points at most. */

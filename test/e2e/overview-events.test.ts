@@ -1,5 +1,5 @@
 // Events and comparison on the overview (issue #31 point 5) in Chromium against the built server
-// with demo traffic: a policy change marked on every time chart, titled with what happened and
+// with demo traffic: a policy change (and the server's start) marked on every time chart, titled with what happened and
 // never a Tab stop; "Compare with" puts compare in the address and draws dashed, labelled lines.
 import { describe, expect, it } from 'vitest';
 import { hasChromium } from '../helpers/browser';
@@ -34,6 +34,10 @@ describe.skipIf(!hasChromium)('events and comparison on the overview', () => {
     );
     expect(drawn.length).toBeGreaterThan(2);
     expect(drawn).toEqual(drawn.map(() => 1));
+    // This server's own start is marked too, with the package version it runs.
+    const started = page.locator('.chart-event-marker[data-kind="instance_start"] title').first();
+    await started.waitFor({ state: 'attached' });
+    expect(await started.textContent()).toMatch(/Retrysafe server started \(.+:\d+\), @retrysafe\/store \d+\.\d+\.\d+/);
     // No mark (nor anything else of a chart) is in the Tab order.
     const stops = await page.evaluate(() =>
       [...document.querySelectorAll('figure.chart svg, figure.chart [tabindex], .chart-event-marker, .chart-event-marker *')].filter((element) => (element as HTMLElement | SVGElement).tabIndex >= 0).length,

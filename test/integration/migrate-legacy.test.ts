@@ -9,7 +9,7 @@ import { migrate as drizzleMigrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createRetrysafe, STORE_SCHEMA_VERSION } from '@retrysafe/store';
-import { DEMO_MIGRATIONS, migrateDatabase, readJournal } from '../../db/migrate';
+import { DEMO_MIGRATIONS, SERVER_MIGRATIONS, migrateDatabase, readJournal } from '../../db/migrate';
 import { createTestDatabase, layouts } from '../helpers/database';
 import { jsonResult, testPolicy } from '../helpers/store';
 
@@ -58,7 +58,7 @@ describe.each(layouts)('upgrading a Drizzle-era install (%s layout)', (layout) =
       const result = await migrateDatabase(db.url, { layout });
       // Not re-migrated from 0000: only the own schema and what came after it, and the demo's set (whose tables it finds in place).
       const storeTags = (await readJournal()).map((entry) => entry.tag);
-      expect(result.applied).toEqual([...storeTags.slice(storeTags.indexOf('0017_own_schema')), ...(await readJournal(DEMO_MIGRATIONS.folder)).map((entry) => entry.tag)]);
+      expect(result.applied).toEqual([...storeTags.slice(storeTags.indexOf('0017_own_schema')), ...(await readJournal(DEMO_MIGRATIONS.folder)).map((entry) => entry.tag), ...(await readJournal(SERVER_MIGRATIONS.folder)).map((entry) => entry.tag)]);
       const journal = await client.query<{ name: string }>('SELECT name FROM retrysafe.migrations ORDER BY name');
       expect(journal.rows.map((row) => row.name)).toEqual((await readJournal()).map((entry) => entry.tag));
       // Drizzle's journal stays as it was (another application may share it).

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { DEMO_MIGRATIONS, migrateDatabase, migrationStatus, readJournal } from '../../db/migrate';
+import { DEMO_MIGRATIONS, SERVER_MIGRATIONS, migrateDatabase, migrationStatus, readJournal } from '../../db/migrate';
 import { createTestDatabase } from '../helpers/database';
 
 describe('migrateDatabase', () => {
@@ -10,8 +10,10 @@ describe('migrateDatabase', () => {
       const results = await Promise.all([migrateDatabase(db.url), migrateDatabase(db.url), migrateDatabase(db.url)]);
       const journal = await readJournal();
       const demo = await readJournal(DEMO_MIGRATIONS.folder);
-      // Exactly one of them did the work (the store's set, then the demo's); the others found it done.
-      expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, journal.length + demo.length]);
+      const server = await readJournal(SERVER_MIGRATIONS.folder);
+      expect(server.map((entry) => entry.tag)).toContain('0000_server_events');
+      // Exactly one of them did the work (the store's set, the demo's, the server's); the others found it done.
+      expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, journal.length + demo.length + server.length]);
       const client = new pg.Client({ connectionString: db.url });
       await client.connect();
       const status = await migrationStatus(client);

@@ -40,6 +40,16 @@ describe('time chart events and comparison', () => {
     expect(html).not.toMatch(/tabindex/i);
   });
 
+  it("marks an alert's end and a server's start like the others, each with its own kind and text", () => {
+    const html = render(null, [
+      { at: '2026-12-06T01:01:00Z', kind: 'alert_end', text: 'Alert ended after 12 min: No sweep has finished for 15 min' },
+      { at: '2026-12-06T01:03:00Z', kind: 'instance_start', text: 'Retrysafe server started (host:41), @retrysafe/store 0.1.0' },
+    ]);
+    expect([...html.matchAll(/class="chart-event" data-kind="([a-z_]+)"/g)].map((match) => match[1])).toEqual(['alert_end', 'instance_start']);
+    expect(html).toContain('<title>Alert ended after 12 min: No sweep has finished for 15 min</title>');
+    expect(html).toContain('<title>Retrysafe server started (host:41), @retrysafe/store 0.1.0</title>');
+  });
+
   it('draws the compared window dashed and fainter beside each line, labelled, and nothing more without it', () => {
     const compared = withEarlier(series, (point) => point.earlier, 'a day earlier');
     expect(compared.map((line) => [line.key, line.label, line.earlier ?? false])).toEqual([
