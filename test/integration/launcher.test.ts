@@ -29,15 +29,19 @@ describe('the launcher (scripts/launch.mjs)', () => {
       [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((match) => match[1] ?? '').filter((specifier) => /^[@\w./-]+$/.test(specifier) && !specifier.startsWith('node:') && !builtinModules.includes(specifier.split('/')[0] ?? ''));
     const packageOf = (specifier: string) => (specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : (specifier.split('/')[0] ?? ''));
     const imported = new Set<string>();
-    const store = JSON.parse(readFileSync('packages/store/package.json', 'utf8')) as { exports: Record<string, { default: string }> };
+    const store = JSON.parse(readFileSync('packages/store/package.json', 'utf8')) as { exports: Record<string, string | { default: string }> };
+    const exported = (subpath: string) => {
+      const target = store.exports[subpath];
+      return typeof target === 'string' ? target : (target?.default ?? 'missing');
+    };
     const seen = new Set<string>();
     // The store's files the server reaches (its dist/, as a production install runs it), and what they import.
     const walk = (file: string) => {
-      if (seen.has(file)) return;
+      if (seen.has(file) || file.endsWith('.json')) return;
       seen.add(file);
       for (const specifier of bare(file)) {
         if (specifier.startsWith('.')) walk(join(dirname(file), specifier));
-        else if (specifier.startsWith('@retrysafe/store')) walk(join('packages/store', store.exports[`.${specifier.slice('@retrysafe/store'.length)}`]?.default ?? 'missing'));
+        else if (specifier.startsWith('@retrysafe/store')) walk(join('packages/store', exported(`.${specifier.slice('@retrysafe/store'.length)}`)));
         else imported.add(packageOf(specifier));
       }
     };
