@@ -8,8 +8,11 @@
 // onRequest/onResponse with its Redis storage adapter: SET NX, then GET on a replay; a body hash).
 // Same redis-server (its own, on a free loopback port, no persistence), same closed loop, same
 // work function and response: fresh UUID keys and replays of pre-created keys, at 1, 8 and 32
-// callers, requests per second and Node CPU per request (which decides the figure on a 2-core
-// machine). Each cell runs BENCH_REDIS_ROUNDS rounds (default 2) of every side, the order rotated
+// callers, requests per second, Node CPU per request and redis-server CPU per request (on a
+// 2-core machine the two share the cores, so both decide the figure; /proc/<pid>/stat, 10 ms
+// ticks). Powertools is given the lease as its Lambda context's remaining time (outside Lambda
+// it otherwise warns on every call). The store does not reach 1.3x node-idempotency's throughput
+// (issue 27): docs/redis.md#speed has the figures and where the time goes. Each cell runs BENCH_REDIS_ROUNDS rounds (default 2) of every side, the order rotated
 // each round so every side sees the same machine, and reports their mean and the ratio store /
 // node-idempotency. BENCH_REDIS_SECONDS per run (default 3), BENCH_REDIS_CALLERS (default 1,8,32),
 // BENCH_REDIS_SIDES (default all four: store,raw,powertools,node-idempotency).
