@@ -42,7 +42,7 @@ import { checkRequestPathPlans } from '../test/helpers/request-path-plans';
 import { hasPgBouncer, pgBouncerPrepares, pgBouncerVersion, startPgBouncer, type PgBouncer } from '../test/helpers/pgbouncer';
 import { openBenchDatabase } from './database';
 import { loadCompletedKeys, BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
-import { runClosedLoop, type RunResult } from './measure';
+import { processCpuUs, runClosedLoop, type RunResult } from './measure';
 
 type Layout = 'plain' | 'partitioned';
 
@@ -89,19 +89,6 @@ function machineBusyUs(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
   return ((user + nice + system + irq + softirq + steal) * 1e6) / TICKS_PER_SECOND;
-}
-
-/** A process's own CPU time so far (user and system), in microseconds; 0 when it is gone. */
-function processCpuUs(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // Fields 14 and 15 of stat(5), counted from the state (field 3) here.
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
 }
 
 /** The process whose CPU time the pooler column reports (PgBouncer's, while it runs). */

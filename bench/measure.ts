@@ -1,5 +1,6 @@
 // Closed-loop load: N workers, each issuing one operation after another for a fixed
 // time, recording every operation's latency. Throughput and percentiles per run.
+import { readFileSync } from 'node:fs';
 
 export interface RunResult {
   operations: number;
@@ -97,12 +98,28 @@ export async function runClosedLoopWithCpu(
   durationMs: number,
   operation: (worker: number, iteration: number) => Promise<void>,
   warmupMs = 300,
+  /** Told when the measured window opens and closes, as runClosedLoop's (e.g. to read a server's CPU over the same window). */
+  onWindow?: (edge: 'open' | 'close') => void,
 ): Promise<{ run: RunResult; cpuMicrosPerRequest: number }> {
   let started: NodeJS.CpuUsage | undefined;
   let used: NodeJS.CpuUsage | undefined;
   const run = await runClosedLoop(workers, durationMs, operation, warmupMs, (edge) => {
     if (edge === 'open') started = process.cpuUsage();
     else used = process.cpuUsage(started);
+    onWindow?.(edge);
   });
   return { run, cpuMicrosPerRequest: used ? (used.user + used.system) / run.operations : NaN };
+}
+
+/** A process's own CPU time so far (user and system, /proc/<pid>/stat in clock ticks of 10 ms), in microseconds; 0 when it is gone. */
+export function processCpuUs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of stat(5), counted from the state (field 3) here; USER_HZ is 100 on Linux.
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
+  } catch {
+    return 0;
+  }
 }

@@ -68,7 +68,7 @@ async function main(): Promise<void> {
       claims = await benchClaims(database, log);
     }
     if (wanted('redis')) {
-      log('\n== Redis: the store with key records in Redis (claim-first, fingerprints, sealing, metrics on) beside its Lua scripts sent raw ==');
+      log('\n== Redis: the store with key records in Redis (claim-first, fingerprints, sealing, metrics on) beside its Lua scripts sent raw, Powertools idempotency and node-idempotency ==');
       if (hasRedis) redis = await benchRedis(database, log);
       else log('SKIPPED: no redis-server (apt-get install redis-server, or set REDIS_SERVER_PATH)');
     }

@@ -68,11 +68,10 @@ class Script {
 const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-// The fields a claim and a read return for an existing record, in this order (after the lease's remaining milliseconds).
-const EXISTING_FIELDS = "'state', 'fp', 'cid', 'att', 'status', 'ctype', 'body', 'kid', 'ref'";
-const EXISTING = `local r = redis.call('HMGET', KEYS[1], ${EXISTING_FIELDS})
-local lease = tonumber(redis.call('HGET', KEYS[1], 'lease') or '0')
-local out = {0, lease - now}
+// An existing record, read in one HMGET (its lease with its fields; a missing field is false):
+// {0, lease remaining ms, state, fingerprint, correlation id, attempts, status, content type, body, key id, reference}.
+const EXISTING = `local r = redis.call('HMGET', KEYS[1], 'state', 'fp', 'cid', 'att', 'status', 'ctype', 'body', 'kid', 'ref', 'lease')
+local out = {0, tonumber(r[10] or '0') - now}
 for i = 1, 9 do out[i + 2] = r[i] end
 return out`;
 
@@ -126,11 +125,10 @@ const COMPLETE = new Script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'att')
 if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HDEL', KEYS[1], 'lease')
-redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now)
 if ARGV[5] == 'body' then
-  redis.call('HSET', KEYS[1], 'body', ARGV[6], 'kid', ARGV[7])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'body', ARGV[6], 'kid', ARGV[7])
 else
-  redis.call('HSET', KEYS[1], 'ref', ARGV[6])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'ref', ARGV[6])
 end
 return 1`);
 
