@@ -94,7 +94,8 @@ async function ensureServerBuilt() {
     splitting: true,
     format: 'esm',
     platform: 'node',
-    target: 'node20',
+    // The engines' floor: import attributes (the store's package.json read with { type: 'json' }) are kept from 20.10.
+    target: 'node20.19',
     packages: 'external',
     sourcemap: true,
     logLevel: 'warning',

@@ -57,6 +57,7 @@ const NUMERIC_OPTIONS = {
   maxFindings: { fallback: 1_000, min: 1, max: 100_000 },
 } as const;
 
+/** The reconcile options with every default filled in (parseReconcileOptions). */
 export type ResolvedReconcileOptions = Required<ReconcileOptions>;
 
 /**

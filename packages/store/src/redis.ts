@@ -433,6 +433,6 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
 }
 
 export { RedisKeyReads } from './redis-key-reads.js';
-export { RedisReconciler, parseReconcileOptions, reconcileStatementTexts, type EffectQuery, type ReconcileOptions, type ReconcileRun } from './redis-reconcile.js';
+export { RedisReconciler, parseReconcileOptions, reconcileStatementTexts, type EffectQuery, type ReconcileOptions, type ReconcileRun, type ResolvedReconcileOptions } from './redis-reconcile.js';
 export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
 export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';
