@@ -412,7 +412,7 @@ export function CapacityStats({ capacity, service }: { capacity: OverviewJson['c
       <Stat
         label="Unique index against memory"
         value={`${formatBytes(capacity.indexBytes)} of ${formatBytes(capacity.memoryBytes)}`}
-        detail={`${share === null ? '—' : formatPercent(share)} (${memory}; the check fires over ${formatPercent(capacity.thresholdShare)})${
+        detail={`${share === null ? '—' : formatPercent(share)} (${memory}; the check fires over ${formatPercent(capacity.thresholdShare)}); the table's heap ${formatBytes(capacity.heapBytes)}${
           capacity.bytesPerKey === null ? '' : `, ${formatBytes(capacity.bytesPerKey)} a key with its heap row`
         }`}
       />
