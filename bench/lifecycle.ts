@@ -91,6 +91,16 @@ function machineBusyUs(): number {
   return ((user + nice + system + irq + softirq + steal) * 1e6) / TICKS_PER_SECOND;
 }
 
+/** Whether a process still runs (signal 0 checks without sending). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The process whose CPU time the pooler column reports (PgBouncer's, while it runs). */
 let poolerPid: number | undefined;
 
@@ -270,6 +280,9 @@ async function benchCallers(harness: Harness, table: string, callers: number, lo
   if (POOLER && POOLER_CALLERS.includes(callers)) {
     pgbouncer = await startPgBouncer({ upstreamUrl: url, poolSize: callers, ...(POOLER_MODE === 'transaction-prepared' ? { maxPreparedStatements: 200 } : {}) });
     poolerPid = pgbouncer.pid;
+    // A run that dies from here on still stops its PgBouncer (one outlived a failed run before).
+    const started = pgbouncer;
+    process.once('exit', () => started.pid !== undefined && processAlive(started.pid) && process.kill(started.pid, 'SIGKILL'));
     if (POOLER_OWN_CPU) {
       const last = MACHINE_CPUS - 1;
       if (last < 1 || pgbouncer.pid === undefined) throw new Error('BENCH_POOLER_OWN_CPU needs two CPUs or more');
