@@ -64,11 +64,41 @@ function refuse(what) {
   process.exit(1);
 }
 
+const storeIsCurrent = (hash) => existsSync(STORE_STAMP) && readFileSync(STORE_STAMP, 'utf8') === hash && existsSync(join(STORE, 'dist', 'index.js'));
+
+/**
+ * One builder at a time: the lock is a folder (mkdir is atomic); a lock older than ten minutes
+ * is a builder that died, and is taken over.
+ */
+async function withStoreBuildLock(run) {
+  const lock = join(STORE, '.build-lock');
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw error;
+      if (Date.now() - statSync(lock, { throwIfNoEntry: false })?.mtimeMs > 600_000) rmSync(lock, { recursive: true, force: true });
+      else await new Promise((done) => setTimeout(done, 250));
+    }
+  }
+  try {
+    return await run();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
 /** @retrysafe/store's dist/, rebuilt by tsc when its sources changed (a pull, an edit). */
 async function ensureStoreBuilt() {
   const hash = hashOf(STORE_SOURCES);
-  const stamp = existsSync(STORE_STAMP) ? readFileSync(STORE_STAMP, 'utf8') : '';
-  if (stamp === hash && existsSync(join(STORE, 'dist', 'index.js'))) return;
+  if (storeIsCurrent(hash)) return;
+  await withStoreBuildLock(() => buildStore(hash));
+}
+
+async function buildStore(hash) {
+  // Another start may have built it while this one waited for the lock.
+  if (storeIsCurrent(hash)) return;
   if (!(await optional('typescript'))) refuse('@retrysafe/store\'s build (packages/store/dist)');
   say('Building @retrysafe/store (its sources changed)');
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(STORE, 'tsconfig.build.json')], { stdio: 'inherit' });
