@@ -13,6 +13,7 @@ import { benchStatsQueries } from './stats-queries';
 import { benchSweeper } from './sweeper';
 import { benchSignIn } from './sign-in-load';
 import { benchRecorder } from './recorder';
+import { benchTrace } from './trace';
 import { benchCorrelation } from './correlation';
 import { benchDashboard } from './dashboard';
 import { chooseBenches } from './names';
@@ -42,7 +43,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis, redisCluster;
+    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -84,6 +85,8 @@ async function main(): Promise<void> {
     if (wanted('recorder')) {
       log("\n== Recorder: the flow recorder's CPU per claim, with and without the principals' top-K ==");
       recorder = await benchRecorder(database, log);
+      log("\n== Recorder: the attempt trace's cost, the whole request traced against untraced, same run ==");
+      trace = await benchTrace(database, log);
     }
     if (wanted('correlation')) {
       log('\n== Correlation-id lookup: its time on a large store and what its index costs claims ==');
@@ -113,7 +116,7 @@ async function main(): Promise<void> {
       }
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
   } finally {
     await database.close();
   }
