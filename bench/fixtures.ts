@@ -2,7 +2,7 @@
 // 26 hours before its expiry (distinct instants, as real traffic has), loaded in batches of
 // 250,000 (one INSERT ... SELECT each).
 import type pg from 'pg';
-import type { EndpointPolicy } from '@retrysafe/store';
+import type { EndpointPolicy, IdempotentCall } from '@retrysafe/store';
 
 /**
  * The service every store benchmark's keys belong to: an adopting service's (not the demo's
@@ -22,6 +22,20 @@ export const benchPolicy: EndpointPolicy = {
 };
 export const benchBody = { amount: 1250, currency: 'EUR', description: 'Order 1234, two items' };
 export const benchResponse = Buffer.from(JSON.stringify({ id: 'pay_0123456789abcdef', object: 'payment', amount: 1250, currency: 'EUR', status: 'succeeded' }));
+
+/** The payment every store benchmark sends through execute(): claim-first, a trivial work function answering benchResponse. */
+export function benchCall(principalId: string, key: string): IdempotentCall {
+  return {
+    principalId,
+    key,
+    endpoint: BENCH_ENDPOINT,
+    method: 'POST',
+    body: benchBody,
+    policy: benchPolicy,
+    mode: 'claim-first',
+    work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: benchResponse }),
+  };
+}
 
 /**
  * Loads `rows` completed keys of 5,000 principals whose expiries spread over the day after

@@ -10,7 +10,7 @@ import { createPool } from '../db/client';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
-import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
+import { BENCH_SERVICE, benchCall } from './fixtures';
 import { mulberry32 } from '../test/helpers/flow-events';
 
 const EVENTS = 2_000_000;
@@ -78,16 +78,7 @@ export async function benchRecorder(database: BenchDatabase, log: (line: string)
     });
     const run = async (count: number, prefix: string) => {
       for (let i = 0; i < count; i += 1) {
-        await store.execute({
-          principalId: '00000000-0000-0000-0000-000000000001',
-          key: `${prefix}-${i}`,
-          endpoint: BENCH_ENDPOINT,
-          method: 'POST',
-          body: benchBody,
-          policy: benchPolicy,
-          mode: 'claim-first',
-          work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: benchResponse }),
-        });
+        await store.execute(benchCall('00000000-0000-0000-0000-000000000001', `${prefix}-${i}`));
       }
     };
     await run(300, 'warm');

@@ -13,7 +13,7 @@ import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
-import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
+import { BENCH_SERVICE, benchCall } from './fixtures';
 import { runClosedLoopWithCpu } from './measure';
 
 const CALLERS = 8;
@@ -49,17 +49,7 @@ export async function benchTrace(database: BenchDatabase, log: (line: string) =>
       untraced: new IdempotencyStore({ pool, service: BENCH_SERVICE, ...secrets, observer: recorders.untraced }),
     };
     const principals = Array.from({ length: CALLERS }, () => randomUUID());
-    const call = (store: IdempotencyStore, worker: number, key: string) =>
-      store.execute({
-        principalId: principals[worker] ?? '',
-        key,
-        endpoint: BENCH_ENDPOINT,
-        method: 'POST',
-        body: benchBody,
-        policy: benchPolicy,
-        mode: 'claim-first',
-        work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: benchResponse }),
-      });
+    const call = (store: IdempotencyStore, worker: number, key: string) => store.execute(benchCall(principals[worker] ?? '', key));
     // The keys every replay asks for, made once (both stores share the key ring and the fingerprint secret).
     for (let worker = 0; worker < CALLERS; worker += 1) {
       await Promise.all(Array.from({ length: REPLAY_KEYS_PER_CALLER }, (_, i) => call(stores.untraced, worker, `replayed-${i}`)));
