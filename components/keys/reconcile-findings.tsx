@@ -10,6 +10,7 @@ import type { FindingKind, ReconcileAnswer, ReconcileFinding } from '@/server/id
 import { adminFetch } from '../admin-fetch';
 import { Problem } from '../banners';
 import { formatDateTime } from '../overview/format';
+import { KeyIdentityCells } from './key-identity-cells';
 
 interface ListInput {
   reason: string;
@@ -122,20 +123,7 @@ export function ReconcileFindings({ reason, service, onOpen }: { reason: string;
                         <tr key={`${row.principalId} ${row.service} ${row.scope} ${row.key}`}>
                           <td data-label="Found">{formatDateTime(row.foundAt)}</td>
                           <td data-label="Finding">{kindLabels[row.kind]}</td>
-                          <td data-label="Service and scope">
-                            {row.service}, {row.scope}
-                          </td>
-                          <td data-label="Principal">
-                            <code>{row.principalId}</code>
-                          </td>
-                          <td data-label="Idempotency key">
-                            <button type="button" className="link" onClick={() => onOpen(row)}>
-                              <code>{row.key}</code>
-                            </button>
-                          </td>
-                          <td data-label="Correlation id">
-                            <code>{row.correlationId}</code>
-                          </td>
+                          <KeyIdentityCells row={row} onOpen={onOpen} />
                           <td data-label="Effect">{effectLabels[row.effect]}</td>
                         </tr>
                       ))}

@@ -9,6 +9,7 @@ import type { UnrecordedAnswer, UnrecordedCompletion } from '@/server/idempotenc
 import { adminFetch } from '../admin-fetch';
 import { Problem } from '../banners';
 import { formatDateTime } from '../overview/format';
+import { KeyIdentityCells } from './key-identity-cells';
 
 const windows = [
   { minutes: 60, label: 'the last hour' },
@@ -73,20 +74,7 @@ export function UnrecordedCompletions({ reason, service, onOpen }: { reason: str
                   {list.data.completions.map((row) => (
                     <tr key={`${row.principalId} ${row.service} ${row.scope} ${row.key} ${row.correlationId}`}>
                       <td data-label="When">{formatDateTime(row.at)}</td>
-                      <td data-label="Service and scope">
-                        {row.service}, {row.scope}
-                      </td>
-                      <td data-label="Principal">
-                        <code>{row.principalId}</code>
-                      </td>
-                      <td data-label="Idempotency key">
-                        <button type="button" className="link" onClick={() => onOpen(row)}>
-                          <code>{row.key}</code>
-                        </button>
-                      </td>
-                      <td data-label="Correlation id">
-                        <code>{row.correlationId}</code>
-                      </td>
+                      <KeyIdentityCells row={row} onOpen={onOpen} />
                       <td data-label="Error">{row.errorClass}</td>
                     </tr>
                   ))}
