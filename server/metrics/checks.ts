@@ -137,15 +137,19 @@ function flowValues(points: FlowMinutePoint[], now: Date, thresholds: AlertThres
     if (recent.some((point) => point.claims > 0) || busy.length === 0) return { points: recent, note: '' };
     return { points: busy, note: ' (last busy minutes)' };
   };
+  // The rules judge only minutes with minimumClaimsPerMinute claims: a value drawn from quieter
+  // minutes alone (3 requests, one a mismatch: 33%) says so, never reads as a judged pass.
+  const floor = Math.max(1, thresholds.minimumClaimsPerMinute);
+  const judged = (points: FlowMinutePoint[]) => (points.some((point) => point.claims >= floor) ? '' : ` (too few claims to judge: the rule needs ${floor} a minute)`);
   const rate = within(thresholds.rateMinutes);
   const claims = rate.points.reduce((sum, point) => sum + point.claims, 0);
   const share = (pick: (point: FlowMinutePoint) => number) =>
-    claims === 0 ? 'no claims' : `${shareText(rate.points.reduce((sum, point) => sum + pick(point), 0) / claims)}${rate.note}`;
+    claims === 0 ? 'no claims' : `${shareText(rate.points.reduce((sum, point) => sum + pick(point), 0) / claims)}${rate.note}${judged(rate.points)}`;
   const slow = within(thresholds.claimP99Minutes);
   const merged = slow.points.reduce<number[]>((sum, point) => point.latency.map((count, bucket) => count + (sum[bucket] ?? 0)), []);
   const p99 = percentileOf(merged, 99);
   return {
-    claim_p99: Number.isFinite(p99) ? `${msText(p99)}${slow.note}` : 'no claims',
+    claim_p99: Number.isFinite(p99) ? `${msText(p99)}${slow.note}${judged(slow.points)}` : 'no claims',
     mismatch_rate: share((point) => point.mismatches),
     conflict_rate: share((point) => point.conflicts),
     rejection_rate: share((point) => point.rejections),

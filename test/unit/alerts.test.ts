@@ -66,6 +66,19 @@ describe('alerts', () => {
     expect(names({ ...quiet, flow: flow(10, () => ({ mismatches: 2, conflicts: 5 })) })).toEqual([]);
   });
 
+  it('shows a share or p99 drawn from minutes under the claims floor as not judged, never as a plain pass', () => {
+    // 3 requests in the window, one a mismatch: 33% over the 5% threshold, but no minute has the
+    // rule's 20 claims, so the rule neither fires nor pends; the check says why.
+    const few = { ...quiet, flow: flow(10, (m) => (m === 0 ? { claims: 3, mismatches: 1, latency: histogram(80, 3) } : { claims: 0, latency: histogram(2, 0) })) };
+    const checks = evaluateChecks(few, evaluateAlerts(few), alertThresholds);
+    const mismatch = checks.find((check) => check.name === 'mismatch_rate');
+    expect(mismatch).toMatchObject({ state: 'ok', value: '33.3% (too few claims to judge: the rule needs 20 a minute)' });
+    expect(checks.find((check) => check.name === 'claim_p99')?.value).toMatch(/ \(too few claims to judge: the rule needs 20 a minute\)$/);
+    // A judged window keeps its plain value.
+    const busy = evaluateChecks(quiet, evaluateAlerts(quiet), alertThresholds);
+    expect(busy.find((check) => check.name === 'mismatch_rate')?.value).toBe('0%');
+  });
+
   it('fires rejection_rate over 1% of claims rejected at the quota, and not under the claims floor', () => {
     expect(names({ ...quiet, flow: flow(10, () => ({ rejections: 2 })) })).toEqual(['rejection_rate']);
     expect(names({ ...quiet, flow: flow(10, () => ({ rejections: 1 })) })).toEqual([]);
