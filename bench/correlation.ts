@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { createPool } from '../db/client';
-import { explainPrepared, recordingQueryable, summarisePlan } from '../db/plan';
+import { explainPrepared, recordingQueryable, summarisePlan } from '../packages/store/test/helpers/plan';
 import type { BenchDatabase } from './database';
 import { loadCompletedKeys } from './fixtures';
 import { benchIndexCost, CORRELATION_INDEX, type IndexCost } from './stats-queries';

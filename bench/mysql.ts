@@ -2,7 +2,7 @@
 // (IdempotencyStore.execute with MysqlBackend: fingerprint, claim, trivial work, sealing,
 // completion) beside the same statements issued raw with mysql2 in the same run, one connection
 // per caller, new keys, in both modes, at 8 and 32 callers (BENCH_MYSQL_CALLERS), on a MariaDB
-// server of its own (test/helpers/mariadb-server.ts). Alternating rounds, so both sides see the
+// server of its own (packages/store/test/helpers/mariadb-server.ts). Alternating rounds, so both sides see the
 // same machine. Raw, per request:
 //   claim-first   INSERT (claim), UPDATE (completion)                              two commits
 //   transactional SELECT (no committed row), START TRANSACTION, INSERT, UPDATE, COMMIT
@@ -15,7 +15,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { IdempotencyStore, ResponseKeyRing, newCorrelationId, type ExecutionMode, type IdempotentCall } from '@retrysafe/store';
 import { MysqlBackend, mysqlStatementTexts, type MysqlQueryable } from '@retrysafe/store/mysql';
-import { startMariaDb } from '../test/helpers/mariadb-server';
+import { startMariaDb } from '../packages/store/test/helpers/mariadb-server';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun, runClosedLoopWithCpu, type RunResult } from './measure';
 

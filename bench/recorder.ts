@@ -11,7 +11,7 @@ import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';
 import { BENCH_SERVICE, benchCall } from './fixtures';
-import { mulberry32 } from '../test/helpers/flow-events';
+import { mulberry32 } from '../packages/store/test/helpers/flow-events';
 
 const EVENTS = 2_000_000;
 const CLAIMS = Number(process.env.BENCH_RECORDER_CLAIMS ?? 3_000);

@@ -5,7 +5,7 @@
 // what acknowledging a claim only once a replica has it costs. Small on purpose (six servers).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createRetrysafe } from '@retrysafe/store';
-import { startRedisCluster } from '../test/helpers/redis-cluster';
+import { startRedisCluster } from '../packages/store/test/helpers/redis-cluster';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, runClosedLoopWithCpu, type RunResult } from './measure';

@@ -24,7 +24,7 @@ import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from 'redis';
 import { createRetrysafe, newCorrelationId } from '@retrysafe/store';
 import { RedisBackend } from '@retrysafe/store/redis';
-import { startRedis } from '../test/helpers/redis';
+import { startRedis } from '../packages/store/test/helpers/redis';
 import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun, processCpuUs, runClosedLoopWithCpu, type RunResult } from './measure';

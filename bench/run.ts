@@ -20,7 +20,7 @@ import { chooseBenches } from './names';
 import { benchMysql } from './mysql';
 import { benchRedis } from './redis';
 import { benchRedisCluster } from './redis-cluster';
-import { hasRedis } from '../test/helpers/redis';
+import { hasRedis } from '../packages/store/test/helpers/redis';
 import { benchScale } from './scale';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);

@@ -15,7 +15,7 @@ import { readStoreFigures } from '../server/metrics/store-figures';
 import { readPrincipalsBehind } from '../server/metrics/principals';
 import { storeSeriesInTimeOrder } from '../test/helpers/series';
 import { rebuildSeries } from '../server/metrics/series';
-import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../db/plan';
+import { explainPrepared, recordingQueryable, summarisePlan, type PlanNode } from '../packages/store/test/helpers/plan';
 import { ensurePolicies } from '../server/retention/policies';
 import { defaultPolicyFields } from '../server/demo/policies';
 import type { BenchDatabase } from './database';

@@ -5,7 +5,7 @@
 // pooler failed after the work ran is retried within the lease (the store's
 // completionRetries); one that could not be recorded is reported, and shows as a takeover.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { hasPgBouncer, startPgBouncer, type PgBouncer } from '../test/helpers/pgbouncer';
+import { hasPgBouncer, startPgBouncer, type PgBouncer } from '../packages/store/test/helpers/pgbouncer';
 import { setPooledSearchPath } from '../db/topology';
 import { underLoad, type Fault, type Harness } from './harness';
 

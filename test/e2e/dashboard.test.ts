@@ -12,7 +12,7 @@ import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { expectAccessible } from '../helpers/axe';
 import { useTestDatabase } from '../helpers/database';
 import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
-import { sleep } from '../helpers/store';
+import { sleep } from '../../packages/store/test/helpers/store';
 
 const SENTINEL = 'SENTINEL-ui-93be';
 /** Another service beside the demo, for the Service pickers of /claims and /retention. */

@@ -14,7 +14,7 @@ import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { createPayment, refundsWithDuplicates } from '../helpers/incident';
 import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
-import { sleep } from '../helpers/store';
+import { sleep } from '../../packages/store/test/helpers/store';
 
 const WIDTH = 390;
 const REFUNDS = 'POST /api/v1/refunds';

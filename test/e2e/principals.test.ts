@@ -9,7 +9,7 @@ import { hasChromium, SCREENSHOTS_DIR } from '../helpers/browser';
 import { useTestDatabase } from '../helpers/database';
 import { closeChecked, useSignedInBrowser } from '../helpers/signed-in-browser';
 import { cleanPayments, createPayment, refundsWithDuplicates } from '../helpers/incident';
-import { sleep } from '../helpers/store';
+import { sleep } from '../../packages/store/test/helpers/store';
 
 describe.skipIf(!hasChromium)('the principals table and principal search in Chromium', () => {
   const db = useTestDatabase();

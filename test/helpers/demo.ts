@@ -5,7 +5,7 @@ import { FakeProcessor } from '../../server/demo/processor';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
 import type { EndpointPolicy } from '@retrysafe/store';
 import type { LiveKeyQuota } from '@retrysafe/store';
-import { createTestStore } from './store';
+import { createTestStore } from '../../packages/store/test/helpers/store';
 
 export interface DemoHarness {
   api: DemoApi;

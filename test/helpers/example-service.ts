@@ -8,7 +8,7 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../db/embedded';
-import { installPackedStore, ROOT, run } from './packed-store';
+import { installPackedStore, run } from '../../packages/store/test/helpers/packed-store';
 
 export interface ExampleProject {
   dir: string;
@@ -35,7 +35,7 @@ export async function installExample(packages: string[] = []): Promise<ExamplePr
   const secrets = { IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'), RESPONSE_ENCRYPTION_KEYS: `o1:${randomBytes(32).toString('base64')}` };
   try {
     await installPackedStore(dir, 'orders', ['express@5.3.0', ...packages]);
-    await copyFile(join(ROOT, 'examples/orders-express/server.mjs'), join(dir, 'server.mjs'));
+    await copyFile(join(import.meta.dirname, '../../examples/orders-express/server.mjs'), join(dir, 'server.mjs'));
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
     throw error;

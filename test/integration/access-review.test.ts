@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperatorAuth, readOperatorSession, signInOperator, type OperatorAuth, type SessionOperator } from '../../server/auth/operator-auth';
 import { changeOperator, createOperator } from '../../server/auth/operators';
 import { exportAccessReview, readAccessReview } from '../../server/auth/access-review';
-import { explainPrepared, planNodes, recordingQueryable } from '../../db/plan';
+import { explainPrepared, planNodes, recordingQueryable } from '../../packages/store/test/helpers/plan';
 import { useTestDatabase } from '../helpers/database';
 
 const PASSWORD = 'correct horse battery';

@@ -3,7 +3,7 @@
 // readAlertInputs, the overview shows them, and /api/metrics exports them as firing.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { explainPrepared, recordingQueryable, type PlanCacheMode } from '../../db/plan';
+import { explainPrepared, recordingQueryable, type PlanCacheMode } from '../../packages/store/test/helpers/plan';
 import { alertChoiceFlowText, alertCountsText, alertIdleLatencyText, alertLatencyText, alertThresholds, evaluateAlerts, readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { rebuildSeries } from '../../server/metrics/series';

@@ -3,7 +3,7 @@
 // tables large enough for the planner to prefer a sequential scan if it could.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { explainPrepared as explain, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { attemptStatementTexts } from '../../server/idempotency/attempts';
 import { sweepAttemptsTexts } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';

@@ -11,7 +11,7 @@ import { keyListSchema, listPrincipalKeys, lookUpKey } from '../../server/idempo
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { postgresKeyAccess } from '../helpers/key-access';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, LiveKeyQuota, principal, simpleCall, testPolicy, TEST_SERVICE } from '../helpers/store';
+import { createTestStore, LiveKeyQuota, principal, simpleCall, testPolicy, TEST_SERVICE } from '../../packages/store/test/helpers/store';
 
 /** A pool whose statements are counted (every client.query, whatever calls it). */
 function countingPool(url: string): { pool: pg.Pool; statements: () => number } {

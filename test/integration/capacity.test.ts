@@ -5,7 +5,7 @@
 // it; and its statements served by the catalog and primary keys, never a scan.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { explainPrepared, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared, recordingQueryable, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { alertThresholds, evaluateAlertStates, readAlertInputs } from '../../server/metrics/alerts';
 import { readCapacity, readIndexMemory } from '../../server/metrics/capacity';
 import { evaluateChecks } from '../../server/metrics/checks';

@@ -14,7 +14,7 @@ import { AUTH_ROLE } from '../../db/dashboard-access';
 import { changePolicy, ensurePolicies, fieldsOf, getPolicy } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
-import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, testPolicy } from '../../packages/store/test/helpers/store';
 import { createOperator } from '../../server/auth/operators';
 
 const denied = { code: '42501' };

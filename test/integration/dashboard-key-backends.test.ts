@@ -18,9 +18,9 @@ import { freePort } from '../../db/embedded';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey } from '../../server/idempotency/key-metadata';
 import { releaseStaleClaim } from '../../server/retention/stale-claims';
 import { useTestDatabase } from '../helpers/database';
-import { hasMariaDb, useMariaDb } from '../helpers/mariadb';
-import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
-import { jsonResult, newResponseKey, principal, sleep, testPolicy } from '../helpers/store';
+import { hasMariaDb, useMariaDb } from '../../packages/store/test/helpers/mariadb';
+import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/helpers/redis';
+import { jsonResult, newResponseKey, principal, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SENTINEL = 'SENTINEL-key-backends-7f3a';
 const REDIS_SERVICE = 'orders-redis';

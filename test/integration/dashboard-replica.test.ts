@@ -23,8 +23,8 @@ import { thresholdsWith } from '../../server/metrics/alerts';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { readReplicaLag } from '../../server/metrics/replica-lag';
 import { findReplicaBinaries, startStreamingReplica, type StreamingReplica } from '../helpers/replica';
-import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
-import { withDatabase } from '../helpers/database-url';
+import { createTestStore, jsonResult, principal, testPolicy } from '../../packages/store/test/helpers/store';
+import { withDatabase } from '../../packages/store/test/helpers/database-url';
 
 const binaries = findReplicaBinaries();
 if (!('dir' in binaries)) process.stdout.write(`SKIPPED: the dashboard-on-a-standby tests need PostgreSQL's binaries: ${binaries.missing}\n`);

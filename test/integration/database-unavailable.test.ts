@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createPool } from '../../db/client';
 import { useTestDatabase } from '../helpers/database';
 import { createDemoHarness, post } from '../helpers/demo';
-import { testPolicy } from '../helpers/store';
+import { testPolicy } from '../../packages/store/test/helpers/store';
 
 const PAYMENTS = '/api/v1/payments';
 const body = { amount: 500, currency: 'EUR' };

@@ -17,7 +17,7 @@ import { FakeProcessor } from '../../server/demo/processor';
 import { TrafficGenerator } from '../../server/demo/traffic';
 import { overviewQuery, readOverview, type Overview } from '../../server/metrics/overview';
 import { createTestDatabase, useTestDatabase } from '../helpers/database';
-import { newResponseKey, sleep } from '../helpers/store';
+import { newResponseKey, sleep } from '../../packages/store/test/helpers/store';
 
 function cli(args: string[], env: Record<string, string>) {
   const result = spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'server/cli/main.ts', ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });

@@ -14,7 +14,7 @@ import { TrafficGenerator } from '../../server/demo/traffic';
 import { alertThresholds } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { useTestDatabase } from '../helpers/database';
-import { newResponseKey, sleep } from '../helpers/store';
+import { newResponseKey, sleep } from '../../packages/store/test/helpers/store';
 
 describe('demo traffic stays under every threshold', () => {
   const db = useTestDatabase();

@@ -16,7 +16,7 @@ import { createRetrysafe } from '@retrysafe/store';
 import { migrate as retrysafeMigrate } from '@retrysafe/store/migrate';
 import { migrateDatabase, readJournal } from '../../db/migrate';
 import { createTestDatabase } from '../helpers/database';
-import { jsonResult, testPolicy } from '../helpers/store';
+import { jsonResult, testPolicy } from '../../packages/store/test/helpers/store';
 
 /** The foreign application's migrations, as drizzle-kit lays them out. */
 const FOREIGN_MIGRATIONS = [

@@ -8,7 +8,7 @@ import { postgresKeyAccess } from '../helpers/key-access';
 import { ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields, PAYMENTS_ENDPOINT } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SENTINEL = 'SENTINEL-lookup-5d1e';
 

@@ -32,7 +32,7 @@ import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/st
 import { ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields, PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
-import { principal } from '../helpers/store';
+import { principal } from '../../packages/store/test/helpers/store';
 
 const PAYMENTS = PAYMENTS_ENDPOINT;
 const REFUNDS = REFUNDS_ENDPOINT;

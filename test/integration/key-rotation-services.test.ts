@@ -10,7 +10,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { ResponseKeyRing, type IdempotencyStore, type IdempotentCall, type ResponseKey } from '@retrysafe/store';
 import { rotateResponseKeys } from '../../server/idempotency/key-rotation';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, newResponseKey, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, newResponseKey, principal, testPolicy } from '../../packages/store/test/helpers/store';
 
 const ENDPOINT = 'POST /orders';
 const A = 'orders';

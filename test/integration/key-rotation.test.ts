@@ -4,12 +4,12 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { explainPrepared, summarisePlan } from '../../db/plan';
+import { explainPrepared, summarisePlan } from '../../packages/store/test/helpers/plan';
 import { rotateResponseKeys, rotationStatementTexts, type RotationSummary } from '../../server/idempotency/key-rotation';
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
 import type { IdempotencyStore, IdempotentCall } from '@retrysafe/store';
 import { layouts, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../../packages/store/test/helpers/store';
 
 const ENDPOINT = 'POST /api/v1/payments';
 

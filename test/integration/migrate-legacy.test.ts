@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { createRetrysafe, STORE_SCHEMA_VERSION } from '@retrysafe/store';
 import { DEMO_MIGRATIONS, SERVER_MIGRATIONS, migrateDatabase, readJournal } from '../../db/migrate';
 import { createTestDatabase, layouts } from '../helpers/database';
-import { jsonResult, testPolicy } from '../helpers/store';
+import { jsonResult, testPolicy } from '../../packages/store/test/helpers/store';
 
 const DRIZZLE_ERA = fileURLToPath(new URL('../fixtures/drizzle-era-migrations', import.meta.url));
 const responseKeys = `k1:${randomBytes(32).toString('base64')}`;

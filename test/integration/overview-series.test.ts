@@ -11,7 +11,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { FlowRecorder, observeAll, SERIES_STEPS, type ClaimOutcome } from '@retrysafe/store';
 import { MIGRATIONS_FOLDER, migrateDatabase, readJournal } from '../../db/migrate';
-import { explainPrepared, explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../db/plan';
+import { explainPrepared, explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../packages/store/test/helpers/plan';
 import { readAlertInputs } from '../../server/metrics/alerts';
 import { knownOverviewNames } from '../../server/metrics/overview-names';
 import { overviewQuery, overviewRanges, overviewSteps, readOverview, type Overview, type OverviewRange } from '../../server/metrics/overview';

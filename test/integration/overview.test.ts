@@ -7,7 +7,7 @@ import { rebuildSeries } from '../../server/metrics/series';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { sampleStoreStats } from '../../server/metrics/sampler';
 import { useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, principal, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, testPolicy } from '../../packages/store/test/helpers/store';
 
 describe('overview', () => {
   const db = useTestDatabase();

@@ -9,11 +9,11 @@ import { DEMO_SERVICE } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
-import { explainPrepared } from '../../db/plan';
+import { explainPrepared } from '../../packages/store/test/helpers/plan';
 import { principalKeysStatement } from '@retrysafe/store/postgres';
 import { keyListSchema, listPrincipalKeys, type KeyList } from '../../server/idempotency/key-metadata';
 import { postgresKeyAccess } from '../helpers/key-access';
-import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const DAY_MS = 86_400_000;
 

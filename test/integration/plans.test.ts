@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { staleClaimTexts } from '../../server/retention/stale-claims';
 import { sweepChunkText } from '../../server/retention/sweeper';
-import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { readAlertInputs } from '../../server/metrics/alerts';
 import { overviewQuery, readOverview, readOverviewEvents } from '../../server/metrics/overview';
 import { readBaseline } from '../../server/metrics/sampler';

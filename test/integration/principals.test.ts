@@ -12,9 +12,9 @@ import { correlationLookupSchema, lookUpCorrelation } from '../../server/idempot
 import { postgresKeyAccess } from '../helpers/key-access';
 import { principalSearchQuery, readPrincipalsBehind, searchPrincipals } from '../../server/metrics/principals';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
-import { explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../db/plan';
+import { explainPrepared as explain, recordingQueryable, type PlanCacheMode } from '../../packages/store/test/helpers/plan';
 import { useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SENTINEL = 'SENTINEL-correlation-77a1';
 

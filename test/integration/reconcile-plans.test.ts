@@ -6,7 +6,7 @@
 // table, then on one with 200 services' findings, analyzed.
 import { describe, expect, it } from 'vitest';
 import { reconcileStatementTexts } from '@retrysafe/store/redis';
-import { explainPrepared as explain, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { findingCountsText, findingsText } from '../../server/idempotency/reconcile';
 import { sweepAttemptsTexts } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';

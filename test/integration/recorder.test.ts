@@ -9,7 +9,7 @@ import { FlowRecorder } from '@retrysafe/store';
 import { rollUpFlowMetrics } from '../../server/metrics/rollup';
 import { rebuildSeries } from '../../server/metrics/series';
 import { useTestDatabase } from '../helpers/database';
-import { flowEvents } from '../helpers/flow-events';
+import { flowEvents } from '../../packages/store/test/helpers/flow-events';
 
 const run = promisify(execFile);
 const FIXED_MINUTE = Date.UTC(2026, 0, 1, 12, 0, 0);

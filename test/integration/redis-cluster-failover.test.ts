@@ -16,9 +16,9 @@ import { createRetrysafe } from '@retrysafe/store';
 import { idempotent } from '@retrysafe/store/fetch';
 import { recordKey } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
-import { hasRedis } from '../helpers/redis';
-import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster';
-import { jsonResult, sleep, testPolicy } from '../helpers/store';
+import { hasRedis } from '../../packages/store/test/helpers/redis';
+import { startRedisCluster, type TestRedisCluster } from '../../packages/store/test/helpers/redis-cluster';
+import { jsonResult, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const ENDPOINT = 'POST /orders';
 const SERVICE = 'orders-cluster';

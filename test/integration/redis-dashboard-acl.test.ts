@@ -8,8 +8,8 @@ import { IdempotencyStore, ResponseKeyRing } from '@retrysafe/store';
 import { connectRedis, RedisBackend, RedisKeyReads, recordKey, type RedisConnection } from '@retrysafe/store/redis';
 import { checkKeyBackends } from '../../server/key-backends';
 import { useTestDatabase } from '../helpers/database';
-import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
-import { jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/helpers/redis';
+import { jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../../packages/store/test/helpers/store';
 
 /** The ACL of docs/redis.md ("A least-privilege Redis user for the dashboard"), password aside. */
 const DASHBOARD_ACL = ['resetkeys', '~retrysafe:*', 'resetchannels', '-@all', '+hmget', '+zrange', '+time', '+ping', '+info'];

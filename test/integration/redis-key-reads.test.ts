@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { IdempotencyStore, ResponseKeyRing, type IdempotentCall } from '@retrysafe/store';
 import { principalIndexKey, RedisKeyReads, recordKey } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
-import { keyBackendKinds, useKeyBackend } from '../helpers/store-backends';
-import { jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { keyBackendKinds, useKeyBackend } from '../../packages/store/test/helpers/store-backends';
+import { jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../../packages/store/test/helpers/store';
 
 describe.runIf(keyBackendKinds.includes('redis'))('key reads of records in Redis', () => {
   const db = useTestDatabase();

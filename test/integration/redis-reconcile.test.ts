@@ -16,7 +16,7 @@ import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
 import { postgresKeyAccess } from '../helpers/key-access';
-import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
+import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/helpers/redis';
 
 const SERVICE = 'orders-reconcile';
 const SCOPE = 'POST /orders';

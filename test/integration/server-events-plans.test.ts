@@ -2,7 +2,7 @@
 // by their indexes under a limit: proven by EXPLAIN, custom and generic plans, on tables never
 // analyzed (a new install) and on tables of a year's churn, analyzed.
 import { describe, expect, it } from 'vitest';
-import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, recordingQueryable, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { readAlertHistory } from '../../server/metrics/alert-history';
 import { readInstanceStarts } from '../../server/instance-starts';
 import { useTestDatabase } from '../helpers/database';

@@ -12,7 +12,7 @@ import { INTERRUPTED_RUN_ERROR, sweepOnce } from '../../server/retention/sweeper
 import { createPool } from '../../db/client';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../helpers/store';
+import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SCOPE = 'POST /api/sweep-test';
 const run = promisify(execFile);

@@ -14,7 +14,7 @@ import { migrateDatabase } from '../../db/migrate';
 import { checkDatabaseUrl, checkDirectUrl, checkPooledSearchPath, setPooledSearchPath } from '../../db/topology';
 import { ConfigurationError } from '../../server/config';
 import { useTestDatabase } from '../helpers/database';
-import { hasPgBouncer, pgBouncerPrepares, preparedPgBouncerPath, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer';
+import { hasPgBouncer, pgBouncerPrepares, preparedPgBouncerPath, startPgBouncer, type PgBouncer } from '../../packages/store/test/helpers/pgbouncer';
 
 const run = promisify(execFile);
 

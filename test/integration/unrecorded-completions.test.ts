@@ -16,7 +16,7 @@ import { listUnrecordedCompletions } from '../../server/idempotency/unrecorded';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { useTestDatabase } from '../helpers/database';
 import { postgresKeyAccess } from '../helpers/key-access';
-import { jsonResult, testPolicy } from '../helpers/store';
+import { jsonResult, testPolicy } from '../../packages/store/test/helpers/store';
 
 const responseKeys = `k1:${randomBytes(32).toString('base64')}`;
 const SERVICE = 'orders';

@@ -4,7 +4,7 @@
 // in custom and generic plan mode on a new, never-analyzed table and again on one large enough
 // for the planner to prefer a sequential scan if it could.
 import { describe, expect, it } from 'vitest';
-import { explainPrepared as explain, type PlanNode } from '../../db/plan';
+import { explainPrepared as explain, type PlanNode } from '../../packages/store/test/helpers/plan';
 import { alertUnrecordedText } from '../../server/metrics/alerts';
 import { unrecordedListText } from '../../server/idempotency/unrecorded';
 import { sweepAttemptsTexts } from '../../server/retention/sweeper';

@@ -9,7 +9,7 @@ import { acquireEmbeddedPostgres, type EmbeddedCluster } from '../../db/embedded
 import { migrateDatabase } from '../../db/migrate';
 import { ensureDashboardLogin } from '../../db/dashboard-access';
 import { randomBytes } from 'node:crypto';
-import { withDatabase } from '../helpers/database-url';
+import { withDatabase } from '../../packages/store/test/helpers/database-url';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TrafficGenerator } from '../../server/demo/traffic';
 import { useTestDatabase } from '../helpers/database';
 import { startServer, type RunningServer } from '../helpers/server';
-import { createTestStore, sleep, testPolicy } from '../helpers/store';
+import { createTestStore, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const TOKEN = 'test-metrics-token-0123456789';
 

@@ -9,7 +9,7 @@ import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../helpers/database';
 import { installExample, type ExampleProject, type RunningExample } from '../helpers/example-service';
-import { hasMariaDb, startMariaDb, type MariaDb } from '../helpers/mariadb';
+import { hasMariaDb, startMariaDb, type MariaDb } from '../../packages/store/test/helpers/mariadb';
 
 describe.skipIf(!hasMariaDb)('examples/orders-express with BACKEND=mysql, from the tarball', () => {
   const db = useTestDatabase();

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../helpers/database';
 import { installExample, type ExampleProject, type RunningExample } from '../helpers/example-service';
-import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
+import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/helpers/redis';
 
 const SERVICE = 'orders-redis-example';
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
 import { ensurePolicies, fieldsOf as policyFieldsOf, getPolicy } from '../../server/retention/policies';
 import { defaultPolicyFields, paymentsPolicy, DEMO_SERVICE, PAYMENTS_ENDPOINT } from '../../server/demo/policies';
-import { createTestStore } from '../helpers/store';
+import { createTestStore } from '../../packages/store/test/helpers/store';
 import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';

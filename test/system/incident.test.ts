@@ -14,7 +14,7 @@ import { useTestDatabase } from '../helpers/database';
 import { signInEveryRole } from '../helpers/operators';
 import { startServer, type RunningServer } from '../helpers/server';
 import { cleanPayments, createPayment, refundsWithDuplicates } from '../helpers/incident';
-import { sleep } from '../helpers/store';
+import { sleep } from '../../packages/store/test/helpers/store';
 
 const FLUSH_SECONDS = 1;
 const RATE_MINUTES = 1;

@@ -11,7 +11,7 @@ import { DASHBOARD_LOGIN } from '../../db/dashboard-access';
 import { createTenant, type CreatedTenant } from '../../server/demo/tenants';
 import { createTestDatabase, dashboardUrlFor } from '../helpers/database';
 import { submitLoginForm } from '../helpers/login-form';
-import { hasPgBouncer, preparedPgBouncerPath, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer';
+import { hasPgBouncer, preparedPgBouncerPath, startPgBouncer, type PgBouncer } from '../../packages/store/test/helpers/pgbouncer';
 import { startServer, testAdmin, type RunningServer } from '../helpers/server';
 import pg from 'pg';
 

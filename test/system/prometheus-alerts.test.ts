@@ -20,7 +20,7 @@ import { prometheusRuleFile } from '../../server/metrics/prometheus-rules';
 import { useTestDatabase } from '../helpers/database';
 import { prometheusPath, promtoolPath } from '../helpers/prometheus';
 import { startServer, type RunningServer } from '../helpers/server';
-import { sleep } from '../helpers/store';
+import { sleep } from '../../packages/store/test/helpers/store';
 
 const promtool = promtoolPath();
 const prometheus = prometheusPath();

@@ -7,11 +7,11 @@ import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend } from '@ret
 import { mysqlDashboardGrants, MysqlBackend } from '@retrysafe/store/mysql';
 import { RedisBackend } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
-import { hasMariaDb, useMariaDb } from '../helpers/mariadb';
+import { hasMariaDb, useMariaDb } from '../../packages/store/test/helpers/mariadb';
 import { signInEveryRole } from '../helpers/operators';
-import { hasRedis, startRedis, type TestRedis } from '../helpers/redis';
+import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/helpers/redis';
 import { startServer, type RunningServer } from '../helpers/server';
-import { jsonResult, newResponseKey, principal, testPolicy } from '../helpers/store';
+import { jsonResult, newResponseKey, principal, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SENTINEL = 'SENTINEL-9b2e-keys-elsewhere';
 const ENDPOINT = 'POST /orders';

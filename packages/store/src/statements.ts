@@ -14,7 +14,7 @@ import type pg from 'pg';
  * while the table grows, until an ANALYZE (an empty future partition analyzed by a
  * database-wide ANALYZE would be scanned whole for every request of its day). With sequential
  * scans disabled the primary key wins whatever the statistics say; the plans are otherwise the
- * same, so it costs nothing (measured with pgbench). Proven by test/integration/request-path-plans.
+ * same, so it costs nothing (measured with pgbench). Proven by packages/store/test/integration/request-path-plans.
  */
 export const STORE_SESSION_OPTIONS = '-c enable_seqscan=off';
 
@@ -59,7 +59,7 @@ export function storePoolSettings(pooler?: PoolerMode): typeof STORE_POOL_SETTIN
  * transactions instead, in the same simple query as the BEGIN (no round trip of its own). The
  * store's statements are then unnamed (planned with their values at each execution, never a
  * generic plan), and those outside a transaction of the request run in a transaction of their
- * own that opens with this (backend.ts). Proven by test/integration/request-path-plans.
+ * own that opens with this (backend.ts). Proven by packages/store/test/integration/request-path-plans.
  */
 export const POOLER_TRANSACTION_SETTINGS = 'SET LOCAL enable_seqscan = off';
 

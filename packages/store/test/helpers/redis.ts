@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectRedis, type RedisConnection } from '@retrysafe/store/redis';
-import { freePort } from '../../db/embedded';
+import { freePort } from './free-port';
 
 function findRedisServer(): string | undefined {
   if (process.env.REDIS_SERVER_PATH) return existsSync(process.env.REDIS_SERVER_PATH) ? process.env.REDIS_SERVER_PATH : undefined;

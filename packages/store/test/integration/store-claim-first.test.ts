@@ -8,7 +8,7 @@ import pg from 'pg';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
 import { runnable, storeConnections, useTestDatabase } from '../helpers/database';
-import { createTestStore, jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { CLAIM_AND_HANG, createTestStore, jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
@@ -133,7 +133,7 @@ describe.each(storeConnections.filter(runnable))('store, claim-first mode ($name
     const leaseMs = 1_500;
     const child = spawn(
       process.execPath,
-      ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), layout],
+      ['--conditions=retrysafe-source', '--import', 'tsx', CLAIM_AND_HANG, db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), layout],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     await new Promise<void>((claimed, fail) => {

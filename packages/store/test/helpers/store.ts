@@ -1,4 +1,5 @@
 // A real store on a test file's database, with a recorder of its flow events.
+import { join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { FlowEvent, FlowObserver, PoolerMode } from '@retrysafe/store';
@@ -6,10 +7,9 @@ import type { EndpointPolicy, IdempotencyBackend } from '@retrysafe/store';
 import { LiveKeyQuota } from '@retrysafe/store';
 import { ResponseKeyRing, type ResponseKey } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
-import { DEMO_SERVICE } from '../../server/demo/policies';
 
-/** The service a test store answers for unless told otherwise: the demo's (the single service before services existed). */
-export const TEST_SERVICE = DEMO_SERVICE;
+/** The service a test store answers for unless told otherwise: `demo`, the one service of installs from before services existed (and the Retrysafe server's demo API's). */
+export const TEST_SERVICE = 'demo';
 
 export const testPolicy: EndpointPolicy = {
   scopeMode: 'endpoint',
@@ -99,3 +99,6 @@ export function simpleCall(principalId: string, mode: IdempotentCall['mode'], ex
 export const principal = () => randomUUID();
 export const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 export { LiveKeyQuota };
+
+/** A process that claims a key and hangs in its work until killed (argv: url, principal, key, leaseMs, secret hex, response key hex, layout or backend). */
+export const CLAIM_AND_HANG = join(import.meta.dirname, '../fixtures/claim-and-hang.ts');

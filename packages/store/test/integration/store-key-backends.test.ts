@@ -24,7 +24,7 @@ import { RedisBackend, RedisUnavailableError, recordKey } from '@retrysafe/store
 import { useTestDatabase } from '../helpers/database';
 import { startRedis } from '../helpers/redis';
 import { keyBackendKinds, keyBackendKindsWithCluster, useKeyBackend } from '../helpers/store-backends';
-import { createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { CLAIM_AND_HANG, createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
@@ -187,7 +187,7 @@ describe.each(keyBackendKindsWithCluster)('key records on %s (claim-first)', (ki
     const { store } = testStore({ secret, keys: [responseKey] });
     const p = principal();
     const leaseMs = 1_500;
-    const args = ['--conditions=retrysafe-source', '--import', 'tsx', 'test/fixtures/claim-and-hang.ts', db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), 'plain'];
+    const args = ['--conditions=retrysafe-source', '--import', 'tsx', CLAIM_AND_HANG, db.url, p, 'k', String(leaseMs), secret.toString('hex'), responseKey.key.toString('hex'), 'plain'];
     const backendUrl = keys.url();
     if (backendUrl) args.push(backendUrl);
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
-const packageDir = join(import.meta.dirname, '../../packages/store');
+const packageDir = join(import.meta.dirname, '../..');
 const manifestSchema = z.object({
   dependencies: z.record(z.string(), z.string()),
   peerDependencies: z.record(z.string(), z.string()),

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../db/embedded';
+import { freePort } from './free-port';
 import { redisServerPath } from './redis';
 
 const run = promisify(execFile);

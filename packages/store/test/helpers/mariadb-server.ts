@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql, { type Pool } from 'mysql2/promise';
 import { migrateMysql, MYSQL_POOL_SETTINGS } from '@retrysafe/store/mysql';
-import { freePort } from '../../db/embedded';
+import { freePort } from './free-port';
 
 function which(name: string): string | undefined {
   for (const dir of ['/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin']) if (existsSync(join(dir, name))) return join(dir, name);

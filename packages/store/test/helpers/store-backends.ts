@@ -23,7 +23,7 @@ export const keyBackendKindsWithCluster: KeyBackendKind[] = hasRedis ? [...keyBa
 
 /**
  * A Redis Cluster seen as a TestRedis: `url` is `cluster:<node url>,<node url>...` (what
- * test/fixtures/claim-and-hang.ts takes), `command` goes to the key's master.
+ * test/fixtures/claim-and-hang.ts (CLAIM_AND_HANG) takes), `command` goes to the key's master.
  */
 async function startClusterAsTestRedis(): Promise<TestRedis> {
   const cluster = await startRedisCluster();

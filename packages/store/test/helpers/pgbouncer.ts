@@ -8,9 +8,9 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
-import { freePort } from '../../db/embedded';
+import { freePort } from './free-port';
 
 function findPgBouncer(): string | undefined {
   if (process.env.PGBOUNCER_PATH) return existsSync(process.env.PGBOUNCER_PATH) ? process.env.PGBOUNCER_PATH : undefined;
@@ -44,13 +44,20 @@ export const pgBouncerVersion = pgBouncerPath ? versionOf(pgBouncerPath) : undef
 /** Whether the default binary tracks prepared statements (1.21 and later). */
 export const pgBouncerPrepares = tracksPrepared(pgBouncerVersion);
 
+function ancestors(dir: string): string[] {
+  const parent = dirname(dir);
+  return parent === dir ? [dir] : [dir, ...ancestors(parent)];
+}
+
 /**
  * A PgBouncer that tracks prepared statements (1.21 and later), for the `transaction-prepared`
  * pooler mode: PGBOUNCER_PREPARED_PATH, else the default binary when it is recent enough, else
  * the one scripts/build-pgbouncer.sh builds from Debian's source package (Debian 12 ships 1.18).
  */
 export const preparedPgBouncerPath = ((): string | undefined => {
-  const candidates = [process.env.PGBOUNCER_PREPARED_PATH, pgBouncerPrepares ? pgBouncerPath : undefined, join(process.cwd(), 'node_modules/.cache/pgbouncer/bin/pgbouncer')];
+  // The build's cache, in the node_modules of this folder or of any above it (the package's tests run from packages/store, the server's from the root).
+  const built = ancestors(import.meta.dirname).map((dir) => join(dir, 'node_modules/.cache/pgbouncer/bin/pgbouncer'));
+  const candidates = [process.env.PGBOUNCER_PREPARED_PATH, pgBouncerPrepares ? pgBouncerPath : undefined, ...built];
   return candidates.find((candidate): candidate is string => candidate !== undefined && candidate !== '' && existsSync(candidate) && tracksPrepared(versionOf(candidate)));
 })();
 

@@ -5,10 +5,11 @@
 // same with its key records in Redis.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/database';
-import { installPackedStore, ROOT, run } from '../helpers/packed-store';
+import { installPackedStore, run } from '../helpers/packed-store';
 import { hasRedis, startRedis } from '../helpers/redis';
 
 const SERVICE = `
@@ -122,7 +123,7 @@ describe('@retrysafe/store from its tarball', () => {
   let tarball = '';
 
   beforeAll(async () => {
-    db = await createTestDatabase({ empty: true, serverSearchPath: false });
+    db = await createTestDatabase({ empty: true, searchPath: false });
     dir = await mkdtemp(join(tmpdir(), 'retrysafe-adopter-'));
     tarball = await installPackedStore(dir, 'adopter', ['express@5.3.0']);
   }, 180_000);
@@ -184,7 +185,7 @@ describe('@retrysafe/store from its tarball', () => {
   it('type-checks for a TypeScript adopter with skipLibCheck off and no mysql2; with mysql2, context.db is mysql2\'s', async () => {
     // Only what the package's own declarations name: pg's types (@types/pg, the adopter's to install) and Node's.
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', '@types/node@20.19.43', '@types/pg@8.23.1'], { cwd: dir });
-    const tsc = (project: string) => run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: dir, timeout: 120_000 });
+    const tsc = (project: string) => run(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', project], { cwd: dir, timeout: 120_000 });
     const tsconfig = (file: string) => JSON.stringify({ compilerOptions: { strict: true, skipLibCheck: false, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true, types: ['node'] }, files: [file] });
     await writeFile(join(dir, 'postgres-only.ts'), TYPED_SERVICE);
     await writeFile(join(dir, 'tsconfig.postgres.json'), tsconfig('postgres-only.ts'));

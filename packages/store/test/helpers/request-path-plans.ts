@@ -4,7 +4,7 @@
 // 10-million-row bench.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { explainNested, explainPrepared, offPrimaryKey, type PlanCacheMode, type PlanNode } from '../../db/plan';
+import { explainNested, explainPrepared, offPrimaryKey, type PlanCacheMode, type PlanNode } from './plan';
 import { keyReadStatementTexts, partitionedStatementTexts, storeStatementTexts, type KeyIdentity } from '@retrysafe/store/postgres';
 
 export interface RequestPathStatement {

@@ -1,6 +1,7 @@
 // The MySQL/MariaDB backend's migrations: applied to a service's own database beside its tables,
 // idempotently, by processes that may start at once (GET_LOCK), and through the package's CLI.
 import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { describe, expect, it } from 'vitest';
 import { checkMysqlSchema, migrateMysql, readMysqlMigrations } from '@retrysafe/store/mysql';
@@ -42,7 +43,7 @@ describe.skipIf(!hasMariaDb)('MySQL/MariaDB migrations', () => {
     const server = await startMariaDb();
     try {
       const run = (args: string[]) =>
-        spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'packages/store/src/cli.ts', ...args], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
+        spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', join(import.meta.dirname, '../../src/cli.ts'), ...args], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: '' } });
       const first = run(['migrate', '--mysql', server.uri]);
       expect(first.stderr).toBe('');
       expect(first.status).toBe(0);
