@@ -72,7 +72,7 @@ export async function createTestDatabase(options: { empty?: boolean; layout?: St
         await new Promise((done) => setTimeout(done, 100));
       }
     }
-    if (options.serverSearchPath !== false) await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, public`);
+    if (options.serverSearchPath !== false) await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
   } finally {
     await admin.end();
   }
