@@ -138,6 +138,9 @@ describe("the package's own migrate()", () => {
       expect(keys.rows[0]?.kind).toBe(layout === 'partitioned' ? 'p' : 'r');
       expect((await client.query<{ version: number }>('SELECT retrysafe.retrysafe_store_schema_version() AS version')).rows[0]?.version).toBe(10);
       expect(await migrationStatus(client)).toEqual({ current: '0028_store_baseline', latest: '0028_store_baseline', pending: [] });
+      // An older @retrysafe/store (its folder ends at 0027, its migrator knows no baseline) finds nothing to run here.
+      const older: MigrationSet = { ...STORE_MIGRATIONS, baseline: undefined, folder: await folderUpTo(STORE_MIGRATIONS.folder, '0027_redis_reconcile', `older-${layout}`) };
+      expect((await applyMigrations(client, older, { settings: { 'retrysafe.store_layout': layout } })).applied).toEqual([]);
     } finally {
       await client.end();
       await db.drop();
