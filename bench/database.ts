@@ -31,7 +31,7 @@ export async function openBenchDatabase(options: { layout?: 'plain' | 'partition
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   // The benches' own SQL names tables as the server's queries do: look where the server's pools do (db/client.ts).
-  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, public`);
+  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
   const { rows } = await admin.query<{ server_version: string }>('SHOW server_version');
   await admin.end();
   const url = new URL(adminUrl);

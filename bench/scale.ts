@@ -224,7 +224,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${name}`);
-  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, public`);
+  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
   await admin.end();
   const url = new URL(cluster.adminUrl);
   url.pathname = `/${name}`;

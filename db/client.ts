@@ -88,7 +88,7 @@ function withSessionOptions(connectionString: string, options: string | undefine
  * without their schema: its connections look in retrysafe, then the demo's retrysafe_demo.
  * (@retrysafe/store's statements name retrysafe themselves and need no search_path.)
  */
-export const SERVER_SEARCH_PATH_OPTIONS = '-c search_path=retrysafe,retrysafe_demo';
+export const SERVER_SEARCH_PATH_OPTIONS = '-c search_path=retrysafe,retrysafe_demo,retrysafe_server';
 
 /** Connections of the dashboard's pool: an overview's reads run at once on them (the monitoring bench measures with this many). */
 export const DASHBOARD_POOL_MAX = 10;

@@ -70,14 +70,14 @@ const readOnly = [
   'reconcile_findings',
   'reconcile_runs',
 ];
-/** Operators and their sessions through these (migration 0014); each checks who acts and audits. */
+/** Operators and their sessions through these (the server's migration 0001); each checks who acts and audits. */
 const operatorFunctions = [
   'retrysafe_operator_create(text, text, text, text, text, text, text, text)',
   'retrysafe_operator_change(text, text, text, boolean, text)',
   'retrysafe_operator_reset_password(text, text, text, text)',
   'retrysafe_operator_change_password(text, text)',
 ];
-/** Sign-in's: credentials and sessions (migration 0014), for AUTH_ROLE only. */
+/** Sign-in's: credentials and sessions (the server's migration 0001), for AUTH_ROLE only. */
 const authFunctions = [
   'retrysafe_session_create(text, text, text, timestamptz, text, text)',
   'retrysafe_session_find(text[])',
@@ -91,8 +91,8 @@ const authFunctions = [
  * release migrated (or a test's partial migration) lacks the later functions, and their grants
  * wait for the migration that creates them. The same SQL serves `npm run cli -- db grants`.
  */
-function onFunction(verb: 'GRANT' | 'REVOKE', unqualified: string, role: string): string {
-  const signature = `retrysafe.${unqualified}`;
+function onFunction(verb: 'GRANT' | 'REVOKE', unqualified: string, role: string, schema: 'retrysafe' | 'retrysafe_server' = 'retrysafe'): string {
+  const signature = `${schema}.${unqualified}`;
   const statement = verb === 'GRANT' ? `GRANT EXECUTE ON FUNCTION ${signature} TO ${role}` : `REVOKE EXECUTE ON FUNCTION ${signature} FROM ${role}`;
   return `DO $$ BEGIN
        IF to_regprocedure('${signature}') IS NOT NULL THEN ${statement}; END IF;
@@ -164,25 +164,25 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${role}`,
     // Operators are read (the list, the role check at sign-in); no column of theirs is secret.
     // Credentials (operator_accounts), sessions and verifications: no privilege at all.
-    `GRANT SELECT ON retrysafe.operators TO ${role}`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON retrysafe.sign_in_throttle TO ${role}`,
-    ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role)),
+    `GRANT SELECT ON retrysafe_server.operators TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON retrysafe_server.sign_in_throttle TO ${role}`,
+    ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role, 'retrysafe_server')),
     onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text, text)', role),
     // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
-    onFunction('GRANT', 'retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer)', role),
+    onFunction('GRANT', 'retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer)', role, 'retrysafe_server'),
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
     onFunction('GRANT', 'retrysafe_ensure_partitions(integer)', role),
     // Sign-in's role: operators read (who signs in, disabled or not), the sign-in audit row, and
     // the credential and session functions, which the dashboard role no longer has.
-    ...authFunctions.map((signature) => onFunction('REVOKE', signature, role)),
+    ...authFunctions.map((signature) => onFunction('REVOKE', signature, role, 'retrysafe_server')),
     ...groupRoleStatements(AUTH_ROLE, databaseName),
-    `GRANT SELECT ON retrysafe.operators TO ${AUTH_ROLE}`,
+    `GRANT SELECT ON retrysafe_server.operators TO ${AUTH_ROLE}`,
     `GRANT SELECT, INSERT ON retrysafe.audit_log TO ${AUTH_ROLE}`,
     `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${AUTH_ROLE}`,
-    ...authFunctions.map((signature) => onFunction('GRANT', signature, AUTH_ROLE)),
+    ...authFunctions.map((signature) => onFunction('GRANT', signature, AUTH_ROLE, 'retrysafe_server')),
     // The owner of the tables (DATABASE_URL's role, which migrated them) reaches it by SET ROLE.
     `DO $$ BEGIN
-       EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'retrysafe' AND tablename = 'operators'));
+       EXECUTE format('GRANT ${AUTH_ROLE} TO %I', (SELECT tableowner FROM pg_tables WHERE schemaname = 'retrysafe_server' AND tablename = 'operators'));
      END $$`,
   ];
 }

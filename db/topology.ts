@@ -84,7 +84,7 @@ export async function checkDatabaseUrl(environment: Topology, databaseUrl: strin
 }
 
 /** What the server's queries need first on their search_path (db/client.ts sends it at connect when it can). */
-export const SERVER_SEARCH_PATH = 'retrysafe, retrysafe_demo';
+export const SERVER_SEARCH_PATH = 'retrysafe, retrysafe_demo, retrysafe_server';
 
 /**
  * Through a transaction pooler no startup `options` reach Postgres, so the server's search_path

@@ -111,7 +111,8 @@ export async function checkDashboardRole(dashboardUrl: string, timeoutMs = 10_00
                 EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS group_exists,
                 (SELECT pg_has_role(current_user, r.oid, 'USAGE') FROM pg_roles r WHERE r.rolname = $1) AS member,
                 current_setting('search_path') AS search_path,
-                to_regclass('operators') IS NOT NULL AND to_regclass('operators') = to_regclass('retrysafe.operators') AS reaches`,
+                to_regclass('operators') IS NOT NULL AND to_regclass('operators') = to_regclass('retrysafe_server.operators')
+                  AND to_regclass('idempotency_keys') IS NOT NULL AND to_regclass('idempotency_keys') = to_regclass('retrysafe.idempotency_keys') AS reaches`,
         [DASHBOARD_ROLE],
       )
     ).rows[0];
@@ -134,7 +135,7 @@ export async function checkDashboardRole(dashboardUrl: string, timeoutMs = 10_00
   }
   if (!role.reaches) {
     throw new ConfigurationError(
-      `DASHBOARD_DATABASE_URL: its role ${login} starts with search_path "${role.search_path}", which does not reach the retrysafe schema: run ALTER ROLE ${login} IN DATABASE "${role.database.replaceAll('"', '""')}" SET search_path = ${SERVER_SEARCH_PATH}`,
+      `DASHBOARD_DATABASE_URL: its role ${login} starts with search_path "${role.search_path}", which does not reach the retrysafe and retrysafe_server schemas: run ALTER ROLE ${login} IN DATABASE "${role.database.replaceAll('"', '""')}" SET search_path = ${SERVER_SEARCH_PATH}`,
     );
   }
 }

@@ -5,15 +5,12 @@ import { sql } from 'drizzle-orm';
 import { check, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { retrysafe } from './schemas';
 import { bytea } from './types';
+// The partial indexes' predicates are @retrysafe/store's (its migrations create the indexes and
+// its reads state them): stated once there, imported here for the server's statements (from
+// the constants-only entry, which drizzle-kit's loader can require at generate time).
+import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 
-/** Stated by the statements that read idempotency_keys_expiry_idx (true of every row: no key expires at -infinity). */
-export const EXPIRY_INDEX_PREDICATE = "expires_at > '-infinity'::timestamptz";
-/** Implied by every stale-lease condition (lease_expires_at < x), never by the completion's state check. */
-export const STALE_LEASE_INDEX_PREDICATE = "state = 'in_progress' AND lease_expires_at IS NOT NULL";
-/** Stated by the principal's-keys page (true of every row: created_at is now() at the claim); @retrysafe/store's key-reads.ts states the same text. */
-export const PRINCIPAL_CREATED_INDEX_PREDICATE = "created_at > '-infinity'::timestamptz";
-/** True of every correlation id (the nil UUID is the least); stated only by the correlation lookup (the same text in @retrysafe/store's key-reads.ts). */
-export const CORRELATION_INDEX_PREDICATE = "correlation_id >= '00000000-0000-0000-0000-000000000000'::uuid";
+export { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE };
 
 export const claimStates = ['in_progress', 'completed', 'failed'] as const;
 export type ClaimState = (typeof claimStates)[number];

@@ -2,17 +2,18 @@
 // (its user, session, account and verification models; the adapter finds columns by these
 // property names), plus the sign-in throttle. The dashboard's database role reads operators and
 // writes the throttle; operators, credentials and sessions it writes (and reads credentials and
-// sessions) only through the SECURITY DEFINER functions of migration 0014.
+// sessions) only through the SECURITY DEFINER functions. The Retrysafe server's tables (schema
+// retrysafe_server, db/server-migrations 0001), not the store's: an adopting service has none.
 import { sql } from 'drizzle-orm';
 import { boolean, check, index, integer, text, timestamp } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafeServer } from './schemas';
 
 export const operatorRoles = ['viewer', 'operator', 'compliance', 'admin'] as const;
 export type OperatorRole = (typeof operatorRoles)[number];
 
 const at = (name: string) => timestamp(name, { withTimezone: true });
 
-export const operators = retrysafe.table(
+export const operators = retrysafeServer.table(
   'operators',
   {
     id: text('id').primaryKey(),
@@ -32,7 +33,7 @@ export const operators = retrysafe.table(
   (t) => [check('operators_role', sql`${t.role} IN ('viewer', 'operator', 'compliance', 'admin')`)],
 );
 
-export const operatorSessions = retrysafe.table(
+export const operatorSessions = retrysafeServer.table(
   'operator_sessions',
   {
     id: text('id').primaryKey(),
@@ -53,7 +54,7 @@ export const operatorSessions = retrysafe.table(
   (t) => [index('operator_sessions_user_id_idx').on(t.userId)],
 );
 
-export const operatorAccounts = retrysafe.table(
+export const operatorAccounts = retrysafeServer.table(
   'operator_accounts',
   {
     id: text('id').primaryKey(),
@@ -77,7 +78,7 @@ export const operatorAccounts = retrysafe.table(
   (t) => [index('operator_accounts_user_id_idx').on(t.userId)],
 );
 
-export const operatorVerifications = retrysafe.table(
+export const operatorVerifications = retrysafeServer.table(
   'operator_verifications',
   {
     id: text('id').primaryKey(),
@@ -90,7 +91,7 @@ export const operatorVerifications = retrysafe.table(
   (t) => [index('operator_verifications_identifier_idx').on(t.identifier)],
 );
 
-export const signInThrottle = retrysafe.table(
+export const signInThrottle = retrysafeServer.table(
   'sign_in_throttle',
   {
     // "email:<address>" or "ip:<address>": failures are counted for both.

@@ -1,6 +1,9 @@
-// The Postgres schemas Retrysafe's tables live in: the store's own (everything of the store, the
-// dashboard's operators and audit included) and the demo API's, a migration set of its own.
+// The Postgres schemas Retrysafe's tables live in: the store's own (keys, policies, flow metrics,
+// quota, evidence, principal names, the audit log: what @retrysafe/store migrates), the demo
+// API's and the Retrysafe server's (operators, sessions, the sign-in throttle, alert history),
+// each a migration set of its own.
 import { pgSchema } from 'drizzle-orm/pg-core';
 
 export const retrysafe = pgSchema('retrysafe');
 export const retrysafeDemo = pgSchema('retrysafe_demo');
+export const retrysafeServer = pgSchema('retrysafe_server');

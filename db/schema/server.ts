@@ -2,9 +2,11 @@
 // server itself records for the overview's events, apart from the store's schema, which
 // @retrysafe/store owns. Written by the server's duties and its start; the dashboard reads them.
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, index, pgSchema, text, timestamp, uniqueIndex, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, index, text, timestamp, uniqueIndex, unique } from 'drizzle-orm/pg-core';
+import { retrysafeServer } from './schemas';
 
-export const retrysafeServer = pgSchema('retrysafe_server');
+export { retrysafeServer };
+export * from './operators';
 
 /**
  * Each time an alert fired and, once it stopped, when it ended: one row per firing, written by

@@ -9,5 +9,4 @@ export * from './reconcile';
 export * from './retention';
 export * from './audit';
 export * from './metrics';
-export * from './operators';
 export * from './principals';

@@ -16,8 +16,8 @@ import {
 
 export { layouts, runnable, storeConnections, type StoreConnection, type StoreLayout } from '../../packages/store/test/helpers/database';
 
-/** The server's pools look in retrysafe and retrysafe_demo first (db/client.ts); so do its tests. */
-const SERVER_SEARCH_PATH = 'retrysafe, retrysafe_demo, public';
+/** The server's pools look in retrysafe, retrysafe_demo and retrysafe_server first (db/client.ts); so do its tests. */
+const SERVER_SEARCH_PATH = 'retrysafe, retrysafe_demo, retrysafe_server, public';
 
 export interface TestDatabase extends StoreTestDatabase {
   /** The same database as the dashboard's restricted role (no response bodies, no store writes). */

@@ -224,7 +224,7 @@ describe('migration 0021 on an existing install', () => {
       const result = await migrateDatabase(db.url);
       expect(result.applied[0]).toBe('0021_flow_series');
       expect(result.current).toBe((await readJournal()).at(-1)?.tag);
-      await client.query('SET search_path = retrysafe, retrysafe_demo, public');
+      await client.query('SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public');
       const day = await readOverview(client, overviewQuery.parse({ range: '24h' }));
       expect(day.scopes).toEqual(['POST /a', 'POST /b']);
       expect(total(day)).toBe(180);

@@ -96,7 +96,7 @@ describe.skipIf(!hasPgBouncer)('the server through PgBouncer in transaction mode
     bouncer = await startPgBouncer({ upstreamUrl: database.url, mode: 'transaction', poolSize: 8, users: [{ name: DASHBOARD_LOGIN, password: inject('dashboardPassword') }] });
     const owner = new pg.Client({ connectionString: database.url });
     await owner.connect();
-    await owner.query('SET search_path = retrysafe, retrysafe_demo');
+    await owner.query('SET search_path = retrysafe, retrysafe_demo, retrysafe_server');
     tenant = await createTenant(owner, 'Pooled Ltd');
     await owner.end();
   });
@@ -172,7 +172,7 @@ describe.skipIf(!preparedPgBouncerPath)('the server through a PgBouncer that tra
     });
     const owner = new pg.Client({ connectionString: database.url });
     await owner.connect();
-    await owner.query('SET search_path = retrysafe, retrysafe_demo');
+    await owner.query('SET search_path = retrysafe, retrysafe_demo, retrysafe_server');
     tenant = await createTenant(owner, 'Prepared Ltd');
     await owner.end();
   });

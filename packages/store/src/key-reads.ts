@@ -5,6 +5,7 @@
 // their own principal, through IdempotencyStore). Postgres is the first implementation
 // (PostgresKeyReads, below), run on the dashboard's restricted role.
 import type { IdempotencyBackend } from './backend.js';
+import { CORRELATION_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from './index-predicates.js';
 import type { KeyIdentity, Queryable } from './statements.js';
 
 /** What a record field may hold. No bytes, no nested object: a stored response cannot fit. */
@@ -186,11 +187,9 @@ export class KeyReadUnsupportedError extends Error {
  */
 export interface StoreBackend extends IdempotencyBackend, KeyRecordReads {}
 
-// Index predicates, the same text as db/schema/idempotency-keys.ts states them: each secondary
-// index is partial on a predicate only its dashboard statements state, so no request-path
-// statement is ever planned on it. The plan tests (test/integration/plans.test.ts) prove it.
-const PRINCIPAL_CREATED_INDEX_PREDICATE = "created_at > '-infinity'::timestamptz";
-const CORRELATION_INDEX_PREDICATE = "correlation_id >= '00000000-0000-0000-0000-000000000000'::uuid";
+// Index predicates (index-predicates.ts, whence the server's tables take them too): each
+// secondary index is partial on a predicate only its dashboard statements state, so no
+// request-path statement is ever planned on it. The plan tests (test/integration/plans.test.ts) prove it.
 
 /** Keys a page of principalKeys examines at most: bounds its work when matches (live, in the filters) are rare. */
 export const KEY_LIST_SCAN_ROWS = 2000;

@@ -7,7 +7,11 @@
 // its objects move from public to their schemas (the store's to retrysafe, the demo's to
 // retrysafe_demo: ALTER ... SET SCHEMA keeps rows, indexes, grants, owned sequences and
 // triggers), before any later migration looks for them there. Drizzle's table itself is left
-// as it is: another application may share it.
+// as it is: another application may share it. The lists below are history: what the Drizzle-era
+// migrations put in public, which then all came from this package. The operator and sign-in
+// tables land in retrysafe as 0017-0027 expect them, and the Retrysafe server's own set (its
+// 0001) moves them on to retrysafe_server; a fresh install never creates them here (0028).
+
 import type pg from 'pg';
 
 interface LegacyMigration {
@@ -15,7 +19,7 @@ interface LegacyMigration {
   when: number;
 }
 
-/** The store's tables as the Drizzle-era migrations (0000-0016) created them in public. */
+/** The tables the Drizzle-era migrations (0000-0016) created in public, the dashboard's included (see above). */
 export const LEGACY_STORE_TABLES = [
   'idempotency_keys',
   'idempotency_key_usage',

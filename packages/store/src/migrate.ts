@@ -28,6 +28,13 @@ export interface MigrationSet {
   lockKey: bigint;
   /** A Drizzle-journal upgrade path for installs older than this journal (the store's only). */
   legacy?: boolean;
+  /**
+   * The tag of a migration that creates, on an empty schema, what every migration before it
+   * left (a squashed baseline). A fresh install applies it and records the ones before it as done
+   * with it; an install already on those applies what it lacks of them and records the
+   * baseline without running it. Either way every tag ends up in the journal once.
+   */
+  baseline?: string;
 }
 
 /** The store's set: what `retrysafe migrate` applies. */
@@ -37,6 +44,9 @@ export const STORE_MIGRATIONS: MigrationSet = {
   // The bytes of "rsmigr" as an integer (the key the Drizzle-era migrator used too).
   lockKey: 0x72736d696772n,
   legacy: true,
+  // 0000-0027 created the dashboard's operators and sessions too (the Retrysafe server's set
+  // moves them out); a fresh install gets the store alone from 0028.
+  baseline: '0028_store_baseline',
 };
 
 export interface Migration {
@@ -141,16 +151,30 @@ export async function applyMigrations(client: pg.ClientBase, set: MigrationSet, 
     )`);
     if (set.legacy) await importLegacyJournal(client, `${schema}.migrations`, migrations);
     const done = await appliedNames(client, set.schema);
+    // (A folder that stops before the baseline, as tests use, has none.)
+    const baseline = set.baseline === undefined ? -1 : migrations.findIndex((migration) => migration.tag === set.baseline);
+    // Fresh (nothing before the baseline applied): the baseline stands for all before it.
+    const fresh = baseline >= 0 && !done.has(set.baseline ?? '') && !migrations.slice(0, baseline).some((migration) => done.has(migration.tag));
     const applied: string[] = [];
-    for (const migration of migrations) {
+    for (const [index, migration] of migrations.entries()) {
       if (done.has(migration.tag)) continue;
+      if (fresh && index < baseline) continue;
+      // On an install that came through the migrations before it, the baseline is recorded, not run.
+      const run = !(index === baseline && !fresh);
       await client.query('BEGIN');
       try {
         await client.query(`SET LOCAL search_path = ${schema}, pg_temp`);
-        for (const statement of migration.sql.split('--> statement-breakpoint')) {
-          if (statement.trim() !== '') await client.query(statement);
+        if (run) {
+          for (const statement of migration.sql.split('--> statement-breakpoint')) {
+            if (statement.trim() !== '') await client.query(statement);
+          }
         }
         await client.query(`INSERT INTO ${schema}.migrations (name, hash) VALUES ($1, $2)`, [migration.tag, migration.hash]);
+        if (fresh && index === baseline) {
+          for (const before of migrations.slice(0, baseline)) {
+            await client.query(`INSERT INTO ${schema}.migrations (name, hash) VALUES ($1, $2)`, [before.tag, before.hash]);
+          }
+        }
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK');

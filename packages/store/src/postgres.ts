@@ -38,4 +38,5 @@ export {
 export { detectLayout } from './retrysafe.js';
 export { PostgresBackend, isTransientFailure, plannerSettingsInPlace, poolerTracksPreparedStatements, UNTRACKED_PREPARED_STATEMENTS } from './backend.js';
 export { KEY_LIST_SCAN_ROWS, keyReadStatementTexts, PostgresKeyReads, principalKeysStatement } from './key-reads.js';
+export { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE } from './index-predicates.js';
 export { createPolicyIfAbsent, registerRoutePolicy, type PolicyOrigin } from './service-policies.js';

@@ -153,7 +153,8 @@ describe('@retrysafe/store from its tarball', () => {
     const env = { ...process.env, DATABASE_URL: db.url };
     const first = await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env, timeout: 60_000 });
     const result = JSON.parse(first.stdout) as { applied: string[]; current: string; folder: string };
-    expect(result.applied[0]).toBe('0000_idempotency_keys');
+    // A fresh database: the baseline (the store alone), which records 0000-0027 as done with it.
+    expect(result.applied[0]).toBe('0028_store_baseline');
     expect(result.current).toBe(result.applied.at(-1));
     expect(result.folder).toBe(join(dir, 'node_modules', '@retrysafe', 'store', 'migrations'));
     const again = JSON.parse((await run('npx', ['--no-install', 'retrysafe', 'migrate'], { cwd: dir, env, timeout: 60_000 })).stdout) as { applied: string[] };
