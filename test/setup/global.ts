@@ -5,10 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { acquireEmbeddedPostgres, type EmbeddedCluster } from '../../db/embedded';
-import { migrateDatabase } from '../../db/migrate';
-import { ensureDashboardLogin } from '../../db/dashboard-access';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import type { EmbeddedCluster } from '../../db/embedded';
 import { withDatabase } from '../../packages/store/test/helpers/database-url';
 
 declare module 'vitest' {
@@ -27,6 +26,14 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The server's modules load @retrysafe/store by name, and in a global setup that is its dist/
+  // (vitest's export conditions do not reach it): built first when its sources changed, as
+  // `npm start` does, then the modules are loaded.
+  const built = spawnSync(process.execPath, ['scripts/launch.mjs', 'build'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (built.status !== 0) throw new Error(`node scripts/launch.mjs build failed (${built.signal ?? `exit code ${built.status}`})`);
+  const { acquireEmbeddedPostgres } = await import('../../db/embedded');
+  const { migrateDatabase } = await import('../../db/migrate');
+  const { ensureDashboardLogin } = await import('../../db/dashboard-access');
   let cluster: EmbeddedCluster | undefined;
   let tempDir: string | undefined;
   let adminUrl = process.env.TEST_DATABASE_URL;

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { migrate } from '@retrysafe/store/migrate';
+// From the sources, not the package's dist/: vitest's export conditions do not reach a global setup.
+import { migrate } from '../../src/migrate';
 import { withDatabase } from '../helpers/database-url';
 import { freePort } from '../helpers/free-port';
 
