@@ -38,7 +38,7 @@ export const VERSION_TESTS = [
   'test/integration/migrate.test.ts',
   'test/integration/migrate-indexes.test.ts',
   'test/integration/migrate-legacy.test.ts',
-  'test/integration/schema.test.ts',
+  'packages/store/test/integration/schema.test.ts',
   'test/integration/plans.test.ts',
   'packages/store/test/integration/request-path-plans.test.ts',
   'packages/store/test/integration/store-claim-first.test.ts',
