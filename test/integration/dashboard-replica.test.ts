@@ -147,7 +147,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
       expect(Number(/^retrysafe_dashboard_replica_lag_bytes (\S+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
       expect(text).toMatch(/^retrysafe_dashboard_replica_in_recovery 1$/m);
       expect(text).toContain('retrysafe_alert_firing{name="replica_lag",severity="warning"} 1');
-      // The server's own reader (app/_lib/services.ts) from the environment, on the owner's pool.
+      // The server's own reader (server/runtime-services.ts) from the environment, on the owner's pool.
       const reader = createReplicaLagReader({ DASHBOARD_READ_URL: standbyAddress(), DASHBOARD_DATABASE_URL: dashboardUrl }, owner);
       try {
         expect(await reader?.read()).toMatchObject({ inRecovery: true, replayPaused: true });
