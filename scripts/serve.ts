@@ -50,6 +50,8 @@ async function main(): Promise<void> {
     void closed
       .then(() => clearTimeout(cut))
       .then(() => stopSharedRuntime())
+      // What each pool held when it was closed: none is left open behind the exit.
+      .then((stopped) => logger.info({ connectionsClosed: stopped?.connectionsClosed ?? {} }, 'runtime stopped'))
       .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the runtime failed: ${summary(error)}\n`))
       .then(() => app.close())
       .finally(() => process.exit(code));

@@ -1,6 +1,6 @@
 // The one global bridge to the server's runtime (server/runtime.ts), kept apart with no import
 // but a type, so the HTTP front can stop the runtime without loading the server's modules.
-import type { ServerRuntime } from './runtime';
+import type { RuntimeStopped, ServerRuntime } from './runtime';
 
 // Next compiles route handlers, server actions, pages and
 // instrumentation.ts into separate bundles, each with its own copy of this module, and the HTTP
@@ -18,7 +18,7 @@ export function sharedRuntime(create: () => ServerRuntime): ServerRuntime {
   return holder[RUNTIME];
 }
 
-/** Stops this process's shared runtime if one was made (the HTTP front, on SIGTERM). */
-export async function stopSharedRuntime(): Promise<void> {
-  await (globalThis as Holder)[RUNTIME]?.stop();
+/** Stops this process's shared runtime if one was made (the HTTP front, on SIGTERM); undefined if none was. */
+export function stopSharedRuntime(): Promise<RuntimeStopped | undefined> {
+  return (globalThis as Holder)[RUNTIME]?.stop() ?? Promise.resolve(undefined);
 }

@@ -48,14 +48,20 @@ export interface Services {
 
 export interface Booted {
   services: Services;
+  /** The store's pool, closed by the runtime once stopDuties() flushed what the store recorded. */
+  storePool: pg.Pool;
   replicaLag: { end(): Promise<void> } | undefined;
-  /** Stops the duties, flushes the recorder and the quota, closes the store's pool. */
-  stop(): Promise<void>;
+  /** Stops the duties, then flushes the recorder and the quota (the package's stop()). */
+  stopDuties(): Promise<void>;
 }
 
 export async function boot(runtime: ServerRuntime): Promise<Booted> {
   const { environment, ownerPool: pool, databaseUrl } = runtime;
   const secrets = requireStoreSecrets(environment);
+  // The sweeper's leader election is a session advisory lock: a direct connection of its own
+  // (DATABASE_DIRECT_URL when DATABASE_URL is pooled), or none, said once, while requests run on.
+  // Asked first: a runtime stopping meanwhile refuses here, before this boot opened anything.
+  const sweeperPool = sessionPoolOrRefusal(runtime);
   const layout = await detectStoreLayout(pool);
   // The store's own connections, with the session settings its plans rely on (statements.ts);
   // a transactional endpoint's work runs on them too, inside the claim's transaction.
@@ -113,9 +119,6 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
   storeCounters.recorder = recorder;
   const quota = retrysafe.quota;
   if (!quota) throw new Error('the dashboard runs with the live-key quota');
-  // The sweeper's leader election is a session advisory lock: a direct connection of its own
-  // (DATABASE_DIRECT_URL when DATABASE_URL is pooled), or none, said once, while requests run on.
-  const sweeperPool = sessionPoolOrRefusal(runtime);
   const sweeper = sweeperPool && new Sweeper(
     sweeperPool,
     environment.SWEEP_INTERVAL_SECONDS * 1000,
@@ -173,12 +176,12 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   return {
     services: { ownerPool: pool, store, policies, quota, sweeper, recorder, prometheus, metricsToken: environment.METRICS_TOKEN, alertThresholds: thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES, demo },
+    storePool,
     replicaLag,
-    async stop() {
+    async stopDuties() {
       traffic?.stop();
       await Promise.allSettled([sweeper?.stop(), ...tasks.map((task) => task.stop())]);
       await retrysafe.stop().catch((error: unknown) => logEvent('error', 'final metrics flush failed', { error: describeError(error) }));
-      await storePool.end().catch((error: unknown) => logEvent('error', 'closing a pool failed', { error: describeError(error) }));
     },
   };
 }

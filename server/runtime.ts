@@ -53,9 +53,14 @@ export interface ServerRuntime {
    */
   sessionPool(duty: string): pg.Pool;
   /** Closes everything this runtime opened, in order (the module's comment); later calls share the first. */
-  stop(): Promise<void>;
+  stop(): Promise<RuntimeStopped>;
   /** True once stop() was called: services() and dashboard() refuse from then on. */
   readonly stopping: boolean;
+}
+
+export interface RuntimeStopped {
+  /** The connections each pool held when stop() closed it, by application_name. */
+  connectionsClosed: Record<string, number>;
 }
 
 export interface ServerRuntimeOptions {
@@ -114,7 +119,7 @@ export function createServerRuntime(options: ServerRuntimeOptions = {}): ServerR
   let booting: Promise<Booted> | undefined;
   let dashboard: Dashboard | undefined;
   const sessionPools = new Map<string, pg.Pool>();
-  let stopping: Promise<void> | undefined;
+  let stopping: Promise<RuntimeStopped> | undefined;
 
   const runtime: ServerRuntime = {
     environment,
@@ -141,8 +146,12 @@ export function createServerRuntime(options: ServerRuntimeOptions = {}): ServerR
         const pools = createDashboardPools(settings);
         // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
         const authPool = createAuthPool(databaseUrl, budget.auth);
-        const auth = options.operatorAuth(authPool, settings);
-        dashboard = { pools, authPool, auth, publicUrl: settings.publicUrl };
+        try {
+          dashboard = { pools, authPool, auth: options.operatorAuth(authPool, settings), publicUrl: settings.publicUrl };
+        } catch (error) {
+          void Promise.allSettled([pools.end(), authPool.end()]);
+          throw error;
+        }
       }
       return dashboard;
     },
@@ -160,14 +169,39 @@ export function createServerRuntime(options: ServerRuntimeOptions = {}): ServerR
     stop() {
       stopping ??= (async () => {
         const booted = await booting?.catch(() => undefined);
-        // 1. The duties, 2. the last flush, then the store's pool (booted.stop).
-        await booted?.stop();
+        // What each pool held when it was closed, said once at the end (pg_stat_activity's names).
+        const closed: Record<string, number> = {};
+        const counted = (pool: pg.Pool) => {
+          const name = (pool.options as { application_name?: string }).application_name ?? 'unnamed';
+          closed[name] = (closed[name] ?? 0) + pool.totalCount;
+          return name;
+        };
+        const failed = (what: string) => (error: unknown) => logEvent('error', `closing ${what} failed`, { error: describeError(error) });
+        const close = async (pool: pg.Pool | undefined) => {
+          if (!pool || pool.ended) return;
+          const name = counted(pool);
+          await pool.end().catch(failed(name));
+        };
+        const closeDashboard = async (pools: DashboardPools) => {
+          counted(pools.pool);
+          if (pools.onReplica) counted(pools.readPool);
+          // Its Redis or MySQL clients too (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL).
+          await pools.end().catch(failed('the dashboard\'s pools'));
+        };
+        // 1. The duties, 2. the last flush of the recorder and the quota, then the store's pool.
+        await booted?.stopDuties();
+        await close(booted?.storePool);
         // 3. The dashboard's, sign-in's, the standby's and the session duties' pools.
-        const ended = (pool: { end(): Promise<void> } | undefined) => pool?.end().catch((error: unknown) => logEvent('error', 'closing a pool failed', { error: describeError(error) }));
-        await Promise.all([ended(dashboard?.pools), ended(dashboard?.authPool), ended(booted?.replicaLag), ...[...sessionPools.values()].map(ended)]);
+        await Promise.all([
+          dashboard ? closeDashboard(dashboard.pools) : undefined,
+          close(dashboard?.authPool),
+          booted?.replicaLag?.end().catch(failed('the standby\'s lag reader')),
+          ...[...sessionPools.values()].map(close),
+        ]);
         // 4. The owner's pool, 5. the database last.
-        await ended(ownerPool);
-        await options.database?.release().catch((error: unknown) => logEvent('error', 'leaving the database failed', { error: describeError(error) }));
+        await close(ownerPool);
+        await options.database?.release().catch(failed('the database'));
+        return { connectionsClosed: closed };
       })();
       return stopping;
     },

@@ -108,7 +108,8 @@ describe('the server runtime', () => {
     expect(open['retrysafe-dashboard']).toBeLessThanOrEqual(budget.dashboard);
     expect(open['retrysafe-auth']).toBeLessThanOrEqual(budget.auth);
 
-    await started.stop();
+    // stop() says what each pool held when it closed it: what pg_stat_activity showed.
+    expect((await started.stop()).connectionsClosed).toEqual(open);
     expect(released).toEqual({ poolsEnded: [true, true] });
     expect(await settled()).toEqual({});
     // Stopped for good: nothing reopens a pool.
