@@ -81,6 +81,24 @@ export default tseslint.config(
       message: 'Client components import no server code (not even its types from db/ or scripts/).',
     },
   ]),
+  // Process-wide state shared through globalThis, only where separate module graphs in one process
+  // make it unavoidable: the server's runtime (Next's bundles and the HTTP front), the sign-in
+  // hashing bound (copies of passwords.ts in Next's route-handler and server-action bundles), and
+  // the package's decoded-body count (two copies of the package in one service). Everything else
+  // takes what it needs from the runtime (server/runtime.ts).
+  {
+    files: ['**/*.{ts,tsx,mts}'],
+    ignores: ['server/runtime-bridge.ts', 'server/auth/passwords.ts', 'packages/store/src/adapters/express.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.object.name='Symbol'][callee.property.name='for']",
+          message: 'No process-wide globals: take what you need from the server runtime (server/runtime.ts), or, if separate bundles really make one unavoidable, add the file to this rule\'s exceptions and say why.',
+        },
+      ],
+    },
+  },
   floor(SHARED_WITH_CLIENT.map((module) => `${module}.ts`), [
     { regex: '.', message: 'A module shared with client components imports nothing, so it can never pull server code into the browser.' },
   ]),

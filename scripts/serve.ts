@@ -6,13 +6,14 @@
 // is a 4xx and one JSON log line, before Next, which would answer 500 and print a raw error; and
 // Next's console output goes through the JSON logger.
 // SIGTERM or SIGINT closes the listener, lets the requests in flight finish, stops the
-// services (the composition root's stop(): a last metrics and quota flush, the pools closed),
-// closes Next and exits.
+// runtime (server/runtime.ts, the composition root: the duties, a last metrics and quota flush,
+// every pool, in order), closes Next and exits. The runtime itself is made inside Next's bundle
+// (app/_lib/runtime.ts) and reached here through its one global (stopSharedRuntime).
 import { createServer } from 'node:http';
 import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
 import { readEnvironment } from '../server/config';
-import { stopServices } from '../app/_lib/services';
+import { stopSharedRuntime } from '../server/runtime-bridge';
 import { describeError, logger } from '../server/logging';
 import { knownActionIds, routeConsoleToLogger, screenAction } from './action-front';
 
@@ -48,8 +49,10 @@ async function main(): Promise<void> {
     const cut = setTimeout(() => server.closeAllConnections(), 3_000);
     void closed
       .then(() => clearTimeout(cut))
-      .then(() => stopServices())
-      .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the services failed: ${summary(error)}\n`))
+      .then(() => stopSharedRuntime())
+      // What each pool held when it was closed: none is left open behind the exit.
+      .then((stopped) => logger.info({ connectionsClosed: stopped?.connectionsClosed ?? {} }, 'runtime stopped'))
+      .catch((error: unknown) => process.stderr.write(`[retrysafe] stopping the runtime failed: ${summary(error)}\n`))
       .then(() => app.close())
       .finally(() => process.exit(code));
   };

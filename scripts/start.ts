@@ -1,13 +1,15 @@
 // `npm start`: database (embedded unless DATABASE_URL), migrations, build if stale,
 // then the Next server. Prints progress as it goes and, last, where to open it.
 // Ctrl-C (SIGINT) or SIGTERM stops the server, then the embedded database.
+// The pre-flight (first admin, layout) runs on the composition root's owner pool
+// (server/runtime.ts: `retrysafe-start`, two connections closed when idle a second); the runtime
+// is handed the database, so its stop(), after the server's process has exited, leaves it last.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openDatabase, type DatabaseHandle } from '../db/database-url';
-import pg from 'pg';
+import { openDatabase } from '../db/database-url';
 import { detectStoreLayout } from '../db/migrate';
 import { prepareDatabase } from '../db/prepare';
 import { DATA_DIR } from '../db/database-url';
@@ -15,10 +17,9 @@ import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
 import { checkKeyBackends } from '../server/key-backends';
 import { ensureDashboardLogin } from '../db/dashboard-access';
-import { createPool, SERVER_SEARCH_PATH_OPTIONS } from '../db/client';
 import { ensureFirstAdmin } from '../server/auth/bootstrap';
 import { checkDashboardRole, checkReadReplica } from '../server/dashboard-pools';
-import { logConnectionLost } from '../server/logging';
+import { createServerRuntime, type ServerRuntime } from '../server/runtime';
 import { buildIfStale } from './build';
 import { publicUrl, selfCheckTarget } from '../server/http-host';
 
@@ -32,25 +33,6 @@ function serveCommand(): string[] {
   const here = fileURLToPath(import.meta.url);
   if (here.endsWith('.mjs')) return ['--enable-source-maps', join(dirname(here), 'serve.mjs')];
   return ['--conditions=retrysafe-source', '--import', 'tsx', 'scripts/serve.ts'];
-}
-
-async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url, options: SERVER_SEARCH_PATH_OPTIONS });
-  await client.connect();
-  try {
-    return await run(client);
-  } finally {
-    await client.end();
-  }
-}
-
-async function withPool<T>(url: string, run: (pool: pg.Pool) => Promise<T>): Promise<T> {
-  const pool = createPool(url, { applicationName: 'retrysafe-start', max: 2, onConnectionLost: logConnectionLost });
-  try {
-    return await run(pool);
-  } finally {
-    await pool.end();
-  }
 }
 
 /** One GET of the health check with the given Host; the status, or 0 when nothing answered. */
@@ -94,7 +76,7 @@ function environmentOrExit(): ReturnType<typeof readEnvironment> {
 
 async function main(): Promise<void> {
   const environment = environmentOrExit();
-  let database: DatabaseHandle | undefined;
+  let runtime: ServerRuntime | undefined;
   let server: ChildProcess | undefined;
   let stopping = false;
 
@@ -109,7 +91,8 @@ async function main(): Promise<void> {
       await exited;
       clearTimeout(timer);
     }
-    await database?.release().catch((error: unknown) => say(`Could not stop the database cleanly: ${String(error)}`));
+    // The pre-flight's pool, then the database (server/runtime.ts logs what it could not close).
+    await runtime?.stop();
     say('Stopped');
     process.exit(code);
   };
@@ -118,7 +101,9 @@ async function main(): Promise<void> {
 
   try {
     say(environment.DATABASE_URL ? 'Using the database at DATABASE_URL' : 'No DATABASE_URL: using embedded Postgres (data in .data/)');
-    database = await openDatabase(environment.DATABASE_URL, say);
+    const database = await openDatabase(environment.DATABASE_URL, say);
+    runtime = createServerRuntime({ environment, databaseUrl: database.url, database, owner: { applicationName: 'retrysafe-start', max: 2, idleTimeoutMillis: 1_000 } });
+    const { ownerPool } = runtime;
     // Embedded mode generates its secrets once (kept in .data/); otherwise they are required.
     const secrets: Record<string, string> = {};
     const local = database.embedded ? await loadOrCreateLocalSecrets(DATA_DIR) : undefined;
@@ -147,8 +132,12 @@ async function main(): Promise<void> {
     }
     if (local && !environment.DASHBOARD_DATABASE_URL) {
       // The dashboard reads through its own restricted role (no response bodies, no store writes).
-      const ownerUrl = database.url;
-      secrets.DASHBOARD_DATABASE_URL = await withClient(ownerUrl, (client) => ensureDashboardLogin(client, ownerUrl, local.dashboardPassword));
+      const client = await ownerPool.connect();
+      try {
+        secrets.DASHBOARD_DATABASE_URL = await ensureDashboardLogin(client, database.url, local.dashboardPassword);
+      } finally {
+        client.release();
+      }
     }
     // The dashboard's standby, refused now in one line (naming DASHBOARD_READ_URL) if it is not one.
     const dashboardUrl = secrets.DASHBOARD_DATABASE_URL ?? environment.DASHBOARD_DATABASE_URL;
@@ -163,10 +152,10 @@ async function main(): Promise<void> {
       await checkReadReplica(environment.DASHBOARD_READ_URL, dashboardUrl);
       say('The dashboard reads from the standby at DASHBOARD_READ_URL (writes go to the primary)');
     }
-    const admin = await withPool(database.url, (pool) => ensureFirstAdmin(pool, { email: environment.ADMIN_EMAIL, password: environment.ADMIN_PASSWORD }));
+    const admin = await ensureFirstAdmin(ownerPool, { email: environment.ADMIN_EMAIL, password: environment.ADMIN_PASSWORD });
     // The generated password is printed once, on the last line (where to sign in).
     if (admin.created) say(`Created the first admin: ${admin.email}${admin.generatedPassword ? ' with a generated password (on the last line, shown this once)' : ' (password from ADMIN_PASSWORD)'}`);
-    const layout = await withPool(database.url, detectStoreLayout);
+    const layout = await detectStoreLayout(ownerPool);
     say(`Key store layout: ${layout}`);
     if (layout !== environment.STORE_LAYOUT) {
       say(`Note: STORE_LAYOUT=${environment.STORE_LAYOUT} is chosen when a database is first migrated; this one is ${layout}`);

@@ -204,7 +204,7 @@ export function createAuthPool(ownerUrl: string, max = 5): pg.Pool {
 }
 
 /**
- * For the server's /api/metrics (app/_lib/services.ts): the standby's lag read on one connection
+ * For the server's /api/metrics (server/runtime-services.ts): the standby's lag read on one connection
  * of the dashboard's role there and `primary` (any pool on the primary); undefined without
  * DASHBOARD_READ_URL (or without DASHBOARD_DATABASE_URL, whose credentials it may inherit).
  */

@@ -5,42 +5,22 @@
 // action makes on the server.
 import 'server-only';
 import { randomUUID } from 'node:crypto';
-import { nextCookies } from 'better-auth/next-js';
 import { headers } from 'next/headers';
 import { forbidden, redirect } from 'next/navigation';
 import type pg from 'pg';
-import { createOperatorAuth, readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
+import { readOperatorSession, type OperatorAuth, type SessionOperator } from '@/server/auth/operator-auth';
 import { roleIncludes } from '@/server/auth/roles';
-import { readEnvironment, requireDashboardSettings, requireDatabaseUrl } from '@/server/config';
-import { createAuthPool, createDashboardPools, type DashboardPools } from '@/server/dashboard-pools';
-import { connectionBudget } from '@/server/connection-budget';
+import type { DashboardPools } from '@/server/dashboard-pools';
+import type { Dashboard } from '@/server/runtime';
 import { problemResponse } from '@retrysafe/store';
 import type { KeyAccess } from '@/server/idempotency/key-metadata';
 import { requiredRole, type OperatorRoute } from './access';
 import { misdirected } from './host';
+import { serverRuntime } from './runtime';
 
-const slot = Symbol.for('retrysafe.dashboard');
-type Holder = typeof globalThis & { [slot]?: { pools: DashboardPools; authPool: pg.Pool; auth: OperatorAuth; publicUrl: string } };
-
-function dashboard() {
-  const holder = globalThis as Holder;
-  if (!holder[slot]) {
-    const settings = requireDashboardSettings(readEnvironment());
-    // Writes on the primary; reads on DASHBOARD_READ_URL's standby when set (npm start checked it is one).
-    const pools = createDashboardPools(settings);
-    // Sign-in and sessions through their own role (db/dashboard-access.ts: AUTH_ROLE), reached from the owner.
-    const environment = readEnvironment();
-    const authPool = createAuthPool(requireDatabaseUrl(environment), connectionBudget(environment.DATABASE_CONNECTIONS).auth);
-    const auth = createOperatorAuth({
-      pool: authPool,
-      secret: settings.authSecret,
-      baseURL: settings.publicUrl,
-      absoluteSessionSeconds: settings.absoluteSessionSeconds,
-      plugins: [nextCookies()],
-    });
-    holder[slot] = { pools, authPool, auth, publicUrl: settings.publicUrl };
-  }
-  return holder[slot];
+/** The dashboard's side of this process's runtime (server/runtime.ts), made on first use and closed by its stop(). */
+function dashboard(): Dashboard {
+  return serverRuntime().dashboard();
 }
 
 /**

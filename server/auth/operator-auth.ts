@@ -46,14 +46,6 @@ export interface OperatorAuthOptions {
 const SESSION_SECONDS = 8 * 3_600;
 export const ABSOLUTE_SESSION_SECONDS = 8 * 3_600;
 
-/**
- * Each auth instance's absolute session lifetime, kept on the instance itself under a global
- * symbol: Next bundles route handlers and server actions with separate copies of this module,
- * and they share one instance (globalThis), so a map local to the module would miss it.
- */
-const ABSOLUTE_LIFETIME = Symbol.for('retrysafe.absoluteSessionMs');
-type WithLifetime = { [ABSOLUTE_LIFETIME]?: number };
-
 /** The audit log as a better-auth model, so a sign-in's audit row shares its transaction. */
 const auditModel = {
   id: 'retrysafe-audit',
@@ -140,8 +132,9 @@ export function createOperatorAuth(options: OperatorAuthOptions) {
     },
     plugins: [auditModel, ...(options.plugins ?? [])],
   });
-  (auth as WithLifetime)[ABSOLUTE_LIFETIME] = (options.absoluteSessionSeconds ?? ABSOLUTE_SESSION_SECONDS) * 1000;
-  return auth;
+  // On the instance itself, by name: the server's one runtime makes one instance, and every copy
+  // of this module Next bundles (route handlers, server actions) reads it from there.
+  return Object.assign(auth, { absoluteSessionMs: (options.absoluteSessionSeconds ?? ABSOLUTE_SESSION_SECONDS) * 1000 });
 }
 
 export type OperatorAuth = ReturnType<typeof createOperatorAuth>;
@@ -167,7 +160,7 @@ export async function readOperatorSession(auth: OperatorAuth, headers: Headers):
   const found = await auth.api.getSession({ headers });
   if (!found) return null;
   const { user, session } = found;
-  if (session.createdAt.getTime() + ((auth as WithLifetime)[ABSOLUTE_LIFETIME] ?? ABSOLUTE_SESSION_SECONDS * 1000) <= Date.now()) return null;
+  if (session.createdAt.getTime() + auth.absoluteSessionMs <= Date.now()) return null;
   if (user.banned === true || !isOperatorRole(user.role)) return null;
   return { id: user.id, email: user.email, name: user.name, role: user.role, sessionId: session.id, sessionTokenHash: sessionTokenHash(session.token) };
 }

@@ -1,12 +1,13 @@
 // `npm run cli -- <command>`: each command prints one JSON object on stdout and
 // exits non-zero with a message on stderr on error. Uses DATABASE_URL, else the
 // embedded database that `npm start` uses (starting it if it is not running).
+// The server's composition root (server/runtime.ts) with only what a command needs: the owner's
+// pool (`retrysafe-cli`, two connections, opened on first use: print-only commands open none)
+// and a session pool for the sweep; its stop() closes them, then leaves the database.
 import { prepareDatabase, type Prepared } from '../../db/prepare';
-import { sessionUrl } from '../../db/topology';
 import { DATA_DIR, openDatabase } from '../../db/database-url';
 import { ConfigurationError, readEnvironment } from '../config';
-import { createPool } from '../../db/client';
-import { logConnectionLost } from '../logging';
+import { createServerRuntime, type ServerRuntime } from '../runtime';
 import { DEMO_SERVICE, defaultPolicyFields } from '../demo/policies';
 import { serviceNameSchema } from '../service-name';
 import { createTenant } from '../demo/tenants';
@@ -20,7 +21,7 @@ import { rotateResponseKeys } from '../idempotency/key-rotation';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { readPassword } from './password-input';
 
-type Run = (args: string[], databaseUrl: string, prepared: Prepared) => Promise<unknown>;
+type Run = (args: string[], runtime: ServerRuntime, prepared: Prepared) => Promise<unknown>;
 
 /**
  * Commands that only print (db grants; help needs no database at all) never migrate nor
@@ -39,27 +40,23 @@ const printOnly: Record<string, (args: string[], databaseUrl: string) => Promise
 };
 
 const runs: Record<string, Run> = {
-  migrate(args, _databaseUrl, prepared) {
+  migrate(args, _runtime, prepared) {
     expectNoArguments('migrate', args);
     // Through a transaction pooler with no DATABASE_DIRECT_URL, even with nothing pending: say so.
     if (!prepared.migrated) throw new ConfigurationError(prepared.refused);
     return Promise.resolve({ applied: prepared.migrated.applied, current: prepared.migrated.current });
   },
-  async sweep(args, databaseUrl) {
+  async sweep(args, runtime) {
     expectNoArguments('sweep', args);
     // The sweeper's session advisory lock needs a direct connection (db/topology.ts).
-    const pool = createPool(sessionUrl(readEnvironment(), databaseUrl, 'Sweeping'), { applicationName: 'retrysafe-cli-sweep', max: 2, onConnectionLost: logConnectionLost });
-    try {
-      // The evidence compares against the policies, so they must exist (first run before npm start).
-      await ensurePolicies(pool, DEMO_SERVICE, defaultPolicyFields, 'system');
-      const result = await sweepOnce(pool, 'manual');
-      if (result.status === 'failed') throw new Error(`sweep run ${result.runId} failed: ${result.error ?? 'unknown error'}`);
-      return result;
-    } finally {
-      await pool.end();
-    }
+    const pool = runtime.sessionPool('Sweeping');
+    // The evidence compares against the policies, so they must exist (first run before npm start).
+    await ensurePolicies(pool, DEMO_SERVICE, defaultPolicyFields, 'system');
+    const result = await sweepOnce(pool, 'manual');
+    if (result.status === 'failed') throw new Error(`sweep run ${result.runId} failed: ${result.error ?? 'unknown error'}`);
+    return result;
   },
-  async 'rotate-keys'(args, databaseUrl) {
+  async 'rotate-keys'(args, runtime) {
     // The keys are one service's (this server's demo API unless --service names another, run
     // with that service's RESPONSE_ENCRYPTION_KEYS); other services' rows are only counted.
     const { service = DEMO_SERVICE } = parseOptions(args, ['service']);
@@ -67,21 +64,16 @@ const runs: Record<string, Run> = {
     if (!name.success) throw new UsageError(`rotate-keys: --service ${name.error.issues[0]?.message ?? 'is invalid'}`);
     // The keys `npm start` hands the server: RESPONSE_ENCRYPTION_KEYS, else in embedded
     // mode (no DATABASE_URL) the ones kept under .data/.
-    const environment = readEnvironment();
+    const { environment } = runtime;
     let keys = environment.RESPONSE_ENCRYPTION_KEYS;
     if (!keys && !environment.DATABASE_URL) {
       const local = await loadOrCreateLocalSecrets(DATA_DIR);
       keys = readEnvironment({ ...process.env, RESPONSE_ENCRYPTION_KEYS: local.responseEncryptionKeys }).RESPONSE_ENCRYPTION_KEYS;
     }
     if (!keys) throw new ConfigurationError('RESPONSE_ENCRYPTION_KEYS must be set when DATABASE_URL is set');
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-rotate-keys', max: 1, onConnectionLost: logConnectionLost });
-    try {
-      return await rotateResponseKeys(pool, new ResponseKeyRing(keys), name.data);
-    } finally {
-      await pool.end();
-    }
+    return rotateResponseKeys(runtime.ownerPool, new ResponseKeyRing(keys), name.data);
   },
-  async user(args, databaseUrl) {
+  async user(args, runtime) {
     const [action, ...rest] = args;
     if (action !== 'create') throw new UsageError(`usage: ${usages.user}`);
     const options = parseOptions(rest, ['email', 'password', 'role']);
@@ -92,15 +84,10 @@ const runs: Record<string, Run> = {
     }
     const parsed = newOperatorSchema.safeParse(options);
     if (!parsed.success) throw new UsageError(`user create: ${parsed.error.issues.map((issue) => `--${issue.path.join('.')} ${issue.message}`).join('; ')}`);
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-user', max: 2, onConnectionLost: logConnectionLost });
-    try {
-      const operator = await createOperator(pool, parsed.data, { system: 'cli' });
-      return { id: operator.id, email: operator.email, role: operator.role };
-    } finally {
-      await pool.end();
-    }
+    const operator = await createOperator(runtime.ownerPool, parsed.data, { system: 'cli' });
+    return { id: operator.id, email: operator.email, role: operator.role };
   },
-  async demo(args, databaseUrl) {
+  demo(args, runtime) {
     // Stages an incident for the running server's demo traffic to play (server/demo/incidents.ts).
     const [action, kind, ...rest] = args;
     if (action !== 'incident' || kind === undefined) throw new UsageError(`usage: ${usages.demo}`);
@@ -110,24 +97,14 @@ const runs: Record<string, Run> = {
     if (!parsed.success) {
       throw new UsageError(`demo incident: ${parsed.error.issues.map((issue) => `${issue.path[0] === 'kind' ? `incident ${kind}` : `--minutes ${options.minutes ?? ''}`} ${issue.message}`).join('; ')}\nusage: ${usages.demo}`);
     }
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli-demo', max: 1, onConnectionLost: logConnectionLost });
-    try {
-      return await stageIncident(pool, parsed.data);
-    } finally {
-      await pool.end();
-    }
+    return stageIncident(runtime.ownerPool, parsed.data);
   },
-  async tenant(args, databaseUrl) {
+  tenant(args, runtime) {
     const [action, ...rest] = args;
     if (action !== 'create') throw new UsageError(`usage: ${usages.tenant}`);
     const name = rest.join(' ').trim();
     if (name.length < 1 || name.length > 200) throw new UsageError('tenant create needs a name of 1 to 200 characters');
-    const pool = createPool(databaseUrl, { applicationName: 'retrysafe-cli', max: 1, onConnectionLost: logConnectionLost });
-    try {
-      return await createTenant(pool, name);
-    } finally {
-      await pool.end();
-    }
+    return createTenant(runtime.ownerPool, name);
   },
 };
 
@@ -189,6 +166,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const environment = readEnvironment();
   const database = await openDatabase(environment.DATABASE_URL, (line) => process.stderr.write(`${line}\n`));
+  // Handed the database: its stop() closes the pools a command used, then leaves the database.
+  const runtime = createServerRuntime({ environment, databaseUrl: database.url, database, owner: { applicationName: 'retrysafe-cli', max: 2 } });
   try {
     let result: unknown;
     if (print) {
@@ -197,12 +176,12 @@ async function main(argv: string[]): Promise<number> {
       // The current schema: migrated (a no-op when current), or through a transaction pooler
       // with no DATABASE_DIRECT_URL, checked to be current. Bad settings stop here.
       const prepared = await prepareDatabase(environment, database.url, (line) => process.stderr.write(`${line}\n`));
-      result = await run(args, database.url, prepared);
+      result = await run(args, runtime, prepared);
     }
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   } finally {
-    await database.release();
+    await runtime.stop();
   }
 }
 

@@ -25,6 +25,10 @@ import { readReplicaLag } from '../../server/metrics/replica-lag';
 import { findReplicaBinaries, startStreamingReplica, type StreamingReplica } from '../helpers/replica';
 import { createTestStore, jsonResult, principal, testPolicy } from '../../packages/store/test/helpers/store';
 import { withDatabase } from '../../packages/store/test/helpers/database-url';
+import { testSecrets } from '../helpers/server';
+import { readEnvironment } from '../../server/config';
+import { createServerRuntime } from '../../server/runtime';
+import { createOperatorAuth } from '../../server/auth/operator-auth';
 
 const binaries = findReplicaBinaries();
 if (!('dir' in binaries)) process.stdout.write(`SKIPPED: the dashboard-on-a-standby tests need PostgreSQL's binaries: ${binaries.missing}\n`);
@@ -40,6 +44,8 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
   let store: ReturnType<typeof createTestStore>['store'];
   const tenant = principal();
   const standbyAddress = () => `postgres://127.0.0.1:${replica.replicaPort}`;
+  let primaryOwnerUrl = '';
+  const ownerUrl = () => primaryOwnerUrl;
 
   const use = (key: string) =>
     store.execute({
@@ -62,6 +68,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
     await admin.connect();
     await admin.query('CREATE DATABASE retrysafe');
     const ownerUrl = withDatabase(replica.primaryAdminUrl, 'retrysafe');
+    primaryOwnerUrl = ownerUrl;
     await migrateDatabase(ownerUrl);
     dashboardUrl = await ensureDashboardLogin(admin, ownerUrl, 'dashboard-password-for-the-standby');
     await admin.end();
@@ -147,7 +154,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
       expect(Number(/^retrysafe_dashboard_replica_lag_bytes (\S+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
       expect(text).toMatch(/^retrysafe_dashboard_replica_in_recovery 1$/m);
       expect(text).toContain('retrysafe_alert_firing{name="replica_lag",severity="warning"} 1');
-      // The server's own reader (app/_lib/services.ts) from the environment, on the owner's pool.
+      // The server's own reader (server/runtime-services.ts) from the environment, on the owner's pool.
       const reader = createReplicaLagReader({ DASHBOARD_READ_URL: standbyAddress(), DASHBOARD_DATABASE_URL: dashboardUrl }, owner);
       try {
         expect(await reader?.read()).toMatchObject({ inRecovery: true, replayPaused: true });
@@ -159,6 +166,37 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
     }
     await replica.waitForReplay();
     await expect.poll(async () => (await readReplicaLag(pools.pool, pools.readPool)).seconds, { timeout: 10_000 }).toBe(0);
+  });
+
+  it('the server runtime closes its pools on the standby too: none left there or on the primary after stop()', async () => {
+    // Every pool of the server names itself retrysafe-*; so does this file's own `pools` (the
+    // dashboard's, made in beforeAll), whose connections are told apart as those open before.
+    const backends = async (db: pg.Pool) =>
+      (
+        await db.query<{ pid: number; name: string }>("SELECT pid, application_name AS name FROM pg_stat_activity WHERE datname = 'retrysafe' AND application_name LIKE 'retrysafe-%'")
+      ).rows;
+    const before = new Set([...(await backends(owner)), ...(await backends(ownerStandby))].map((backend) => backend.pid));
+    const serverConnections = async (db: pg.Pool) => {
+      const counts: Record<string, number> = {};
+      for (const backend of await backends(db)) if (!before.has(backend.pid)) counts[backend.name] = (counts[backend.name] ?? 0) + 1;
+      return Object.fromEntries(Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)));
+    };
+    const runtime = createServerRuntime({
+      environment: readEnvironment({ NODE_ENV: 'test', ...testSecrets, DATABASE_URL: ownerUrl(), DASHBOARD_DATABASE_URL: dashboardUrl, DASHBOARD_READ_URL: standbyAddress(), DEMO_TRAFFIC: '0' }),
+      operatorAuth: (pool, settings) => createOperatorAuth({ pool, secret: settings.authSecret, baseURL: settings.publicUrl }),
+    });
+    try {
+      // The standby's lag for /api/metrics (its own pool there) and the dashboard's reads there.
+      const services = await runtime.services();
+      expect(await services.prometheus.registry.metrics()).toMatch(/^retrysafe_dashboard_replica_in_recovery 1$/m);
+      await runtime.dashboard().pools.readPool.query('SELECT 1');
+      await runtime.dashboard().pools.pool.query('SELECT 1');
+      expect(Object.keys(await serverConnections(ownerStandby))).toEqual([DASHBOARD_READ_APPLICATION, 'retrysafe-metrics-standby']);
+      expect(Object.keys(await serverConnections(owner))).toEqual(expect.arrayContaining(['retrysafe-app', 'retrysafe-dashboard', 'retrysafe-store']));
+    } finally {
+      await runtime.stop();
+    }
+    for (const db of [owner, ownerStandby]) await expect.poll(() => serverConnections(db), { timeout: 5_000 }).toEqual({});
   });
 
   it('refuses a read URL that is not a standby in one line naming DASHBOARD_READ_URL, at once', async () => {

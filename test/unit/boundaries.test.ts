@@ -62,3 +62,20 @@ describe('import floors', () => {
     expect(await refused('server/audit/actions.ts', "import { z } from 'zod';\nexport const s = z.string();\n")).toEqual(['zod']);
   });
 });
+
+describe('process-wide globals', () => {
+  const GLOBAL_RULE = 'no-restricted-syntax';
+  const globals = async (filePath: string, code: string) => {
+    const [result] = await eslint.lintText(code, { filePath });
+    return (result?.messages ?? []).filter((message) => message.ruleId === GLOBAL_RULE).length;
+  };
+  const snippet = "const slot = Symbol.for('retrysafe.services');\nexport const held = (globalThis as Record<symbol, unknown>)[slot];\n";
+
+  it('refuses a Symbol.for global in app/, server/, scripts/ and the package', async () => {
+    for (const filePath of ['app/_lib/a.ts', 'server/a.ts', 'scripts/a.ts', 'packages/store/src/a.ts']) expect(await globals(filePath, snippet), filePath).toBe(1);
+  });
+
+  it('allows the few that separate bundles make unavoidable', async () => {
+    for (const filePath of ['server/runtime-bridge.ts', 'server/auth/passwords.ts', 'packages/store/src/adapters/express.ts']) expect(await globals(filePath, snippet), filePath).toBe(0);
+  });
+});
