@@ -107,10 +107,12 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
   for (const [service, url] of settings.redis ?? []) {
     let connection: RedisConnection | undefined;
     let cluster: boolean;
+    let missing: string[] = [];
     try {
       connection = await connectRedis(url);
       const info = await connection.commands.sendCommand(['INFO', 'cluster']);
       cluster = /^cluster_enabled:1\s*$/m.test(Buffer.isBuffer(info) ? info.toString('utf8') : String(info));
+      if (!cluster) missing = await missingRedisCommands(connection.commands);
     } catch (error) {
       throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
     } finally {
@@ -119,6 +121,9 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
     // Its single-node client would meet MOVED for every slot another node holds.
     if (cluster) {
       throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${placeOf(url)} is a Redis Cluster node; the dashboard reads single-node Redis only for now`);
+    }
+    if (missing.length > 0) {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): its user may not send ${missing.join(', ')} on retrysafe:* at ${placeOf(url)}; grant them as docs/redis.md says`);
     }
   }
   for (const [service, url] of settings.mysql ?? []) {
@@ -151,6 +156,30 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
       await pool.end().catch(() => undefined);
     }
   }
+}
+
+/**
+ * The read commands the dashboard sends besides those start already sent (INFO), which the user at
+ * `commands` may not (an ACL's NOPERM), each tried once on a key no record has: an older
+ * least-privilege user of docs/redis.md lacks GET (the correlation-id lookup).
+ */
+async function missingRedisCommands(commands: RedisCommands): Promise<string[]> {
+  const probe = 'retrysafe:dashboard-start-check';
+  const missing: string[] = [];
+  for (const [name, args] of [
+    ['HMGET', ['HMGET', probe, 'state']],
+    ['ZRANGE', ['ZRANGE', probe, '0', '0']],
+    ['GET', ['GET', probe]],
+    ['TIME', ['TIME']],
+  ] as const) {
+    try {
+      await commands.sendCommand(args);
+    } catch (error) {
+      if (!/^NOPERM/.test(reasonOf(error) ?? '')) throw error;
+      missing.push(name);
+    }
+  }
+  return missing;
 }
 
 /** Newest first: created, then service, scope and key, descending (the seam's list order; across backends to the millisecond). */
@@ -286,7 +315,7 @@ export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, 
 
     async staleClaims(limit, service) {
       if (service !== undefined) return of(service).staleClaims(limit, service);
-      // Every backend that can list them; a Redis-kept service cannot (KeyReadUnsupportedError): its claims show in a named lookup.
+      // Every backend that can list them (a backend that cannot says KeyReadUnsupportedError: left out).
       const { answers, missing } = await settle([
         { services: null, read: () => postgres.staleClaims(limit).then((claims) => claims.filter(inPostgres)) },
         ...services.map((name) => ({

@@ -8,10 +8,11 @@ import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, isDatabaseUnavailable, problemFor, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
 import { createMysqlPool, mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MysqlKeyReads, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
-import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
+import { inFlightIndexKey, inFlightMember, RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
+import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -155,6 +156,16 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(JSON.stringify(rows)).not.toContain(SENTINEL);
   });
 
+  it('finds a Redis-kept request by its correlation id, metadata only, audited', async () => {
+    const answer = await storeOf(REDIS_SERVICE).execute(call('by-correlation'));
+    const found = await lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'customer quotes the id' }, 'ops@example.com');
+    expect(found.records.map((record) => [record.principalId, record.service, record.scope, record.key, record.state, record.statusCode])).toEqual([[tenant, REDIS_SERVICE, ENDPOINT, 'by-correlation', 'completed', 201]]);
+    expect(found.unavailable).toBeUndefined();
+    expect(JSON.stringify(found)).not.toContain(SENTINEL);
+    const { rows } = await db.pool.query<{ target: unknown; details: unknown }>("SELECT target, details FROM audit_log WHERE action = 'key.correlation_lookup' AND reason = 'customer quotes the id'");
+    expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
+  });
+
   it('answers nothing when the audit row cannot be written', async () => {
     await db.pool.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
@@ -195,20 +206,26 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(Number(rows[0]?.n)).toBeGreaterThanOrEqual(5);
   });
 
-  it('lists stale claims of the MySQL-kept service, and says it cannot for the Redis-kept one', async () => {
+  it('lists stale claims of the MySQL- and Redis-kept services, neither releasable from the dashboard', async () => {
     const { work: _work, mode: _mode, ...claimOnly } = call('crashed');
     for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) expect((await storeOf(service).begin(claimOnly)).claimed).toBe(true);
     // Their leases passed (the attempts crashed): as the owner of each store.
     await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 5 MINUTE WHERE idempotency_key = 'crashed'");
-    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', String(Date.now() - 300_000));
+    // (Redis: the record's lease and its entry in the in-flight index, as the claim script wrote them.)
+    const passed = String(Date.now() - 300_000);
+    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', passed);
+    await redis.command('ZADD', inFlightIndexKey(REDIS_SERVICE, ENDPOINT), 'XX', passed, inFlightMember(tenant, 'crashed'));
     const mysqlClaims = await listStaleClaims(pools.keys, 10, MYSQL_SERVICE);
     // Listed as not releasable from the dashboard (its release answers 501, below).
     expect(mysqlClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts, claim.releasable])).toEqual([[MYSQL_SERVICE, ENDPOINT, 'crashed', tenant, 1, false]]);
     expect(mysqlClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
     // Every service: the MySQL one's among them.
     expect((await listStaleClaims(pools.keys, 10)).find((claim) => claim.service === MYSQL_SERVICE)).toMatchObject({ key: 'crashed', releasable: false });
-    await expect(listStaleClaims(pools.keys, 10, REDIS_SERVICE)).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
-    // The Redis one shows as stale in its lookup.
+    const redisClaims = await listStaleClaims(pools.keys, 10, REDIS_SERVICE);
+    expect(redisClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts, claim.releasable])).toEqual([[REDIS_SERVICE, ENDPOINT, 'crashed', tenant, 1, false]]);
+    expect(redisClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
+    expect((await listStaleClaims(pools.keys, 10)).filter((claim) => claim.key === 'crashed').map((claim) => claim.service).sort()).toEqual([MYSQL_SERVICE, REDIS_SERVICE]);
+    // The Redis one shows as stale in its lookup too.
     const [record] = await lookUpKey(pools.keys, { principalId: tenant, service: REDIS_SERVICE, key: 'crashed', reason: 'is it stuck?' }, 'ops@example.com');
     expect(record?.state).toBe('in_progress');
     expect(record?.leasePassedSeconds).toBeGreaterThanOrEqual(299);
@@ -270,9 +287,12 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       },
     };
     const reads = new RedisKeyReads(recording, db.pool);
-    expect(await reads.keyRecords({ principalId: tenant, key: 'order-1' })).toHaveLength(1);
+    const [found] = await reads.keyRecords({ principalId: tenant, key: 'order-1' });
+    expect(found).toBeDefined();
     expect((await reads.principalKeys({ principalId: tenant, limit: 10 })).keys.length).toBeGreaterThan(0);
-    expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE']));
+    expect(await reads.correlationRecords(found?.correlationId ?? '')).toHaveLength(1);
+    await reads.staleClaims(10);
+    expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE', 'GET']));
     for (const command of sent) expect(command.slice(2)).not.toContain('body');
   });
 
@@ -319,7 +339,7 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       expect(page.keys.map((key) => key.service).sort()).toEqual([MYSQL_SERVICE, PG_SERVICE]);
       expect(page.unavailable).toEqual([DOWN_SERVICE]);
       const claims = await listStaleClaims(keys, 10);
-      expect(unansweredServices(claims)).toEqual([]);
+      expect(unansweredServices(claims)).toEqual([DOWN_SERVICE]);
     } finally {
       await downPools?.end();
       await down.stop();
