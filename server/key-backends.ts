@@ -20,6 +20,7 @@ import {
 import { createMysqlPool, MysqlKeyReads, mysqlMissingDashboardIndexes, mysqlReaderAccess } from '@retrysafe/store/mysql';
 import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
 import { ConfigurationError } from './config';
+import type { StoreFiguresSource } from './metrics/store-elsewhere';
 import { markUnanswered } from './unanswered-services';
 
 /** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
@@ -46,9 +47,11 @@ class LazyRedis implements RedisCommands {
   }
 }
 
-/** The services whose keys are elsewhere, each with its reads, and how to close their connections. */
+/** The services whose keys are elsewhere, each with its reads and its backend's store figures, and how to close their connections. */
 export interface KeyBackends {
   byService: Map<string, KeyRecordReads>;
+  /** For the overview's store panels: each service's backend figures, shared by the services of one URL. */
+  storeFigures: Map<string, StoreFiguresSource>;
   end(): Promise<void>;
 }
 
@@ -58,31 +61,38 @@ export interface KeyBackends {
  */
 export function openKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }, policies: Queryable): KeyBackends {
   const byService = new Map<string, KeyRecordReads>();
+  const storeFigures = new Map<string, StoreFiguresSource>();
   const closers: (() => Promise<void>)[] = [];
-  const redisByUrl = new Map<string, KeyRecordReads>();
+  const servicesOf = (map: Map<string, string> | undefined, url: string) => [...(map ?? [])].filter(([, other]) => other === url).map(([service]) => service);
+  const redisByUrl = new Map<string, { reads: RedisKeyReads; figures: StoreFiguresSource }>();
   for (const [service, url] of settings.redis ?? []) {
-    let reads = redisByUrl.get(url);
-    if (!reads) {
+    let opened = redisByUrl.get(url);
+    if (!opened) {
       const redis = new LazyRedis(url);
       closers.push(() => redis.close());
-      reads = new RedisKeyReads(redis, policies);
-      redisByUrl.set(url, reads);
+      const reads = new RedisKeyReads(redis, policies);
+      opened = { reads, figures: { backend: 'redis', services: servicesOf(settings.redis, url), read: async () => ({ backend: 'redis', ...(await reads.storeFigures()) }) } };
+      redisByUrl.set(url, opened);
     }
-    byService.set(service, reads);
+    byService.set(service, opened.reads);
+    storeFigures.set(service, opened.figures);
   }
-  const mysqlByUrl = new Map<string, KeyRecordReads>();
+  const mysqlByUrl = new Map<string, { reads: MysqlKeyReads; figures: StoreFiguresSource }>();
   for (const [service, url] of settings.mysql ?? []) {
-    let reads = mysqlByUrl.get(url);
-    if (!reads) {
+    let opened = mysqlByUrl.get(url);
+    if (!opened) {
       const pool = createMysqlPool(url, 4);
       closers.push(() => pool.end());
-      reads = new MysqlKeyReads(pool, policies);
-      mysqlByUrl.set(url, reads);
+      const reads = new MysqlKeyReads(pool, policies);
+      opened = { reads, figures: { backend: 'mysql', services: servicesOf(settings.mysql, url), read: async () => ({ backend: 'mysql', ...(await reads.storeFigures()) }) } };
+      mysqlByUrl.set(url, opened);
     }
-    byService.set(service, reads);
+    byService.set(service, opened.reads);
+    storeFigures.set(service, opened.figures);
   }
   return {
     byService,
+    storeFigures,
     async end() {
       await Promise.allSettled(closers.map((close) => close()));
     },

@@ -13,6 +13,7 @@ import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -164,6 +165,44 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(JSON.stringify(found)).not.toContain(SENTINEL);
     const { rows } = await db.pool.query<{ target: unknown; details: unknown }>("SELECT target, details FROM audit_log WHERE action = 'key.correlation_lookup' AND reason = 'customer quotes the id'");
     expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
+  });
+
+  it("shows the overview's store panels of a Redis- and a MySQL-kept service against its baseline: keys and memory, rows and table size", async () => {
+    await create(REDIS_SERVICE, ['panel-1', 'panel-2']);
+    await create(MYSQL_SERVICE, ['panel-1', 'panel-2']);
+    // The baseline: new keys within the scope's retention, from the flow series (the recorder's flush writes them).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
+         (date_trunc('minute', now()) - interval '5 minutes', $1, $3, 'new', 40), (date_trunc('minute', now()) - interval '5 minutes', $2, $3, 'new', 30)`,
+      [REDIS_SERVICE, MYSQL_SERVICE, ENDPOINT],
+    );
+    const overviewOf = (service: string) => readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
+
+    const redisStore = (await overviewOf(REDIS_SERVICE)).storeElsewhere;
+    expect(redisStore).toMatchObject({ service: REDIS_SERVICE, backend: 'redis', services: [REDIS_SERVICE], baselineRecords: 40 });
+    const keysNow = Number(await redis.command('DBSIZE'));
+    if (redisStore?.figures?.backend !== 'redis') throw new Error('no Redis figures');
+    expect(redisStore.figures.keys).toBe(keysNow);
+    expect(redisStore.figures.keysWithExpiry).toBe(keysNow);
+    expect(redisStore.figures.usedMemoryBytes).toBeGreaterThan(0);
+    expect(redisStore.figures).toMatchObject({ maxmemoryBytes: 0, policy: 'noeviction', evictedKeys: 0 });
+    expect(redisStore.ratio).toBeCloseTo(keysNow / 40);
+    expect(redisStore.bytesPerRecord).toBeCloseTo(redisStore.figures.usedMemoryBytes / 40);
+
+    const mysqlStore = (await overviewOf(MYSQL_SERVICE)).storeElsewhere;
+    expect(mysqlStore).toMatchObject({ service: MYSQL_SERVICE, backend: 'mysql', services: [MYSQL_SERVICE], baselineRecords: 30 });
+    if (mysqlStore?.figures?.backend !== 'mysql') throw new Error('no MySQL figures');
+    expect(mysqlStore.figures.dataBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.indexBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.oldestRowAgeSeconds).toBeGreaterThan(0);
+    expect(mysqlStore.figures.cleanupLagSeconds).toBe(0);
+    expect(mysqlStore.figures.estimatedRows).toBeGreaterThanOrEqual(0);
+    const [[counted]] = await owner.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM retrysafe_idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < UTC_TIMESTAMP(6)");
+    expect(mysqlStore.figures.staleClaims).toBe(Number(counted?.n));
+
+    // A Postgres-kept service: none (its keys are in the store-wide figures).
+    expect((await overviewOf(PG_SERVICE)).storeElsewhere).toBeNull();
+    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
   });
 
   it('answers nothing when the audit row cannot be written', async () => {
@@ -340,6 +379,9 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       expect(page.unavailable).toEqual([DOWN_SERVICE]);
       const claims = await listStaleClaims(keys, 10);
       expect(unansweredServices(claims)).toEqual([DOWN_SERVICE]);
+      // The overview of that service still answers, its Redis figures said missing.
+      const overview = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: DOWN_SERVICE }), undefined, undefined, { storeFigures: keys.storeFigures });
+      expect(overview.storeElsewhere).toMatchObject({ service: DOWN_SERVICE, backend: 'redis', figures: null, ratio: null });
     } finally {
       await downPools?.end();
       await down.stop();

@@ -11,7 +11,7 @@
 // the dashboard holds no write to Redis.
 import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
 import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
-import type { RedisCommands } from './redis-memory.js';
+import { infoFields, type RedisCommands } from './redis-memory.js';
 import {
   correlationIndexKey,
   inFlightIndexKey,
@@ -96,6 +96,24 @@ function withScores(reply: readonly unknown[]): [string, number][] {
     for (let i = 0; i + 1 < reply.length; i += 2) pairs.push([text(reply[i]), Number(text(reply[i + 1]))]);
   }
   return pairs;
+}
+
+/**
+ * What the overview shows of a Redis that keeps key records (RedisKeyReads.storeFigures): one
+ * INFO, so it costs the same whatever the number of keys. Every key of the server counts in
+ * `keys` (each record, its correlation id's entry and each principal's index), not one service's.
+ */
+export interface RedisStoreFigures {
+  /** Keys of every database of the server (INFO keyspace). */
+  keys: number;
+  /** Keys with an expiry (every key the store writes has one). */
+  keysWithExpiry: number;
+  usedMemoryBytes: number;
+  /** 0: no limit. */
+  maxmemoryBytes: number;
+  policy: string;
+  /** Since the server started (or CONFIG RESETSTAT). */
+  evictedKeys: number;
 }
 
 /** How long a dashboard read waits for Redis before it answers unavailable (503), by default. */
@@ -270,6 +288,24 @@ export class RedisKeyReads implements KeyRecordReads {
       });
     }
     return claims;
+  }
+
+  /** The server's keys and memory in one INFO (memory, stats, keyspace): no key is read. */
+  async storeFigures(): Promise<RedisStoreFigures> {
+    const fields = infoFields(await this.send(['INFO', 'memory', 'stats', 'keyspace']));
+    const number = (name: string) => {
+      const value = Number(fields.get(name));
+      if (!Number.isFinite(value)) throw new Error(`Redis INFO has no ${name}`);
+      return value;
+    };
+    let keys = 0;
+    let keysWithExpiry = 0;
+    for (const [name, value] of fields) {
+      if (!/^db\d+$/.test(name)) continue;
+      keys += Number(/(?:^|,)keys=(\d+)/.exec(value)?.[1] ?? 0);
+      keysWithExpiry += Number(/(?:^|,)expires=(\d+)/.exec(value)?.[1] ?? 0);
+    }
+    return { keys, keysWithExpiry, usedMemoryBytes: number('used_memory'), maxmemoryBytes: number('maxmemory'), policy: fields.get('maxmemory_policy') ?? 'unknown', evictedKeys: number('evicted_keys') };
   }
 
   /** The dashboard holds no write to Redis: a stale claim there is taken over by the next retry once its lease has passed. */

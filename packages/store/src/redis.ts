@@ -535,7 +535,7 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
   };
 }
 
-export { RedisKeyReads } from './redis-key-reads.js';
+export { RedisKeyReads, type RedisStoreFigures } from './redis-key-reads.js';
 export { RedisReconciler, parseReconcileOptions, reconcileStatementTexts, type EffectQuery, type ReconcileOptions, type ReconcileRun, type ResolvedReconcileOptions } from './redis-reconcile.js';
 export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
 export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';
