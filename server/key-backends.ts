@@ -71,7 +71,7 @@ export function openKeyBackends(settings: { redis?: Map<string, string> | undefi
       const redis = new LazyRedis(url);
       closers.push(() => redis.close());
       const reads = new RedisKeyReads(redis, policies);
-      opened = { reads, figures: { backend: 'redis', services: servicesOf(settings.redis, url), read: async () => ({ backend: 'redis', ...(await reads.storeFigures()) }) } };
+      opened = { reads, figures: { backend: 'redis', services: servicesOf(settings.redis, url), reads, read: async () => ({ backend: 'redis', ...(await reads.storeFigures()) }) } };
       redisByUrl.set(url, opened);
     }
     byService.set(service, opened.reads);
@@ -84,7 +84,7 @@ export function openKeyBackends(settings: { redis?: Map<string, string> | undefi
       const pool = createMysqlPool(url, 4);
       closers.push(() => pool.end());
       const reads = new MysqlKeyReads(pool, policies);
-      opened = { reads, figures: { backend: 'mysql', services: servicesOf(settings.mysql, url), read: async () => ({ backend: 'mysql', ...(await reads.storeFigures()) }) } };
+      opened = { reads, figures: { backend: 'mysql', services: servicesOf(settings.mysql, url), reads, read: async () => ({ backend: 'mysql', ...(await reads.storeFigures()) }) } };
       mysqlByUrl.set(url, opened);
     }
     byService.set(service, opened.reads);

@@ -163,8 +163,14 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
             <Stat
               label={search.scope || search.service ? `Stale claims in ${[search.scope, search.service].filter(Boolean).join(' of ')}` : 'Stale claims'}
-              value={String(data.staleClaims.count)}
-              detail={data.staleClaims.oldestPastLeaseSeconds === null ? 'in progress past their lease: none' : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`}
+              value={data.storeElsewhere && data.storeElsewhere.staleClaims === null ? '—' : `${data.staleClaims.count}${data.storeElsewhere?.staleClaims?.atLeast ? '+' : ''}`}
+              detail={
+                data.storeElsewhere && data.storeElsewhere.staleClaims === null
+                  ? `${data.storeElsewhere.backend === 'redis' ? 'Redis' : 'MySQL'} did not answer`
+                  : data.staleClaims.oldestPastLeaseSeconds === null
+                    ? 'in progress past their lease: none'
+                    : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`
+              }
             />
             <Stat
               label="Last sweep"
@@ -430,11 +436,6 @@ function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['store
             <Stat label="MySQL rows (estimate)" value={formatCount(figures.estimatedRows)} detail={`baseline ${formatCount(store.baselineRecords)}${ratio}`} />
             <Stat label="MySQL table size" value={formatBytes(figures.dataBytes + figures.indexBytes)} detail={`data ${formatBytes(figures.dataBytes)}, indexes ${formatBytes(figures.indexBytes)}`} />
             <Stat label="Oldest row" value={formatDuration(figures.oldestRowAgeSeconds)} detail={`age of the row that expires first; cleanup lag ${formatDuration(figures.cleanupLagSeconds)}`} />
-            <Stat
-              label="Stale claims"
-              value={formatCount(figures.staleClaims)}
-              detail={figures.oldestStaleSeconds === null ? 'in progress past their lease: none' : `oldest ${formatDuration(figures.oldestStaleSeconds)} past its lease`}
-            />
           </>
         )}
       </section>

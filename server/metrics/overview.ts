@@ -249,7 +249,7 @@ export async function readOverview(
   const compareOffset = query.compare === undefined ? null : compareOffsets[query.compare];
   // The chosen service's keys kept elsewhere: read beside the rest (its backend, not this pool, does most of the work).
   const source = query.service === undefined ? undefined : options.storeFigures?.get(query.service);
-  const storeElsewhere = source && query.service !== undefined ? readStoreElsewhere(db, query.service, source) : Promise.resolve(null);
+  const storeElsewhere = source && query.service !== undefined ? readStoreElsewhere(db, { service: query.service, scope: query.scope }, source) : Promise.resolve(null);
   const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures, events, compared, capacity] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
     principalsOfRange,
@@ -321,6 +321,7 @@ export async function readOverview(
   const pending = states.pending.filter(chosen);
 
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
+  const elsewhere = await storeElsewhere;
   return {
     range: readRange,
     absolute: absolute !== null,
@@ -376,11 +377,14 @@ export async function readOverview(
     },
     dataSince: since.rows[0]?.since?.toISOString() ?? null,
     now: window.now.toISOString(),
-    staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
+    // A service kept elsewhere: its backend's (none in Postgres); not answered there, none known.
+    staleClaims: elsewhere
+      ? { count: elsewhere.staleClaims?.count ?? 0, oldestPastLeaseSeconds: elsewhere.staleClaims?.oldestPastLeaseSeconds ?? null }
+      : { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
     capacity: { ...capacity, thresholdShare: thresholds.indexOverMemoryShare },
     replica: alertInputs.replica ? { ...alertInputs.replica, measuredAt: alertInputs.replica.measuredAt.toISOString(), thresholdSeconds: thresholds.replicaLagSeconds } : null,
     principals,
-    storeElsewhere: await storeElsewhere,
+    storeElsewhere: elsewhere,
   };
 }
 

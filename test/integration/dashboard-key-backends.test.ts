@@ -167,44 +167,6 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
   });
 
-  it("shows the overview's store panels of a Redis- and a MySQL-kept service against its baseline: keys and memory, rows and table size", async () => {
-    await create(REDIS_SERVICE, ['panel-1', 'panel-2']);
-    await create(MYSQL_SERVICE, ['panel-1', 'panel-2']);
-    // The baseline: new keys within the scope's retention, from the flow series (the recorder's flush writes them).
-    await db.pool.query(
-      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
-         (date_trunc('minute', now()) - interval '5 minutes', $1, $3, 'new', 40), (date_trunc('minute', now()) - interval '5 minutes', $2, $3, 'new', 30)`,
-      [REDIS_SERVICE, MYSQL_SERVICE, ENDPOINT],
-    );
-    const overviewOf = (service: string) => readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
-
-    const redisStore = (await overviewOf(REDIS_SERVICE)).storeElsewhere;
-    expect(redisStore).toMatchObject({ service: REDIS_SERVICE, backend: 'redis', services: [REDIS_SERVICE], baselineRecords: 40 });
-    const keysNow = Number(await redis.command('DBSIZE'));
-    if (redisStore?.figures?.backend !== 'redis') throw new Error('no Redis figures');
-    expect(redisStore.figures.keys).toBe(keysNow);
-    expect(redisStore.figures.keysWithExpiry).toBe(keysNow);
-    expect(redisStore.figures.usedMemoryBytes).toBeGreaterThan(0);
-    expect(redisStore.figures).toMatchObject({ maxmemoryBytes: 0, policy: 'noeviction', evictedKeys: 0 });
-    expect(redisStore.ratio).toBeCloseTo(keysNow / 40);
-    expect(redisStore.bytesPerRecord).toBeCloseTo(redisStore.figures.usedMemoryBytes / 40);
-
-    const mysqlStore = (await overviewOf(MYSQL_SERVICE)).storeElsewhere;
-    expect(mysqlStore).toMatchObject({ service: MYSQL_SERVICE, backend: 'mysql', services: [MYSQL_SERVICE], baselineRecords: 30 });
-    if (mysqlStore?.figures?.backend !== 'mysql') throw new Error('no MySQL figures');
-    expect(mysqlStore.figures.dataBytes).toBeGreaterThan(0);
-    expect(mysqlStore.figures.indexBytes).toBeGreaterThan(0);
-    expect(mysqlStore.figures.oldestRowAgeSeconds).toBeGreaterThan(0);
-    expect(mysqlStore.figures.cleanupLagSeconds).toBe(0);
-    expect(mysqlStore.figures.estimatedRows).toBeGreaterThanOrEqual(0);
-    const [[counted]] = await owner.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM retrysafe_idempotency_keys WHERE state = 'in_progress' AND lease_expires_at < UTC_TIMESTAMP(6)");
-    expect(mysqlStore.figures.staleClaims).toBe(Number(counted?.n));
-
-    // A Postgres-kept service: none (its keys are in the store-wide figures).
-    expect((await overviewOf(PG_SERVICE)).storeElsewhere).toBeNull();
-    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
-  });
-
   it('answers nothing when the audit row cannot be written', async () => {
     await db.pool.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
@@ -272,6 +234,49 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) {
       await expect(releaseStaleClaim(pools.keys, { principalId: tenant, service, scope: ENDPOINT, key: 'crashed' }, 'ops@example.com', 'stuck since noon')).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
     }
+  });
+
+  it("shows the overview's store panels of a Redis- and a MySQL-kept service against its baseline: keys and memory, rows and table size", async () => {
+    await create(REDIS_SERVICE, ['panel-1', 'panel-2']);
+    await create(MYSQL_SERVICE, ['panel-1', 'panel-2']);
+    // The baseline: new keys within the scope's retention, from the flow series (the recorder's flush writes them).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
+         (date_trunc('minute', now()) - interval '5 minutes', $1, $3, 'new', 40), (date_trunc('minute', now()) - interval '5 minutes', $2, $3, 'new', 30)`,
+      [REDIS_SERVICE, MYSQL_SERVICE, ENDPOINT],
+    );
+    const overviewOf = (service: string) => readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
+
+    const redisStore = (await overviewOf(REDIS_SERVICE)).storeElsewhere;
+    expect(redisStore).toMatchObject({ service: REDIS_SERVICE, backend: 'redis', services: [REDIS_SERVICE], baselineRecords: 40 });
+    const keysNow = Number(await redis.command('DBSIZE'));
+    if (redisStore?.figures?.backend !== 'redis') throw new Error('no Redis figures');
+    expect(redisStore.figures.keys).toBe(keysNow);
+    expect(redisStore.figures.keysWithExpiry).toBe(keysNow);
+    expect(redisStore.figures.usedMemoryBytes).toBeGreaterThan(0);
+    expect(redisStore.figures).toMatchObject({ maxmemoryBytes: 0, policy: 'noeviction', evictedKeys: 0 });
+    expect(redisStore.ratio).toBeCloseTo(keysNow / 40);
+    expect(redisStore.bytesPerRecord).toBeCloseTo(redisStore.figures.usedMemoryBytes / 40);
+
+    const mysqlStore = (await overviewOf(MYSQL_SERVICE)).storeElsewhere;
+    expect(mysqlStore).toMatchObject({ service: MYSQL_SERVICE, backend: 'mysql', services: [MYSQL_SERVICE], baselineRecords: 30 });
+    if (mysqlStore?.figures?.backend !== 'mysql') throw new Error('no MySQL figures');
+    expect(mysqlStore.figures.dataBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.indexBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.oldestRowAgeSeconds).toBeGreaterThan(0);
+    expect(mysqlStore.figures.cleanupLagSeconds).toBe(0);
+    expect(mysqlStore.figures.estimatedRows).toBeGreaterThanOrEqual(0);
+    // Each service's stale claims are its backend's (the crashed claim of the stale-claims case), in place of Postgres's.
+    for (const service of [REDIS_SERVICE, MYSQL_SERVICE]) {
+      const overview = await overviewOf(service);
+      expect(overview.storeElsewhere?.staleClaims).toMatchObject({ count: 1, atLeast: false });
+      expect(overview.staleClaims.count).toBe(1);
+      expect(overview.staleClaims.oldestPastLeaseSeconds).toBeGreaterThanOrEqual(299);
+    }
+
+    // A Postgres-kept service: none (its keys are in the store-wide figures).
+    expect((await overviewOf(PG_SERVICE)).storeElsewhere).toBeNull();
+    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
   });
 
   it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
@@ -381,7 +386,7 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       expect(unansweredServices(claims)).toEqual([DOWN_SERVICE]);
       // The overview of that service still answers, its Redis figures said missing.
       const overview = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: DOWN_SERVICE }), undefined, undefined, { storeFigures: keys.storeFigures });
-      expect(overview.storeElsewhere).toMatchObject({ service: DOWN_SERVICE, backend: 'redis', figures: null, ratio: null });
+      expect(overview.storeElsewhere).toMatchObject({ service: DOWN_SERVICE, backend: 'redis', figures: null, ratio: null, staleClaims: null });
     } finally {
       await downPools?.end();
       await down.stop();

@@ -189,9 +189,6 @@ const TABLE_FIGURES_SQL = `SELECT TABLE_ROWS AS estimated_rows, DATA_LENGTH AS d
 /** The row that expires first: the first entry of retrysafe_idempotency_keys_expires_at. */
 const OLDEST_ROW_SQL = `SELECT ${seconds('created_at', 'UTC_TIMESTAMP(6)')} AS age, ${seconds('expires_at', 'UTC_TIMESTAMP(6)')} AS lag
   FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_expires_at) ORDER BY expires_at LIMIT 1`;
-/** Claims past their lease: a range of retrysafe_idempotency_keys_state_lease (as many entries as there are stale claims). */
-const STALE_COUNT_SQL = `SELECT COUNT(*) AS n, ${seconds('MIN(lease_expires_at)', 'UTC_TIMESTAMP(6)')} AS oldest
-  FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_state_lease) WHERE state = 'in_progress' AND lease_expires_at < UTC_TIMESTAMP(6)`;
 
 /** What the overview shows of a MySQL key table (MysqlKeyReads.storeFigures): the figures Postgres's store panels show of its own. */
 export interface MysqlStoreFigures {
@@ -203,8 +200,6 @@ export interface MysqlStoreFigures {
   oldestRowAgeSeconds: number | null;
   /** How far past its expiry the row that expires first is, seconds (0 when none has expired). */
   cleanupLagSeconds: number;
-  staleClaims: number;
-  oldestStaleSeconds: number | null;
 }
 
 /** The SQL texts the dashboard sends to MySQL, for the test that proves none names response_body. */
@@ -214,7 +209,6 @@ export const mysqlKeyReadStatementTexts = (): string[] => [
   mysqlPrincipalKeysStatement({ principalId: '', limit: 1, service: 's', scope: 's', state: 'completed', after: { createdAtMicros: '1', service: 's', scope: 's', key: 'k' } }).sql,
   TABLE_FIGURES_SQL,
   OLDEST_ROW_SQL,
-  STALE_COUNT_SQL,
 ];
 
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
@@ -373,9 +367,9 @@ export class MysqlKeyReads implements KeyRecordReads {
     }));
   }
 
-  /** The key table's size (catalog estimates), its oldest row and its stale claims, each through an index: no full scan. */
+  /** The key table's size (catalog estimates) and its oldest row (through the expiry index): no full scan. */
   async storeFigures(): Promise<MysqlStoreFigures> {
-    const [table, oldest, stale] = await Promise.all([this.rows(TABLE_FIGURES_SQL, []), this.rows(OLDEST_ROW_SQL, []), this.rows(STALE_COUNT_SQL, [])]);
+    const [table, oldest] = await Promise.all([this.rows(TABLE_FIGURES_SQL, []), this.rows(OLDEST_ROW_SQL, [])]);
     const size = table[0];
     return {
       estimatedRows: Number(size?.estimated_rows ?? 0),
@@ -383,8 +377,6 @@ export class MysqlKeyReads implements KeyRecordReads {
       indexBytes: Number(size?.index_bytes ?? 0),
       oldestRowAgeSeconds: oldest[0] ? Number(oldest[0].age) : null,
       cleanupLagSeconds: oldest[0] ? Math.max(0, Number(oldest[0].lag)) : 0,
-      staleClaims: Number(stale[0]?.n ?? 0),
-      oldestStaleSeconds: numberOrNull(stale[0]?.oldest),
     };
   }
 
