@@ -94,10 +94,20 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
     const correlation = await post('/api/admin/keys/correlation', { correlationId: correlationIds.get('orders-redis'), reason: 'sentinel check' });
     expect(correlation.status).toBe(200);
     expect((JSON.parse(correlation.text) as { records: { service: string; key: string }[] }).records.map((record) => [record.service, record.key])).toEqual([['orders-redis', 'sentinel-order']]);
+    // The overview of each: its backend's keys against the baseline, its stale claim counted there.
+    const overviews = await Promise.all(['orders-redis', 'orders-mysql'].map((service) => get(`/api/admin/overview?service=${service}`)));
+    for (const [i, answer] of overviews.entries()) {
+      expect(answer.status).toBe(200);
+      const overview = JSON.parse(answer.text) as { storeElsewhere: { backend: string; figures: unknown } | null; staleClaims: { count: number } };
+      expect([overview.storeElsewhere?.backend, overview.storeElsewhere?.figures === null, overview.staleClaims.count]).toEqual([i === 0 ? 'redis' : 'mysql', false, 1]);
+    }
     const every = await get('/api/admin/stale-claims?limit=500');
     expect(every.status).toBe(200);
-    const pages = await Promise.all(['/keys', '/claims'].map((path) => get(path)));
-    for (const answer of [lookup, list, stale, redisStale, correlation, every, ...pages]) expect(answer.text).not.toContain(SENTINEL);
+    const pages = await Promise.all(['/keys', '/claims', '/?service=orders-redis', '/?service=orders-mysql'].map((path) => get(path)));
+    for (const page of pages) expect(page.status).toBe(200);
+    expect(pages[2]?.text).toContain('Keys in Redis');
+    expect(pages[3]?.text).toContain('Keys in MySQL');
+    for (const answer of [lookup, list, stale, redisStale, correlation, every, ...overviews, ...pages]) expect(answer.text).not.toContain(SENTINEL);
     expect(server.output()).not.toContain(SENTINEL);
   });
 });
