@@ -410,7 +410,7 @@ function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['store
   return (
     <>
       <h2 id="store-elsewhere" className="section-title">
-        Keys in {where} <span className="muted small">({store.service}, now{shared})</span>
+        {`Keys in ${where}`} <span className="muted small">({store.service}, now{shared})</span>
       </h2>
       <section aria-labelledby="store-elsewhere" className="stats">
         {figures === null ? (
