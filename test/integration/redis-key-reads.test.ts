@@ -146,8 +146,6 @@ describe.runIf(keyBackendKinds.includes('redis'))('key reads of records in Redis
     const members = (scope: string) => keys.redis?.command('ZRANGE', inFlightIndexKey(CLAIMS_SERVICE, scope), '0', '-1') as Promise<Buffer[]>;
     expect((await members('POST /a')).map(String).sort()).toEqual([inFlightMember(p, 'crash-1'), inFlightMember(q, 'crash-4'), inFlightMember(p, 'running')].sort());
     expect((await members('POST /b')).map(String).sort()).toEqual([inFlightMember(q, 'crash-2'), inFlightMember(p, 'crash-3')].sort());
-    // The index lives as long as the records it holds.
-    expect(Number(await keys.redis?.command('PTTL', inFlightIndexKey(CLAIMS_SERVICE, 'POST /a')))).toBeGreaterThan(testPolicy.retentionMs - 60_000);
 
     // A takeover is in flight again under its new lease; its completion leaves the list.
     const retry = claimOf(CLAIMS_SERVICE, p, 'POST /a', 'crash-1', 60_000);
@@ -158,6 +156,14 @@ describe.runIf(keyBackendKinds.includes('redis'))('key reads of records in Redis
     // A record gone (expired) is passed over though its entry remains until a claim trims it.
     await keys.redis?.command('DEL', recordKey({ principalId: q, service: CLAIMS_SERVICE, scope: 'POST /b', key: 'crash-2' }));
     expect((await reads().staleClaims(10, CLAIMS_SERVICE)).map((claim) => claim.key)).toEqual(['crash-3', 'crash-4']);
+    // The scope's next claim trims entries whose lease ended longer ago than its retention (their records have expired).
+    await keys.redis?.command('ZADD', inFlightIndexKey(CLAIMS_SERVICE, 'POST /b'), String(Date.now() - testPolicy.retentionMs - 60_000), inFlightMember(q, 'long-gone'));
+    await redis.claim(claimOf(CLAIMS_SERVICE, p, 'POST /b', 'next', 60_000));
+    expect((await members('POST /b')).map(String).sort()).toEqual([inFlightMember(q, 'crash-2'), inFlightMember(p, 'crash-3'), inFlightMember(p, 'next')].sort());
+    // An index left empty is gone: it holds only what is in flight or stale.
+    for (const key of ['crash-3', 'next']) await redis.fail({ principalId: p, service: CLAIMS_SERVICE, scope: 'POST /b', key }, 1);
+    await keys.redis?.command('ZREM', inFlightIndexKey(CLAIMS_SERVICE, 'POST /b'), inFlightMember(q, 'crash-2'));
+    expect(Number(await keys.redis?.command('EXISTS', inFlightIndexKey(CLAIMS_SERVICE, 'POST /b')))).toBe(0);
   });
 
   it("finds a correlation id's record through its index (GET), the current attempt's id only, with the principal's name", async () => {

@@ -53,7 +53,8 @@ export function principalIndexKey(principalId: string, service: string): string 
  * score before now is a stale claim (its attempt crashed or hung): the stale-claims list reads it
  * oldest lease first, with no SCAN. One set per (service, scope), so that its entries share one
  * retention: the claim drops those whose lease ended longer ago than that (their records have
- * expired), and the set expires after the longest retention of the claims that wrote it.
+ * expired). The set has no expiry of its own (one command less a claim): it holds only what is in
+ * flight or stale, and Redis removes it once its last entry is.
  */
 export function inFlightIndexKey(service: string, scope: string): string {
   return `retrysafe:inflight:${service.length}:${service}:${scope.length}:${scope}`;
@@ -156,7 +157,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if KEYS[3] then
     redis.call('ZADD', KEYS[3], lease, ARGV[6])
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - retention))
-    if redis.call('PTTL', KEYS[3]) < retention then redis.call('PEXPIRE', KEYS[3], retention) end
     redis.call('SET', KEYS[4], ARGV[7], 'PX', retention)
   end
   return {1}
