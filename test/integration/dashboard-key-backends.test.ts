@@ -252,7 +252,8 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     const keysNow = Number(await redis.command('DBSIZE'));
     if (redisStore?.figures?.backend !== 'redis') throw new Error('no Redis figures');
     expect(redisStore.figures.keys).toBe(keysNow);
-    expect(redisStore.figures.keysWithExpiry).toBe(keysNow);
+    // Every key the store writes expires, but the in-flight indexes (here one: the stale claim's).
+    expect(redisStore.figures.keys - redisStore.figures.keysWithExpiry).toBe(Number(await redis.command('EXISTS', inFlightIndexKey(REDIS_SERVICE, ENDPOINT))));
     expect(redisStore.figures.usedMemoryBytes).toBeGreaterThan(0);
     expect(redisStore.figures).toMatchObject({ maxmemoryBytes: 0, policy: 'noeviction', evictedKeys: 0 });
     expect(redisStore.ratio).toBeCloseTo(keysNow / 40);

@@ -106,7 +106,7 @@ function withScores(reply: readonly unknown[]): [string, number][] {
 export interface RedisStoreFigures {
   /** Keys of every database of the server (INFO keyspace). */
   keys: number;
-  /** Keys with an expiry (every key the store writes has one). */
+  /** Keys with an expiry (every key the store writes has one, but the in-flight indexes). */
   keysWithExpiry: number;
   usedMemoryBytes: number;
   /** 0: no limit. */
