@@ -1,7 +1,7 @@
 // The overview (viewer): prefetched on the server through the dashboard's role, then kept
 // fresh by React Query under the same key.
 import { dehydrate, HydrationBoundary, QueryClient } from '@tanstack/react-query';
-import { requirePageOperator, dashboardReadPool, dashboardReplicaLag } from '@/app/_lib/dashboard';
+import { requirePageOperator, dashboardKeys, dashboardReadPool, dashboardReplicaLag } from '@/app/_lib/dashboard';
 import { runtime } from '@/app/_lib/runtime';
 import { OverviewDashboard } from '@/components/overview/overview-dashboard';
 import { parseOverviewSearch } from '@/components/overview/search';
@@ -36,7 +36,7 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
               overviewQuery.parse({ range: search.range, service: search.service, scope: search.scope, from: search.from, to: search.to, compare: search.compare }),
               alertThresholds,
               sweepIntervalSeconds,
-              { replicaLag: dashboardReplicaLag(), databaseMemoryBytes },
+              { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures },
             ),
           ),
         ) as OverviewJson,

@@ -15,7 +15,9 @@
 // (issue 27): docs/redis.md#speed has the figures and where the time goes. Each cell runs BENCH_REDIS_ROUNDS rounds (default 2) of every side, the order rotated
 // each round so every side sees the same machine, and reports their mean and the ratio store /
 // node-idempotency. BENCH_REDIS_SECONDS per run (default 3), BENCH_REDIS_CALLERS (default 1,8,32),
-// BENCH_REDIS_SIDES (default all four: store,raw,powertools,node-idempotency).
+// BENCH_REDIS_SIDES (default the four: store,raw,powertools,node-idempotency; raw-unindexed adds
+// the raw scripts without the dashboard's indexes of claims in flight and of correlation ids, their
+// cost beside raw in the same run).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
 import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
@@ -29,8 +31,9 @@ import type { BenchDatabase } from './database';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
 import { formatRun, meanRun, processCpuUs, runClosedLoopWithCpu, type RunResult } from './measure';
 
-const SIDES = ['store', 'raw', 'powertools', 'node-idempotency'] as const;
+const SIDES = ['store', 'raw', 'raw-unindexed', 'powertools', 'node-idempotency'] as const;
 type Side = (typeof SIDES)[number];
+const DEFAULT_SIDES: readonly Side[] = ['store', 'raw', 'powertools', 'node-idempotency'];
 
 export interface RedisBenchRow {
   side: Side;
@@ -47,7 +50,7 @@ export interface RedisBenchRow {
 const SECONDS = Number(process.env.BENCH_REDIS_SECONDS ?? 3);
 const CALLERS = (process.env.BENCH_REDIS_CALLERS ?? '1,8,32').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_REDIS_ROUNDS ?? 2);
-const CHOSEN = (process.env.BENCH_REDIS_SIDES ?? SIDES.join(',')).split(',').filter((side): side is Side => (SIDES as readonly string[]).includes(side));
+const CHOSEN = (process.env.BENCH_REDIS_SIDES ?? DEFAULT_SIDES.join(',')).split(',').filter((side): side is Side => (SIDES as readonly string[]).includes(side));
 const REPLAY_KEYS = 2_000;
 
 /** A closed-loop run with Node's CPU per request and the redis-server's (process `redisPid`) over the same window. */
@@ -100,15 +103,17 @@ export async function benchRedis(database: BenchDatabase, log: (line: string) =>
     const request = (key: string) => ({ principalId, endpoint: BENCH_ENDPOINT, method: 'POST', key, body: benchBody, policy: benchPolicy, mode: 'claim-first' as const, work });
 
     const raw = new RedisBackend(redis.connection.commands);
+    // The same scripts without the dashboard's indexes (in flight, correlation id), as on a cluster.
+    const unindexed = new RedisBackend(redis.connection.commands, { dashboardIndexes: false });
     const fingerprint = randomBytes(32);
     const rawClaim = (key: string) => ({ principalId, service: BENCH_SERVICE, scope: BENCH_ENDPOINT, key, fingerprint, correlationId: newCorrelationId(), leaseMs: benchPolicy.leaseMs, retentionMs: benchPolicy.retentionMs });
     const sealedLike = randomBytes(benchResponse.length + 28);
-    const completeRaw = async (key: string) => {
+    const completeRaw = async (key: string, backend = raw) => {
       const claim = rawClaim(key);
-      const claimed = await raw.claim(claim);
+      const claimed = await backend.claim(claim);
       if (!claimed.claimed) throw new Error('expected a new key');
       await work();
-      await raw.complete({ ...claim, attempts: 1, status: 201, contentType: 'application/json', body: sealedLike, keyId: 'k1', size: benchResponse.length, reference: null });
+      await backend.complete({ ...claim, attempts: 1, status: 201, contentType: 'application/json', body: sealedLike, keyId: 'k1', size: benchResponse.length, reference: null });
     };
 
     // Powertools: the idempotency key from the event (eventKeyJmesPath), the lease as the
@@ -154,6 +159,15 @@ export async function benchRedis(database: BenchDatabase, log: (line: string) =>
         },
         prepare: async (keys) => {
           for (const key of keys) await completeRaw(key);
+        },
+      },
+      'raw-unindexed': {
+        fresh: () => completeRaw(randomUUID(), unindexed),
+        replay: async (key) => {
+          if ((await unindexed.claim(rawClaim(key))).claimed) throw new Error('expected an existing key');
+        },
+        prepare: async (keys) => {
+          for (const key of keys) await completeRaw(key, unindexed);
         },
       },
       powertools: {

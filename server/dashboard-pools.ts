@@ -190,7 +190,7 @@ export function createDashboardPools(settings: Pick<DashboardSettings, 'database
     pool,
     readPool,
     onReplica,
-    keys: { reads: routedKeyReads(postgresReads, elsewhere.byService), audit: pool, trace: readPool, keptElsewhere: new Set(elsewhere.byService.keys()) },
+    keys: { reads: routedKeyReads(postgresReads, elsewhere.byService), audit: pool, trace: readPool, keptElsewhere: new Set(elsewhere.byService.keys()), storeFigures: elsewhere.storeFigures },
     replicaLag: onReplica ? () => readReplicaLag(pool, readPool) : undefined,
     async end() {
       await Promise.all([pool.end(), onReplica ? readPool.end() : undefined, elsewhere.end()]);

@@ -20,6 +20,7 @@ import {
 import { createMysqlPool, MysqlKeyReads, mysqlMissingDashboardIndexes, mysqlReaderAccess } from '@retrysafe/store/mysql';
 import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
 import { ConfigurationError } from './config';
+import type { StoreFiguresSource } from './metrics/store-elsewhere';
 import { markUnanswered } from './unanswered-services';
 
 /** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
@@ -46,9 +47,11 @@ class LazyRedis implements RedisCommands {
   }
 }
 
-/** The services whose keys are elsewhere, each with its reads, and how to close their connections. */
+/** The services whose keys are elsewhere, each with its reads and its backend's store figures, and how to close their connections. */
 export interface KeyBackends {
   byService: Map<string, KeyRecordReads>;
+  /** For the overview's store panels: each service's backend figures, shared by the services of one URL. */
+  storeFigures: Map<string, StoreFiguresSource>;
   end(): Promise<void>;
 }
 
@@ -58,31 +61,38 @@ export interface KeyBackends {
  */
 export function openKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }, policies: Queryable): KeyBackends {
   const byService = new Map<string, KeyRecordReads>();
+  const storeFigures = new Map<string, StoreFiguresSource>();
   const closers: (() => Promise<void>)[] = [];
-  const redisByUrl = new Map<string, KeyRecordReads>();
+  const servicesOf = (map: Map<string, string> | undefined, url: string) => [...(map ?? [])].filter(([, other]) => other === url).map(([service]) => service);
+  const redisByUrl = new Map<string, { reads: RedisKeyReads; figures: StoreFiguresSource }>();
   for (const [service, url] of settings.redis ?? []) {
-    let reads = redisByUrl.get(url);
-    if (!reads) {
+    let opened = redisByUrl.get(url);
+    if (!opened) {
       const redis = new LazyRedis(url);
       closers.push(() => redis.close());
-      reads = new RedisKeyReads(redis, policies);
-      redisByUrl.set(url, reads);
+      const reads = new RedisKeyReads(redis, policies);
+      opened = { reads, figures: { backend: 'redis', services: servicesOf(settings.redis, url), reads, read: async () => ({ backend: 'redis', ...(await reads.storeFigures()) }) } };
+      redisByUrl.set(url, opened);
     }
-    byService.set(service, reads);
+    byService.set(service, opened.reads);
+    storeFigures.set(service, opened.figures);
   }
-  const mysqlByUrl = new Map<string, KeyRecordReads>();
+  const mysqlByUrl = new Map<string, { reads: MysqlKeyReads; figures: StoreFiguresSource }>();
   for (const [service, url] of settings.mysql ?? []) {
-    let reads = mysqlByUrl.get(url);
-    if (!reads) {
+    let opened = mysqlByUrl.get(url);
+    if (!opened) {
       const pool = createMysqlPool(url, 4);
       closers.push(() => pool.end());
-      reads = new MysqlKeyReads(pool, policies);
-      mysqlByUrl.set(url, reads);
+      const reads = new MysqlKeyReads(pool, policies);
+      opened = { reads, figures: { backend: 'mysql', services: servicesOf(settings.mysql, url), reads, read: async () => ({ backend: 'mysql', ...(await reads.storeFigures()) }) } };
+      mysqlByUrl.set(url, opened);
     }
-    byService.set(service, reads);
+    byService.set(service, opened.reads);
+    storeFigures.set(service, opened.figures);
   }
   return {
     byService,
+    storeFigures,
     async end() {
       await Promise.allSettled(closers.map((close) => close()));
     },
@@ -107,10 +117,12 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
   for (const [service, url] of settings.redis ?? []) {
     let connection: RedisConnection | undefined;
     let cluster: boolean;
+    let missing: string[] = [];
     try {
       connection = await connectRedis(url);
       const info = await connection.commands.sendCommand(['INFO', 'cluster']);
       cluster = /^cluster_enabled:1\s*$/m.test(Buffer.isBuffer(info) ? info.toString('utf8') : String(info));
+      if (!cluster) missing = await missingRedisCommands(connection.commands);
     } catch (error) {
       throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
     } finally {
@@ -119,6 +131,9 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
     // Its single-node client would meet MOVED for every slot another node holds.
     if (cluster) {
       throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${placeOf(url)} is a Redis Cluster node; the dashboard reads single-node Redis only for now`);
+    }
+    if (missing.length > 0) {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): its user may not send ${missing.join(', ')} on retrysafe:* at ${placeOf(url)}; grant them as docs/redis.md says`);
     }
   }
   for (const [service, url] of settings.mysql ?? []) {
@@ -151,6 +166,30 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
       await pool.end().catch(() => undefined);
     }
   }
+}
+
+/**
+ * The read commands the dashboard sends besides those start already sent (INFO), which the user at
+ * `commands` may not (an ACL's NOPERM), each tried once on a key no record has: an older
+ * least-privilege user of docs/redis.md lacks GET (the correlation-id lookup).
+ */
+async function missingRedisCommands(commands: RedisCommands): Promise<string[]> {
+  const probe = 'retrysafe:dashboard-start-check';
+  const missing: string[] = [];
+  for (const [name, args] of [
+    ['HMGET', ['HMGET', probe, 'state']],
+    ['ZRANGE', ['ZRANGE', probe, '0', '0']],
+    ['GET', ['GET', probe]],
+    ['TIME', ['TIME']],
+  ] as const) {
+    try {
+      await commands.sendCommand(args);
+    } catch (error) {
+      if (!/^NOPERM/.test(reasonOf(error) ?? '')) throw error;
+      missing.push(name);
+    }
+  }
+  return missing;
 }
 
 /** Newest first: created, then service, scope and key, descending (the seam's list order; across backends to the millisecond). */
@@ -286,7 +325,7 @@ export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, 
 
     async staleClaims(limit, service) {
       if (service !== undefined) return of(service).staleClaims(limit, service);
-      // Every backend that can list them; a Redis-kept service cannot (KeyReadUnsupportedError): its claims show in a named lookup.
+      // Every backend that can list them (a backend that cannot says KeyReadUnsupportedError: left out).
       const { answers, missing } = await settle([
         { services: null, read: () => postgres.staleClaims(limit).then((claims) => claims.filter(inPostgres)) },
         ...services.map((name) => ({

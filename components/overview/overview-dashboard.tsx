@@ -151,6 +151,8 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
         <>
           <CheckBanners checks={data.checks} search={search} />
 
+          {data.storeElsewhere ? <StoreElsewhereStats store={data.storeElsewhere} /> : null}
+
           <h2 id="store" className="section-title">
             Store now <span className="muted small">(store-wide)</span>
           </h2>
@@ -161,8 +163,14 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
             <Stat
               label={search.scope || search.service ? `Stale claims in ${[search.scope, search.service].filter(Boolean).join(' of ')}` : 'Stale claims'}
-              value={String(data.staleClaims.count)}
-              detail={data.staleClaims.oldestPastLeaseSeconds === null ? 'in progress past their lease: none' : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`}
+              value={data.storeElsewhere && data.storeElsewhere.staleClaims === null ? '—' : `${data.staleClaims.count}${data.storeElsewhere?.staleClaims?.atLeast ? '+' : ''}`}
+              detail={
+                data.storeElsewhere && data.storeElsewhere.staleClaims === null
+                  ? `${data.storeElsewhere.backend === 'redis' ? 'Redis' : 'MySQL'} did not answer`
+                  : data.staleClaims.oldestPastLeaseSeconds === null
+                    ? 'in progress past their lease: none'
+                    : `oldest ${formatDuration(data.staleClaims.oldestPastLeaseSeconds)} past its lease`
+              }
             />
             <Stat
               label="Last sweep"
@@ -390,6 +398,51 @@ function CopyLink({ search, window: shown }: { search: OverviewSearch; window: {
 }
 
 /** The standby the dashboard reads (DASHBOARD_READ_URL): how far behind the primary its figures are. */
+/**
+ * The chosen service's keys kept in Redis or MySQL (server/metrics/store-elsewhere.ts): that
+ * backend's keys or rows and its memory or table size now, against the service's baseline.
+ */
+function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['storeElsewhere']> }) {
+  const where = store.backend === 'redis' ? 'Redis' : 'MySQL';
+  const shared = store.services.length > 1 ? ` (shared by ${store.services.join(', ')}: the figures count them all)` : '';
+  const ratio = store.ratio === null ? '' : `, ${store.ratio.toFixed(2)}x`;
+  const figures = store.figures;
+  return (
+    <>
+      <h2 id="store-elsewhere" className="section-title">
+        {`Keys in ${where}`} <span className="muted small">({store.service}, now{shared})</span>
+      </h2>
+      <section aria-labelledby="store-elsewhere" className="stats">
+        {figures === null ? (
+          <Stat label={`${where} keys`} value="—" detail={`${where} did not answer; baseline ${formatCount(store.baselineRecords)} records`} />
+        ) : figures.backend === 'redis' ? (
+          <>
+            <Stat
+              label="Redis keys"
+              value={formatCount(figures.keys)}
+              detail={`baseline ${formatCount(store.baselineRecords)} records${ratio} (a record and its correlation id each: about 2x, plus an index per principal)`}
+            />
+            <Stat
+              label="Redis memory"
+              value={figures.maxmemoryBytes > 0 ? `${formatBytes(figures.usedMemoryBytes)} of ${formatBytes(figures.maxmemoryBytes)}` : formatBytes(figures.usedMemoryBytes)}
+              detail={`${figures.maxmemoryBytes > 0 ? `${formatPercent(figures.usedMemoryBytes / figures.maxmemoryBytes)}, ` : 'no maxmemory, '}${figures.policy}${
+                store.bytesPerRecord === null ? '' : `, ${formatBytes(store.bytesPerRecord)} a baseline record`
+              }`}
+            />
+            <Stat label="Evicted keys" value={formatCount(figures.evictedKeys)} detail="since the Redis started: any is a record lost before its retention" />
+          </>
+        ) : (
+          <>
+            <Stat label="MySQL rows (estimate)" value={formatCount(figures.estimatedRows)} detail={`baseline ${formatCount(store.baselineRecords)}${ratio}`} />
+            <Stat label="MySQL table size" value={formatBytes(figures.dataBytes + figures.indexBytes)} detail={`data ${formatBytes(figures.dataBytes)}, indexes ${formatBytes(figures.indexBytes)}`} />
+            <Stat label="Oldest row" value={formatDuration(figures.oldestRowAgeSeconds)} detail={`age of the row that expires first; cleanup lag ${formatDuration(figures.cleanupLagSeconds)}`} />
+          </>
+        )}
+      </section>
+    </>
+  );
+}
+
 function ReplicaStat({ replica }: { replica: NonNullable<OverviewJson['replica']> }) {
   const paused = replica.replayPaused ? ', replay paused' : '';
   const value = !replica.inRecovery ? 'not a standby' : replica.bytes === 0 ? 'caught up' : replica.seconds === null ? 'behind' : formatDuration(replica.seconds);

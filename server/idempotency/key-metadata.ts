@@ -11,6 +11,7 @@ import { MICROS_PATTERN } from '../keyset';
 import { serviceNameSchema } from '../service-name';
 import { pageCounts, withTraces, type TracedKeyRecord } from './attempts';
 import { markUnanswered, unansweredServices } from '../unanswered-services';
+import type { StoreFiguresSource } from '../metrics/store-elsewhere';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -38,6 +39,8 @@ export interface KeyAccess {
    * the dashboard does not release their stale claims (their own sweep or the next retry does).
    */
   keptElsewhere?: ReadonlySet<string>;
+  /** The same services' backend figures, for the overview's store panels (server/metrics/store-elsewhere.ts). */
+  storeFigures?: ReadonlyMap<string, StoreFiguresSource>;
 }
 
 /**

@@ -20,6 +20,7 @@ import type { ReplicaLag } from './replica-lag';
 import { readCapacity, type Capacity } from './capacity';
 import { durationText, isRecordedOpen, readAlertHistory, type AlertFiring } from './alert-history';
 import { readInstanceStarts } from '../instance-starts';
+import { readStoreElsewhere, type StoreElsewhere, type StoreFiguresSource } from './store-elsewhere';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -170,6 +171,12 @@ export interface Overview {
    * Catalog and metrics-table figures only: no key, fingerprint or body.
    */
   capacity: Capacity & { thresholdShare: number };
+  /**
+   * When the chosen service keeps its key records in Redis or MySQL: that backend's keys (or rows)
+   * and memory (or table size) now against its baseline (store-elsewhere.ts); null otherwise. The
+   * store-wide figures above are Postgres's and do not count its keys.
+   */
+  storeElsewhere: StoreElsewhere | null;
 }
 
 /** The overview as it travels as JSON (dates as ISO strings). */
@@ -193,7 +200,12 @@ export async function readOverview(
   query: OverviewQuery,
   thresholds: AlertThresholds = alertThresholds,
   sweepIntervalSeconds?: number,
-  options: { replicaLag?: (() => Promise<ReplicaLag>) | undefined; databaseMemoryBytes?: number | undefined } = {},
+  options: {
+    replicaLag?: (() => Promise<ReplicaLag>) | undefined;
+    databaseMemoryBytes?: number | undefined;
+    /** The services whose keys are kept in Redis or MySQL, with their backends' figures (KeyAccess.storeFigures). */
+    storeFigures?: ReadonlyMap<string, StoreFiguresSource> | undefined;
+  } = {},
 ): Promise<Overview> {
   const absolute = query.from !== undefined && query.to !== undefined ? { from: new Date(query.from), to: new Date(query.to) } : null;
   const readRange = absolute ? rangeForWindow(absolute.from, absolute.to) : query.range;
@@ -235,6 +247,9 @@ export async function readOverview(
   // connection; the plan tests cover their generic plans): the answer takes about as long as the
   // slowest chain (the alert inputs, or the series and then the principals), not their sum.
   const compareOffset = query.compare === undefined ? null : compareOffsets[query.compare];
+  // The chosen service's keys kept elsewhere: read beside the rest (its backend, not this pool, does most of the work).
+  const source = query.service === undefined ? undefined : options.storeFigures?.get(query.service);
+  const storeElsewhere = source && query.service !== undefined ? readStoreElsewhere(db, { service: query.service, scope: query.scope }, source) : Promise.resolve(null);
   const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures, events, compared, capacity] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
     principalsOfRange,
@@ -306,6 +321,7 @@ export async function readOverview(
   const pending = states.pending.filter(chosen);
 
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
+  const elsewhere = await storeElsewhere;
   return {
     range: readRange,
     absolute: absolute !== null,
@@ -361,10 +377,14 @@ export async function readOverview(
     },
     dataSince: since.rows[0]?.since?.toISOString() ?? null,
     now: window.now.toISOString(),
-    staleClaims: { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
+    // A service kept elsewhere: its backend's (none in Postgres); not answered there, none known.
+    staleClaims: elsewhere
+      ? { count: elsewhere.staleClaims?.count ?? 0, oldestPastLeaseSeconds: elsewhere.staleClaims?.oldestPastLeaseSeconds ?? null }
+      : { count: stale.rows[0]?.n ?? 0, oldestPastLeaseSeconds: stale.rows[0]?.oldest ?? null },
     capacity: { ...capacity, thresholdShare: thresholds.indexOverMemoryShare },
     replica: alertInputs.replica ? { ...alertInputs.replica, measuredAt: alertInputs.replica.measuredAt.toISOString(), thresholdSeconds: thresholds.replicaLagSeconds } : null,
     principals,
+    storeElsewhere: elsewhere,
   };
 }
 

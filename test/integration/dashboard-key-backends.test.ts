@@ -8,10 +8,12 @@ import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, isDatabaseUnavailable, problemFor, ResponseKeyRing, type IdempotencyBackend, type IdempotentCall } from '@retrysafe/store';
 import { createMysqlPool, mysqlDashboardGrants, mysqlKeyReadStatementTexts, mysqlPrincipalKeysStatement, mysqlReaderAccess, MysqlBackend, MysqlKeyReads, MYSQL_DASHBOARD_COLUMNS } from '@retrysafe/store/mysql';
-import { RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
+import { inFlightIndexKey, inFlightMember, RedisBackend, RedisKeyReads, recordKey, type RedisCommands } from '@retrysafe/store/redis';
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
 import { ConfigurationError, readEnvironment, requireDashboardSettings } from '../../server/config';
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
+import { lookUpCorrelation } from '../../server/idempotency/correlation';
+import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -155,6 +157,16 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(JSON.stringify(rows)).not.toContain(SENTINEL);
   });
 
+  it('finds a Redis-kept request by its correlation id, metadata only, audited', async () => {
+    const answer = await storeOf(REDIS_SERVICE).execute(call('by-correlation'));
+    const found = await lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'customer quotes the id' }, 'ops@example.com');
+    expect(found.records.map((record) => [record.principalId, record.service, record.scope, record.key, record.state, record.statusCode])).toEqual([[tenant, REDIS_SERVICE, ENDPOINT, 'by-correlation', 'completed', 201]]);
+    expect(found.unavailable).toBeUndefined();
+    expect(JSON.stringify(found)).not.toContain(SENTINEL);
+    const { rows } = await db.pool.query<{ target: unknown; details: unknown }>("SELECT target, details FROM audit_log WHERE action = 'key.correlation_lookup' AND reason = 'customer quotes the id'");
+    expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
+  });
+
   it('answers nothing when the audit row cannot be written', async () => {
     await db.pool.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
@@ -195,20 +207,26 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(Number(rows[0]?.n)).toBeGreaterThanOrEqual(5);
   });
 
-  it('lists stale claims of the MySQL-kept service, and says it cannot for the Redis-kept one', async () => {
+  it('lists stale claims of the MySQL- and Redis-kept services, neither releasable from the dashboard', async () => {
     const { work: _work, mode: _mode, ...claimOnly } = call('crashed');
     for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) expect((await storeOf(service).begin(claimOnly)).claimed).toBe(true);
     // Their leases passed (the attempts crashed): as the owner of each store.
     await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 5 MINUTE WHERE idempotency_key = 'crashed'");
-    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', String(Date.now() - 300_000));
+    // (Redis: the record's lease and its entry in the in-flight index, as the claim script wrote them.)
+    const passed = String(Date.now() - 300_000);
+    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', passed);
+    await redis.command('ZADD', inFlightIndexKey(REDIS_SERVICE, ENDPOINT), 'XX', passed, inFlightMember(tenant, 'crashed'));
     const mysqlClaims = await listStaleClaims(pools.keys, 10, MYSQL_SERVICE);
     // Listed as not releasable from the dashboard (its release answers 501, below).
     expect(mysqlClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts, claim.releasable])).toEqual([[MYSQL_SERVICE, ENDPOINT, 'crashed', tenant, 1, false]]);
     expect(mysqlClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
     // Every service: the MySQL one's among them.
     expect((await listStaleClaims(pools.keys, 10)).find((claim) => claim.service === MYSQL_SERVICE)).toMatchObject({ key: 'crashed', releasable: false });
-    await expect(listStaleClaims(pools.keys, 10, REDIS_SERVICE)).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
-    // The Redis one shows as stale in its lookup.
+    const redisClaims = await listStaleClaims(pools.keys, 10, REDIS_SERVICE);
+    expect(redisClaims.map((claim) => [claim.service, claim.scope, claim.key, claim.principalId, claim.attempts, claim.releasable])).toEqual([[REDIS_SERVICE, ENDPOINT, 'crashed', tenant, 1, false]]);
+    expect(redisClaims[0]?.pastLeaseSeconds).toBeGreaterThanOrEqual(299);
+    expect((await listStaleClaims(pools.keys, 10)).filter((claim) => claim.key === 'crashed').map((claim) => claim.service).sort()).toEqual([MYSQL_SERVICE, REDIS_SERVICE]);
+    // The Redis one shows as stale in its lookup too.
     const [record] = await lookUpKey(pools.keys, { principalId: tenant, service: REDIS_SERVICE, key: 'crashed', reason: 'is it stuck?' }, 'ops@example.com');
     expect(record?.state).toBe('in_progress');
     expect(record?.leasePassedSeconds).toBeGreaterThanOrEqual(299);
@@ -216,6 +234,50 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     for (const service of [MYSQL_SERVICE, REDIS_SERVICE]) {
       await expect(releaseStaleClaim(pools.keys, { principalId: tenant, service, scope: ENDPOINT, key: 'crashed' }, 'ops@example.com', 'stuck since noon')).rejects.toMatchObject({ code: 'KEY_READ_UNSUPPORTED' });
     }
+  });
+
+  it("shows the overview's store panels of a Redis- and a MySQL-kept service against its baseline: keys and memory, rows and table size", async () => {
+    await create(REDIS_SERVICE, ['panel-1', 'panel-2']);
+    await create(MYSQL_SERVICE, ['panel-1', 'panel-2']);
+    // The baseline: new keys within the scope's retention, from the flow series (the recorder's flush writes them).
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
+         (date_trunc('minute', now()) - interval '5 minutes', $1, $3, 'new', 40), (date_trunc('minute', now()) - interval '5 minutes', $2, $3, 'new', 30)`,
+      [REDIS_SERVICE, MYSQL_SERVICE, ENDPOINT],
+    );
+    const overviewOf = (service: string) => readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
+
+    const redisStore = (await overviewOf(REDIS_SERVICE)).storeElsewhere;
+    expect(redisStore).toMatchObject({ service: REDIS_SERVICE, backend: 'redis', services: [REDIS_SERVICE], baselineRecords: 40 });
+    const keysNow = Number(await redis.command('DBSIZE'));
+    if (redisStore?.figures?.backend !== 'redis') throw new Error('no Redis figures');
+    expect(redisStore.figures.keys).toBe(keysNow);
+    // Every key the store writes expires, but the in-flight indexes (here one: the stale claim's).
+    expect(redisStore.figures.keys - redisStore.figures.keysWithExpiry).toBe(Number(await redis.command('EXISTS', inFlightIndexKey(REDIS_SERVICE, ENDPOINT))));
+    expect(redisStore.figures.usedMemoryBytes).toBeGreaterThan(0);
+    expect(redisStore.figures).toMatchObject({ maxmemoryBytes: 0, policy: 'noeviction', evictedKeys: 0 });
+    expect(redisStore.ratio).toBeCloseTo(keysNow / 40);
+    expect(redisStore.bytesPerRecord).toBeCloseTo(redisStore.figures.usedMemoryBytes / 40);
+
+    const mysqlStore = (await overviewOf(MYSQL_SERVICE)).storeElsewhere;
+    expect(mysqlStore).toMatchObject({ service: MYSQL_SERVICE, backend: 'mysql', services: [MYSQL_SERVICE], baselineRecords: 30 });
+    if (mysqlStore?.figures?.backend !== 'mysql') throw new Error('no MySQL figures');
+    expect(mysqlStore.figures.dataBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.indexBytes).toBeGreaterThan(0);
+    expect(mysqlStore.figures.oldestRowAgeSeconds).toBeGreaterThan(0);
+    expect(mysqlStore.figures.cleanupLagSeconds).toBe(0);
+    expect(mysqlStore.figures.estimatedRows).toBeGreaterThanOrEqual(0);
+    // Each service's stale claims are its backend's (the crashed claim of the stale-claims case), in place of Postgres's.
+    for (const service of [REDIS_SERVICE, MYSQL_SERVICE]) {
+      const overview = await overviewOf(service);
+      expect(overview.storeElsewhere?.staleClaims).toMatchObject({ count: 1, atLeast: false });
+      expect(overview.staleClaims.count).toBe(1);
+      expect(overview.staleClaims.oldestPastLeaseSeconds).toBeGreaterThanOrEqual(299);
+    }
+
+    // A Postgres-kept service: none (its keys are in the store-wide figures).
+    expect((await overviewOf(PG_SERVICE)).storeElsewhere).toBeNull();
+    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
   });
 
   it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
@@ -270,9 +332,12 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       },
     };
     const reads = new RedisKeyReads(recording, db.pool);
-    expect(await reads.keyRecords({ principalId: tenant, key: 'order-1' })).toHaveLength(1);
+    const [found] = await reads.keyRecords({ principalId: tenant, key: 'order-1' });
+    expect(found).toBeDefined();
     expect((await reads.principalKeys({ principalId: tenant, limit: 10 })).keys.length).toBeGreaterThan(0);
-    expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE']));
+    expect(await reads.correlationRecords(found?.correlationId ?? '')).toHaveLength(1);
+    await reads.staleClaims(10);
+    expect(new Set(sent.map((command) => command[0]))).toEqual(new Set(['TIME', 'HMGET', 'ZRANGE', 'GET']));
     for (const command of sent) expect(command.slice(2)).not.toContain('body');
   });
 
@@ -319,7 +384,10 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       expect(page.keys.map((key) => key.service).sort()).toEqual([MYSQL_SERVICE, PG_SERVICE]);
       expect(page.unavailable).toEqual([DOWN_SERVICE]);
       const claims = await listStaleClaims(keys, 10);
-      expect(unansweredServices(claims)).toEqual([]);
+      expect(unansweredServices(claims)).toEqual([DOWN_SERVICE]);
+      // The overview of that service still answers, its Redis figures said missing.
+      const overview = await readOverview(db.pool, overviewQuery.parse({ range: '1h', service: DOWN_SERVICE }), undefined, undefined, { storeFigures: keys.storeFigures });
+      expect(overview.storeElsewhere).toMatchObject({ service: DOWN_SERVICE, backend: 'redis', figures: null, ratio: null, staleClaims: null });
     } finally {
       await downPools?.end();
       await down.stop();

@@ -1,6 +1,7 @@
-// The least-privilege Redis user of docs/redis.md for the dashboard: its key lookup and a
-// principal's key list (RedisKeyReads) and the start check work through it, and a write or an
-// HGETALL is refused. Redis cannot hide one hash field: HMGET of `body` is allowed to this user
+// The least-privilege Redis user of docs/redis.md for the dashboard: its key lookup, a
+// principal's key list, the stale claims, the correlation-id lookup (RedisKeyReads) and the start
+// check work through it, and a write or an HGETALL is refused; the start refuses the user of the
+// docs before the correlation-id lookup (no GET), naming what it lacks. Redis cannot hide one hash field: HMGET of `body` is allowed to this user
 // (shown here, as the docs say), so only the dashboard's code keeps it from asking.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ import { hasRedis, startRedis, type TestRedis } from '../../packages/store/test/
 import { jsonResult, newResponseKey, principal, TEST_SERVICE, testPolicy } from '../../packages/store/test/helpers/store';
 
 /** The ACL of docs/redis.md ("A least-privilege Redis user for the dashboard"), password aside. */
-const DASHBOARD_ACL = ['resetkeys', '~retrysafe:*', 'resetchannels', '-@all', '+hmget', '+zrange', '+time', '+ping', '+info'];
+const DASHBOARD_ACL = ['resetkeys', '~retrysafe:*', 'resetchannels', '-@all', '+hmget', '+zrange', '+get', '+time', '+ping', '+info'];
 
 describe.runIf(hasRedis)("the dashboard's least-privilege Redis user", () => {
   const db = useTestDatabase();
@@ -20,6 +21,7 @@ describe.runIf(hasRedis)("the dashboard's least-privilege Redis user", () => {
   const password = randomBytes(12).toString('hex');
   const tenant = principal();
   let url = '';
+  let correlationId = '';
 
   beforeAll(async () => {
     const redis = await startRedis();
@@ -27,7 +29,7 @@ describe.runIf(hasRedis)("the dashboard's least-privilege Redis user", () => {
     await redis.command('ACL', 'SETUSER', 'retrysafe_dashboard', 'on', `>${password}`, ...DASHBOARD_ACL);
     const store = new IdempotencyStore({ pool: db.pool, backend: new RedisBackend(redis.connection.commands, { db: db.pool }), service: TEST_SERVICE, fingerprintSecret: Buffer.alloc(32, 5), keyRing: new ResponseKeyRing([newResponseKey()]) });
     await store.registerRoutePolicy('POST /a', testPolicy, true);
-    await store.execute({ principalId: tenant, key: 'k1', endpoint: 'POST /a', method: 'POST', body: { n: 1 }, policy: testPolicy, mode: 'claim-first', work: () => Promise.resolve(jsonResult(201, { secret: 'acl body' })) });
+    ({ correlationId } = await store.execute({ principalId: tenant, key: 'k1', endpoint: 'POST /a', method: 'POST', body: { n: 1 }, policy: testPolicy, mode: 'claim-first', work: () => Promise.resolve(jsonResult(201, { secret: 'acl body' })) }));
     url = `redis://retrysafe_dashboard:${password}@127.0.0.1:${redis.port}`;
     started.dashboard = await connectRedis(url);
   });
@@ -46,7 +48,15 @@ describe.runIf(hasRedis)("the dashboard's least-privilege Redis user", () => {
     expect(JSON.stringify(found)).not.toContain('acl body');
     const page = await reads.principalKeys({ principalId: tenant, limit: 10 });
     expect(page.keys.map((key) => key.key)).toEqual(['k1']);
+    expect((await reads.correlationRecords(correlationId)).map((record) => record.key)).toEqual(['k1']);
+    expect(await reads.staleClaims(10)).toEqual([]);
     await checkKeyBackends({ redis: new Map([[TEST_SERVICE, url]]) });
+    // The docs' user before the correlation-id lookup: refused at start, naming the command.
+    await started.redis?.command('ACL', 'SETUSER', 'retrysafe_dashboard', '-get');
+    const refusal = await checkKeyBackends({ redis: new Map([[TEST_SERVICE, url]]) }).then(() => null, (error: unknown) => error as Error);
+    expect(refusal?.message.startsWith(`DASHBOARD_KEYS_REDIS (${TEST_SERVICE}): its user may not send GET on retrysafe:* at 127.0.0.1:`)).toBe(true);
+    expect(refusal?.message).toMatch(/:\d+; grant them as docs\/redis\.md says$/);
+    await started.redis?.command('ACL', 'SETUSER', 'retrysafe_dashboard', '+get');
 
     const record = recordKey({ principalId: tenant, service: TEST_SERVICE, scope: 'POST /a', key: 'k1' });
     await expect(dashboard.commands.sendCommand(['HSET', record, 'state', 'failed'])).rejects.toThrow(/NOPERM/);

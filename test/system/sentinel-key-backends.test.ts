@@ -1,7 +1,7 @@
 // The sentinel check for services whose keys live in Redis and in MariaDB, through the running
 // server's admin API (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL): every stored body carries a
-// sentinel; the key lookup, a principal's keys and the stale claims answer the keys' metadata and
-// never the sentinel, nor does any log line the server wrote.
+// sentinel; the key lookup, a principal's keys, the stale claims and (Redis) the correlation-id
+// lookup answer the keys' metadata and never the sentinel, nor does any log line the server wrote.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend } from '@retrysafe/store';
 import { mysqlDashboardGrants, MysqlBackend } from '@retrysafe/store/mysql';
@@ -22,6 +22,7 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
   const started: { redis?: TestRedis; server?: RunningServer } = {};
   const tenant = principal();
   let cookie = '';
+  const correlationIds = new Map<string, string>();
 
   beforeAll(async () => {
     const redis = (started.redis = await startRedis());
@@ -47,6 +48,7 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
         work: () => Promise.resolve(jsonResult(201, { note: SENTINEL })),
       });
       expect([outcome.status, outcome.replayed]).toEqual([201, false]);
+      correlationIds.set(service, outcome.correlationId);
       // And one claim whose attempt crashed, past its lease.
       expect((await store.begin({ principalId: tenant, key: 'crashed', endpoint: ENDPOINT, method: 'POST', body: { note: SENTINEL }, policy: { ...testPolicy, leaseMs: 1 } })).claimed).toBe(true);
     }
@@ -86,12 +88,26 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
     const stale = await get('/api/admin/stale-claims?service=orders-mysql');
     expect(stale.status).toBe(200);
     expect((JSON.parse(stale.text) as { claims: { key: string }[] }).claims.map((claim) => claim.key)).toEqual(['crashed']);
-    const unsupported = await get('/api/admin/stale-claims?service=orders-redis');
-    expect(unsupported.status).toBe(501);
+    const redisStale = await get('/api/admin/stale-claims?service=orders-redis');
+    expect(redisStale.status).toBe(200);
+    expect((JSON.parse(redisStale.text) as { claims: { key: string }[] }).claims.map((claim) => claim.key)).toEqual(['crashed']);
+    const correlation = await post('/api/admin/keys/correlation', { correlationId: correlationIds.get('orders-redis'), reason: 'sentinel check' });
+    expect(correlation.status).toBe(200);
+    expect((JSON.parse(correlation.text) as { records: { service: string; key: string }[] }).records.map((record) => [record.service, record.key])).toEqual([['orders-redis', 'sentinel-order']]);
+    // The overview of each: its backend's keys against the baseline, its stale claim counted there.
+    const overviews = await Promise.all(['orders-redis', 'orders-mysql'].map((service) => get(`/api/admin/overview?service=${service}`)));
+    for (const [i, answer] of overviews.entries()) {
+      expect(answer.status).toBe(200);
+      const overview = JSON.parse(answer.text) as { storeElsewhere: { backend: string; figures: unknown } | null; staleClaims: { count: number } };
+      expect([overview.storeElsewhere?.backend, overview.storeElsewhere?.figures === null, overview.staleClaims.count]).toEqual([i === 0 ? 'redis' : 'mysql', false, 1]);
+    }
     const every = await get('/api/admin/stale-claims?limit=500');
     expect(every.status).toBe(200);
-    const pages = await Promise.all(['/keys', '/claims'].map((path) => get(path)));
-    for (const answer of [lookup, list, stale, unsupported, every, ...pages]) expect(answer.text).not.toContain(SENTINEL);
+    const pages = await Promise.all(['/keys', '/claims', '/?service=orders-redis', '/?service=orders-mysql'].map((path) => get(path)));
+    for (const page of pages) expect(page.status).toBe(200);
+    expect(pages[2]?.text).toContain('Keys in Redis');
+    expect(pages[3]?.text).toContain('Keys in MySQL');
+    for (const answer of [lookup, list, stale, redisStale, correlation, every, ...overviews, ...pages]) expect(answer.text).not.toContain(SENTINEL);
     expect(server.output()).not.toContain(SENTINEL);
   });
 });

@@ -167,9 +167,9 @@ export interface KeyRecordReads {
 }
 
 /**
- * A backend cannot answer this dashboard read (e.g. stale claims of keys kept in Redis, which has
- * no index of in-flight claims across principals): the dashboard says so instead of showing an
- * empty list that would read as "none".
+ * A backend cannot answer this dashboard read or write (e.g. the release of a stale claim kept in
+ * Redis or MySQL, where the dashboard holds no write): the dashboard says so instead of an answer
+ * that would read as "none" or "done".
  */
 export class KeyReadUnsupportedError extends Error {
   readonly code = 'KEY_READ_UNSUPPORTED';

@@ -183,8 +183,33 @@ export function mysqlPrincipalKeysStatement(query: KeyListQuery): { sql: string;
   };
 }
 
+/** The key table's size as InnoDB's statistics keep it (estimates: no row is counted). */
+const TABLE_FIGURES_SQL = `SELECT TABLE_ROWS AS estimated_rows, DATA_LENGTH AS data_bytes, INDEX_LENGTH AS index_bytes FROM information_schema.TABLES
+  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${MYSQL_KEY_TABLE}'`;
+/** The row that expires first: the first entry of retrysafe_idempotency_keys_expires_at. */
+const OLDEST_ROW_SQL = `SELECT ${seconds('created_at', 'UTC_TIMESTAMP(6)')} AS age, ${seconds('expires_at', 'UTC_TIMESTAMP(6)')} AS lag
+  FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_expires_at) ORDER BY expires_at LIMIT 1`;
+
+/** What the overview shows of a MySQL key table (MysqlKeyReads.storeFigures): the figures Postgres's store panels show of its own. */
+export interface MysqlStoreFigures {
+  /** InnoDB's estimate (information_schema.TABLES), every service's rows in the table. */
+  estimatedRows: number;
+  dataBytes: number;
+  indexBytes: number;
+  /** Age of the row that expires first, seconds; null when the table is empty. */
+  oldestRowAgeSeconds: number | null;
+  /** How far past its expiry the row that expires first is, seconds (0 when none has expired). */
+  cleanupLagSeconds: number;
+}
+
 /** The SQL texts the dashboard sends to MySQL, for the test that proves none names response_body. */
-export const mysqlKeyReadStatementTexts = (): string[] => [keyRecordsSql(2), staleClaimsSql(true), mysqlPrincipalKeysStatement({ principalId: '', limit: 1, service: 's', scope: 's', state: 'completed', after: { createdAtMicros: '1', service: 's', scope: 's', key: 'k' } }).sql];
+export const mysqlKeyReadStatementTexts = (): string[] => [
+  keyRecordsSql(2),
+  staleClaimsSql(true),
+  mysqlPrincipalKeysStatement({ principalId: '', limit: 1, service: 's', scope: 's', state: 'completed', after: { createdAtMicros: '1', service: 's', scope: 's', key: 'k' } }).sql,
+  TABLE_FIGURES_SQL,
+  OLDEST_ROW_SQL,
+];
 
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 const numberOrNull = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
@@ -340,6 +365,19 @@ export class MysqlKeyReads implements KeyRecordReads {
       attempts: Number(row.attempts),
       correlationId: text(row.correlation_id),
     }));
+  }
+
+  /** The key table's size (catalog estimates) and its oldest row (through the expiry index): no full scan. */
+  async storeFigures(): Promise<MysqlStoreFigures> {
+    const [table, oldest] = await Promise.all([this.rows(TABLE_FIGURES_SQL, []), this.rows(OLDEST_ROW_SQL, [])]);
+    const size = table[0];
+    return {
+      estimatedRows: Number(size?.estimated_rows ?? 0),
+      dataBytes: Number(size?.data_bytes ?? 0),
+      indexBytes: Number(size?.index_bytes ?? 0),
+      oldestRowAgeSeconds: oldest[0] ? Number(oldest[0].age) : null,
+      cleanupLagSeconds: oldest[0] ? Math.max(0, Number(oldest[0].lag)) : 0,
+    };
   }
 
   /** The dashboard's MySQL user writes nothing: the service's own sweep (mysql-retention.ts) releases stale claims. */

@@ -19,7 +19,7 @@ import { checkMysqlSchema } from './mysql-migrate.js';
 import { claimMysqlKey, completeMysqlKey, failMysqlKey, readMysqlKey, sendText, takeOverMysqlKey, type MysqlQueryable } from './mysql-statements.js';
 
 export { MYSQL_KEY_TABLE, mysqlStatementTexts, type MysqlQueryable } from './mysql-statements.js';
-export { MysqlKeyReads, MysqlUnavailableError, mysqlMissingDashboardIndexes, mysqlDashboardGrants, mysqlReaderAccess, mysqlPrincipalKeysStatement, mysqlKeyReadStatementTexts, MYSQL_DASHBOARD_COLUMNS } from './mysql-key-reads.js';
+export { MysqlKeyReads, MysqlUnavailableError, mysqlMissingDashboardIndexes, mysqlDashboardGrants, mysqlReaderAccess, mysqlPrincipalKeysStatement, mysqlKeyReadStatementTexts, MYSQL_DASHBOARD_COLUMNS, type MysqlStoreFigures } from './mysql-key-reads.js';
 export { migrateMysql, checkMysqlSchema, readMysqlMigrations, MYSQL_MIGRATIONS_FOLDER, type MysqlMigration, type MysqlMigrationResult } from './mysql-migrate.js';
 
 /** ER_LOCK_WAIT_TIMEOUT: a statement waited innodb_lock_wait_timeout out (the statement is rolled back, the transaction is not). */

@@ -4,15 +4,25 @@
 // principal's per-service index (a sorted set by creation time, written by the claim script)
 // backwards from the cursor. Metadata only: every read is an HMGET of named metadata fields,
 // never HGETALL, so the stored body never leaves Redis for the dashboard.
-// Not answered from Redis: a correlation id (no index by correlation id: none found) and stale
-// claims across principals (KeyReadUnsupportedError: finding them needs an index of in-flight
-// claims outside the principal's hash slot, which a one-round-trip claim on a cluster cannot write;
-// a stale claim shows in its key's lookup, leasePassedSeconds). A release of a stale claim is the
-// store's own takeover: the dashboard holds no write to Redis.
+// Stale claims and a correlation id are read from the indexes the store's scripts keep on one
+// server for the dashboard (redis.ts: inFlightIndexKey, a sorted set of a scope's claims in flight
+// by lease expiry; correlationIndexKey, a string naming the record of a correlation id), each
+// record then confirmed by its own HMGET. A release of a stale claim is the store's own takeover:
+// the dashboard holds no write to Redis.
 import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
 import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
-import type { RedisCommands } from './redis-memory.js';
-import { parseRecordMember, principalIndexKey, recordKey, RedisUnavailableError, redisUnavailableReason } from './redis.js';
+import { infoFields, type RedisCommands } from './redis-memory.js';
+import {
+  correlationIndexKey,
+  inFlightIndexKey,
+  parseCorrelationTarget,
+  parseInFlightMember,
+  parseRecordMember,
+  principalIndexKey,
+  recordKey,
+  RedisUnavailableError,
+  redisUnavailableReason,
+} from './redis.js';
 import { knownScopes, knownServices } from './key-scopes.js';
 import type { Queryable } from './statements.js';
 
@@ -86,6 +96,24 @@ function withScores(reply: readonly unknown[]): [string, number][] {
     for (let i = 0; i + 1 < reply.length; i += 2) pairs.push([text(reply[i]), Number(text(reply[i + 1]))]);
   }
   return pairs;
+}
+
+/**
+ * What the overview shows of a Redis that keeps key records (RedisKeyReads.storeFigures): one
+ * INFO, so it costs the same whatever the number of keys. Every key of the server counts in
+ * `keys` (each record, its correlation id's entry and each principal's index), not one service's.
+ */
+export interface RedisStoreFigures {
+  /** Keys of every database of the server (INFO keyspace). */
+  keys: number;
+  /** Keys with an expiry (every key the store writes has one, but the in-flight indexes). */
+  keysWithExpiry: number;
+  usedMemoryBytes: number;
+  /** 0: no limit. */
+  maxmemoryBytes: number;
+  policy: string;
+  /** Since the server started (or CONFIG RESETSTAT). */
+  evictedKeys: number;
 }
 
 /** How long a dashboard read waits for Redis before it answers unavailable (503), by default. */
@@ -200,15 +228,84 @@ export class RedisKeyReads implements KeyRecordReads {
     return { keys: page, next, searchedBackTo };
   }
 
-  /** No index by correlation id in Redis: none found here (the dashboard's trace in Postgres still names the key). */
-  correlationRecords(): Promise<CorrelationRecord[]> {
-    return Promise.resolve([]);
+  /**
+   * The record the correlation id's index names (GET), if it still has that id (a takeover gives
+   * the record a new one), with its principal's name from Postgres: at most one record.
+   */
+  async correlationRecords(correlationId: string): Promise<CorrelationRecord[]> {
+    const target = (await this.send(['GET', correlationIndexKey(correlationId)])) as Buffer | null;
+    const id = target ? parseCorrelationTarget(target.toString('utf8')) : null;
+    if (!id) return [];
+    const [now, fields] = await Promise.all([this.now(), this.fields(id.principalId, id.service, id.scope, id.key)]);
+    const record = toKeyRecord(id.service, id.scope, fields, now);
+    if (!record || record.correlationId !== correlationId || Date.parse(record.expiresAt) <= now) return [];
+    const { rows } = await this.db.query<{ name: string }>({ text: 'SELECT name FROM retrysafe.principal_names WHERE principal_id = $1', values: [id.principalId] });
+    return [{ principalId: id.principalId, principalName: rows[0]?.name ?? null, key: id.key, ...record }];
   }
 
-  staleClaims(): Promise<StaleClaim[]> {
-    return Promise.reject(
-      new KeyReadUnsupportedError('Stale claims of a Redis-backed service cannot be listed (no index of in-flight claims across principals); look a key up to see its lease, or let a retry take the claim over'),
+  /**
+   * Claims past their lease, oldest lease first: of each (service, scope) the policies know, the
+   * in-flight index's entries whose lease ended before now (a ZRANGE by score, at most `limit`
+   * each), merged, then each confirmed by its record (HMGET, in chunks, until `limit` are found):
+   * an entry whose record has expired, completed or moved on to a later lease is passed over.
+   */
+  async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
+    const [scopes, now] = await Promise.all([knownScopes(this.db, service), this.now()]);
+    const ranges = await Promise.all(
+      scopes.map(
+        (pair) => this.send(['ZRANGE', inFlightIndexKey(pair.service, pair.scope), '-inf', `(${now}`, 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES']) as Promise<unknown[]>,
+      ),
     );
+    const candidates: { service: string; scope: string; principalId: string; key: string; leaseMs: number }[] = [];
+    ranges.forEach((reply, i) => {
+      const pair = scopes[i];
+      if (!pair) return;
+      for (const [memberText, leaseMs] of withScores(reply)) {
+        const member = parseInFlightMember(memberText);
+        if (member) candidates.push({ ...pair, ...member, leaseMs });
+      }
+    });
+    candidates.sort((a, b) => a.leaseMs - b.leaseMs);
+    const claims: StaleClaim[] = [];
+    const chunk = Math.max(16, limit);
+    for (let read = 0; read < candidates.length && claims.length < limit; read += chunk) {
+      const part = candidates.slice(read, read + chunk);
+      const found = await Promise.all(part.map((c) => this.fields(c.principalId, c.service, c.scope, c.key)));
+      part.forEach((candidate, i) => {
+        const record = toKeyRecord(candidate.service, candidate.scope, found[i] ?? [], now);
+        if (!record || claims.length >= limit || record.leasePassedSeconds === null || Date.parse(record.expiresAt) <= now) return;
+        claims.push({
+          principalId: candidate.principalId,
+          service: candidate.service,
+          scope: candidate.scope,
+          key: candidate.key,
+          createdAt: record.createdAt,
+          leaseExpiredAt: record.leaseExpiresAt ?? new Date(candidate.leaseMs).toISOString(),
+          pastLeaseSeconds: Math.round(record.leasePassedSeconds),
+          attempts: record.attempts,
+          correlationId: record.correlationId,
+        });
+      });
+    }
+    return claims;
+  }
+
+  /** The server's keys and memory in one INFO (memory, stats, keyspace): no key is read. */
+  async storeFigures(): Promise<RedisStoreFigures> {
+    const fields = infoFields(await this.send(['INFO', 'memory', 'stats', 'keyspace']));
+    const number = (name: string) => {
+      const value = Number(fields.get(name));
+      if (!Number.isFinite(value)) throw new Error(`Redis INFO has no ${name}`);
+      return value;
+    };
+    let keys = 0;
+    let keysWithExpiry = 0;
+    for (const [name, value] of fields) {
+      if (!/^db\d+$/.test(name)) continue;
+      keys += Number(/(?:^|,)keys=(\d+)/.exec(value)?.[1] ?? 0);
+      keysWithExpiry += Number(/(?:^|,)expires=(\d+)/.exec(value)?.[1] ?? 0);
+    }
+    return { keys, keysWithExpiry, usedMemoryBytes: number('used_memory'), maxmemoryBytes: number('maxmemory'), policy: fields.get('maxmemory_policy') ?? 'unknown', evictedKeys: number('evicted_keys') };
   }
 
   /** The dashboard holds no write to Redis: a stale claim there is taken over by the next retry once its lease has passed. */

@@ -60,7 +60,8 @@ export class EvictingPolicyError extends Error {
 /** Memory used above this share of maxmemory is an alert. */
 export const MEMORY_ALERT_RATIO = 0.9;
 
-function infoFields(reply: unknown): Map<string, string> {
+/** An INFO reply's `name:value` lines, by name. */
+export function infoFields(reply: unknown): Map<string, string> {
   const info = Buffer.isBuffer(reply) ? reply.toString('utf8') : String(reply);
   const fields = new Map<string, string>();
   for (const line of info.split(/\r?\n/)) {

@@ -46,6 +46,66 @@ export function principalIndexKey(principalId: string, service: string): string 
   return `retrysafe:{${principalId}:${service}}:keys`;
 }
 
+/**
+ * The dashboard's index of a scope's claims in flight, on one Redis server (not a cluster: it sits
+ * outside the principal's hash slot): a sorted set of inFlightMember by lease expiry (ms). The claim
+ * and a takeover add the attempt, its completion or failure removes it, so what remains with a
+ * score before now is a stale claim (its attempt crashed or hung): the stale-claims list reads it
+ * oldest lease first, with no SCAN. One set per (service, scope), so that its entries share one
+ * retention: the claim drops those whose lease ended longer ago than that (their records have
+ * expired). The set has no expiry of its own (one command less a claim): it holds only what is in
+ * flight or stale, and Redis removes it once its last entry is.
+ */
+export function inFlightIndexKey(service: string, scope: string): string {
+  return `retrysafe:inflight:${service.length}:${service}:${scope.length}:${scope}`;
+}
+
+/** A claim's member in inFlightIndexKey: `<principal length>:<principal>:<key>`. */
+export function inFlightMember(principalId: string, key: string): string {
+  return `${principalId.length}:${principalId}:${key}`;
+}
+
+/** Parses inFlightMember back into principal and key. */
+export function parseInFlightMember(member: string): { principalId: string; key: string } | null {
+  const colon = member.indexOf(':');
+  const length = Number(member.slice(0, colon));
+  if (colon < 1 || !Number.isInteger(length) || member[colon + 1 + length] !== ':') return null;
+  return { principalId: member.slice(colon + 1, colon + 1 + length), key: member.slice(colon + 2 + length) };
+}
+
+/**
+ * The dashboard's index by correlation id, on one Redis server (not a cluster): a string naming
+ * the record whose claim (or takeover) had this id (correlationTarget), written by that script
+ * with the record's own expiry. A takeover's new id gets its own; the old one is left to expire,
+ * and a read checks the record still has the id asked (as Postgres finds a record by its current id).
+ */
+export function correlationIndexKey(correlationId: string): string {
+  return `retrysafe:cid:${correlationId}`;
+}
+
+/** What correlationIndexKey holds: the record's identity, each part after its length. */
+export function correlationTarget(id: KeyIdentity): string {
+  return `${id.principalId.length}:${id.principalId}:${id.service.length}:${id.service}:${recordMember(id.scope, id.key)}`;
+}
+
+/** Parses correlationTarget back into the record's identity. */
+export function parseCorrelationTarget(target: string): KeyIdentity | null {
+  const parts: string[] = [];
+  let at = 0;
+  for (let i = 0; i < 3; i += 1) {
+    const colon = target.indexOf(':', at);
+    const length = Number(target.slice(at, colon));
+    if (colon <= at || !Number.isInteger(length) || length < 0) return null;
+    const end = colon + 1 + length;
+    // The last part (the scope) is followed by its key.
+    if (target[end] !== ':') return null;
+    parts.push(target.slice(colon + 1, end));
+    at = end + 1;
+  }
+  const [principalId, service, scope] = parts as [string, string, string];
+  return { principalId, service, scope, key: target.slice(at) };
+}
+
 /** Parses recordMember back into scope and key. */
 export function parseRecordMember(member: string): { scope: string; key: string } | null {
   const colon = member.indexOf(':');
@@ -76,21 +136,29 @@ for i = 1, 9 do out[i + 2] = r[i] end
 return out`;
 
 /**
- * The claim. KEYS[1] the record, KEYS[2] the principal's index (principalIndexKey); ARGV
- * fingerprint, correlation id, lease ms, retention ms, the record's member. A new record: {1}, in
- * progress with attempt 1, expiring after the retention, and in the index. An existing one: {0,
+ * The claim. KEYS[1] the record, KEYS[2] the principal's index (principalIndexKey), on one server
+ * also KEYS[3] the scope's in-flight index (inFlightIndexKey) and KEYS[4] the correlation id's
+ * (correlationIndexKey); ARGV fingerprint, correlation id, lease ms, retention ms, the record's
+ * member, then with KEYS[3] the in-flight member and the correlation target. A new record: {1}, in
+ * progress with attempt 1, expiring after the retention, and in the indexes. An existing one: {0,
  * lease remaining ms, state, fingerprint, correlation id, attempts, status, content type, body,
  * key id, reference}.
  */
 const CLAIM = new Script(`${NOW}
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local retention = tonumber(ARGV[4])
+  local lease = now + tonumber(ARGV[3])
   redis.call('HSET', KEYS[1], 'state', 'in_progress', 'fp', ARGV[1], 'cid', ARGV[2], 'att', 1,
-    'lease', now + tonumber(ARGV[3]), 'created', now, 'expires', now + retention)
+    'lease', lease, 'created', now, 'expires', now + retention)
   redis.call('PEXPIRE', KEYS[1], retention)
   redis.call('ZADD', KEYS[2], now, ARGV[5])
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - retention))
   if redis.call('PTTL', KEYS[2]) < retention then redis.call('PEXPIRE', KEYS[2], retention) end
+  if KEYS[3] then
+    redis.call('ZADD', KEYS[3], lease, ARGV[6])
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - retention))
+    redis.call('SET', KEYS[4], ARGV[7], 'PX', retention)
+  end
   return {1}
 end
 ${EXISTING}`);
@@ -103,15 +171,23 @@ ${EXISTING}`);
 /**
  * The takeover of a failed record or one whose lease has passed, if its attempt number is still
  * ARGV[1] (of many concurrent takers exactly one succeeds). ARGV fingerprint, correlation id,
- * lease ms follow. The record keeps its creation time and expiry. The new attempt number, or nil.
+ * lease ms follow; on one server KEYS[2] the in-flight index and KEYS[3] the new correlation id's,
+ * ARGV the in-flight member and the correlation target (see CLAIM). The record keeps its creation
+ * time and expiry (the new correlation id's entry expires with it). The new attempt number, or nil.
  */
 const TAKE_OVER = new Script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'att', 'lease')
 if not r[1] or tonumber(r[2]) ~= tonumber(ARGV[1]) then return false end
 if r[1] == 'failed' or (r[1] == 'in_progress' and tonumber(r[3]) <= now) then
   local attempts = tonumber(r[2]) + 1
+  local lease = now + tonumber(ARGV[4])
   redis.call('HDEL', KEYS[1], 'status', 'ctype', 'body', 'kid', 'size', 'ref', 'completed')
-  redis.call('HSET', KEYS[1], 'state', 'in_progress', 'fp', ARGV[2], 'cid', ARGV[3], 'att', attempts, 'lease', now + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'state', 'in_progress', 'fp', ARGV[2], 'cid', ARGV[3], 'att', attempts, 'lease', lease)
+  if KEYS[2] then
+    redis.call('ZADD', KEYS[2], lease, ARGV[5])
+    local ttl = redis.call('PTTL', KEYS[1])
+    if ttl > 0 then redis.call('SET', KEYS[3], ARGV[6], 'PX', ttl) end
+  end
   return attempts
 end
 return false`);
@@ -119,7 +195,8 @@ return false`);
 /**
  * The completion, if attempt ARGV[1] still holds the claim (fenced as Postgres's is). ARGV status,
  * content type, size, then 'body' with the sealed body and its key id, or 'ref' with the
- * reference. 1 when recorded, 0 when superseded (or gone).
+ * reference; on one server KEYS[2] the in-flight index and ARGV[8] the in-flight member, removed.
+ * 1 when recorded, 0 when superseded (or gone).
  */
 const COMPLETE = new Script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'att')
@@ -130,13 +207,15 @@ if ARGV[5] == 'body' then
 else
   redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'ref', ARGV[6])
 end
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[8]) end
 return 1`);
 
-/** Marks attempt ARGV[1] failed and retryable, if it still holds the claim. 1 or 0. */
+/** Marks attempt ARGV[1] failed and retryable, if it still holds the claim; on one server KEYS[2] the in-flight index and ARGV[2] the member, removed. 1 or 0. */
 const FAIL = new Script(`local r = redis.call('HMGET', KEYS[1], 'state', 'att')
 if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HDEL', KEYS[1], 'lease')
 redis.call('HSET', KEYS[1], 'state', 'failed')
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[2]) end
 return 1`);
 
 /** The scripts' texts, for tests and tools. */
@@ -243,6 +322,13 @@ export interface RedisBackendOptions {
   waitTimeoutMs?: number;
   /** Told each write that fewer than waitReplicas replicas acknowledged in time. */
   onWaitShortfall?: (operation: 'claim' | 'takeover' | 'complete', acknowledged: number) => void;
+  /**
+   * Keep the dashboard's indexes of claims in flight and of correlation ids (inFlightIndexKey,
+   * correlationIndexKey), written by the same scripts: the stale-claims list and the lookup by
+   * correlation id read them. Default: on for one server, off on a cluster, where they would sit
+   * outside the record's hash slot (the dashboard reads single-node Redis only).
+   */
+  dashboardIndexes?: boolean;
 }
 
 /** Fewer replicas than required acknowledged a claim in time: the work did not run, a retry may. */
@@ -268,6 +354,7 @@ export class RedisBackend implements IdempotencyBackend {
   readonly db: Queryable;
   private readonly waitReplicas: number;
   private readonly waitTimeoutMs: number;
+  private readonly dashboardIndexes: boolean;
 
   constructor(
     private readonly redis: RedisCommands,
@@ -276,6 +363,7 @@ export class RedisBackend implements IdempotencyBackend {
     this.db = options.db ?? NO_DATABASE;
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitTimeoutMs = options.waitTimeoutMs ?? 100;
+    this.dashboardIndexes = options.dashboardIndexes ?? redis.eachMaster === undefined;
     if (!Number.isInteger(this.waitReplicas) || this.waitReplicas < 0) throw new RangeError('waitReplicas must be a whole number, 0 or more');
     if (!Number.isInteger(this.waitTimeoutMs) || this.waitTimeoutMs < 1) throw new RangeError('waitTimeoutMs must be a whole number of milliseconds, 1 or more');
   }
@@ -293,17 +381,17 @@ export class RedisBackend implements IdempotencyBackend {
   }
 
   /** Runs a script by its SHA-1, sending its text once when the server does not have it (restart, failover, SCRIPT FLUSH). */
-  private async run(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<unknown> {
+  private async run(script: Script, keys: string | readonly string[], args: readonly (string | Buffer)[]): Promise<unknown> {
     return (await this.runWith(script, keys, args, (command) => this.redis.sendCommand(command)));
   }
 
   /** As run(), with WAIT behind the script (sendAndWait): its reply and the replicas that acknowledged it. */
-  private runReplicated(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[]): Promise<[unknown, number]> {
-    return this.runWith(script, keys, args, (command) => this.sendAndWait(command, typeof keys === 'string' ? keys : keys[0]));
+  private runReplicated(script: Script, keys: string | readonly string[], args: readonly (string | Buffer)[]): Promise<[unknown, number]> {
+    return this.runWith(script, keys, args, (command) => this.sendAndWait(command, typeof keys === 'string' ? keys : (keys[0] ?? '')));
   }
 
-  private async runWith<T>(script: Script, keys: string | readonly [string, string], args: readonly (string | Buffer)[], send: (command: readonly (string | Buffer)[]) => Promise<T>): Promise<T> {
-    const named = typeof keys === 'string' ? ['1', keys] : ['2', ...keys];
+  private async runWith<T>(script: Script, keys: string | readonly string[], args: readonly (string | Buffer)[], send: (command: readonly (string | Buffer)[]) => Promise<T>): Promise<T> {
+    const named = typeof keys === 'string' ? ['1', keys] : [String(keys.length), ...keys];
     try {
       return await send(['EVALSHA', script.sha, ...named, ...args]);
     } catch (error) {
@@ -320,23 +408,27 @@ export class RedisBackend implements IdempotencyBackend {
    * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
    * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
    */
-  private async shortOfReplicas(operation: 'claim' | 'takeover', key: string, attempts: number, acknowledged: number): Promise<never> {
+  private async shortOfReplicas(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number, acknowledged: number): Promise<never> {
     this.options.onWaitShortfall?.(operation, acknowledged);
-    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
+    await this.fail(id, attempts).catch(() => undefined);
     throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
   }
 
   async claim(claim: ClaimValues): Promise<ClaimResult> {
     const member = recordMember(claim.scope, claim.key);
-    const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)] as const;
+    const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)];
     const args = [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member];
+    if (this.dashboardIndexes) {
+      keys.push(inFlightIndexKey(claim.service, claim.scope), correlationIndexKey(claim.correlationId));
+      args.push(inFlightMember(claim.principalId, claim.key), correlationTarget(claim));
+    }
     if (this.waitReplicas === 0) {
       const reply = (await this.run(CLAIM, keys, args)) as unknown[];
       return reply[0] === 1 ? { claimed: true, attempts: 1 } : { claimed: false, existing: toExisting(reply) };
     }
     const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
     if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', keys[0], 1, acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', claim, 1, acknowledged);
     return { claimed: true, attempts: 1 };
   }
 
@@ -346,31 +438,42 @@ export class RedisBackend implements IdempotencyBackend {
   }
 
   async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
-    const key = recordKey(claim);
+    const key = [recordKey(claim)];
     const args = [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))];
+    if (this.dashboardIndexes) {
+      key.push(inFlightIndexKey(claim.service, claim.scope), correlationIndexKey(claim.correlationId));
+      args.push(inFlightMember(claim.principalId, claim.key), correlationTarget(claim));
+    }
     if (this.waitReplicas === 0) {
       const reply = await this.run(TAKE_OVER, key, args);
       return reply === null ? null : int(reply);
     }
     const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
     if (reply === null) return null;
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', key, int(reply), acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', claim, int(reply), acknowledged);
     return int(reply);
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
+    // (A reference takes the body's two places, so the in-flight member is ARGV[8] either way.)
     const stored: (string | Buffer)[] =
-      values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
+      values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? '', ''];
     const args = [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored];
-    if (this.waitReplicas === 0) return (await this.run(COMPLETE, recordKey(values), args)) === 1;
-    const [reply, acknowledged] = await this.runReplicated(COMPLETE, recordKey(values), args);
+    const keys = [recordKey(values)];
+    if (this.dashboardIndexes) {
+      keys.push(inFlightIndexKey(values.service, values.scope));
+      args.push(inFlightMember(values.principalId, values.key));
+    }
+    if (this.waitReplicas === 0) return (await this.run(COMPLETE, keys, args)) === 1;
+    const [reply, acknowledged] = await this.runReplicated(COMPLETE, keys, args);
     // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
     if (reply === 1 && acknowledged < this.waitReplicas) this.options.onWaitShortfall?.('complete', acknowledged);
     return reply === 1;
   }
 
   async fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return (await this.run(FAIL, recordKey(id), [String(attempts)])) === 1;
+    if (!this.dashboardIndexes) return (await this.run(FAIL, recordKey(id), [String(attempts)])) === 1;
+    return (await this.run(FAIL, [recordKey(id), inFlightIndexKey(id.service, id.scope)], [String(attempts), inFlightMember(id.principalId, id.key)])) === 1;
   }
 
   transaction(): Promise<BackendTransaction> {
@@ -432,7 +535,7 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
   };
 }
 
-export { RedisKeyReads } from './redis-key-reads.js';
+export { RedisKeyReads, type RedisStoreFigures } from './redis-key-reads.js';
 export { RedisReconciler, parseReconcileOptions, reconcileStatementTexts, type EffectQuery, type ReconcileOptions, type ReconcileRun, type ResolvedReconcileOptions } from './redis-reconcile.js';
 export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
 export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';

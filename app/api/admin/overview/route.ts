@@ -2,7 +2,7 @@
 // (viewer). Aggregates only, read through the dashboard's restricted role.
 import { runtime } from '@/app/_lib/runtime';
 import { adminJson, parseQuery } from '@/app/_lib/admin-http';
-import { authorizeRoute, dashboardReadPool, dashboardReplicaLag } from '@/app/_lib/dashboard';
+import { authorizeRoute, dashboardKeys, dashboardReadPool, dashboardReplicaLag } from '@/app/_lib/dashboard';
 import { overviewQuery, readOverview } from '@/server/metrics/overview';
 import { handled } from '@/app/_lib/route-errors';
 
@@ -14,7 +14,7 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, overviewQuery);
   if (parsed instanceof Response) return parsed;
   const { alertThresholds, sweepIntervalSeconds, databaseMemoryBytes } = await runtime();
-  return adminJson(await readOverview(dashboardReadPool(), parsed, alertThresholds, sweepIntervalSeconds, { replicaLag: dashboardReplicaLag(), databaseMemoryBytes }));
+  return adminJson(await readOverview(dashboardReadPool(), parsed, alertThresholds, sweepIntervalSeconds, { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures }));
 }
 
 export const GET = handled('/api/admin/overview', get);

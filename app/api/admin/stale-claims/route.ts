@@ -1,5 +1,5 @@
 // GET /api/admin/stale-claims?limit=&service=: in-progress claims past their lease, oldest first,
-// of every service or of one (operator); 501 for a service whose key backend cannot list them (Redis).
+// of every service or of one (operator); 501 for a service whose key backend cannot list them.
 import { adminJson, parseQuery, problemFor } from '@/app/_lib/admin-http';
 import { authorizeRoute, dashboardKeys } from '@/app/_lib/dashboard';
 import { listStaleClaims, staleClaimsQuery } from '@/server/idempotency/key-metadata';
@@ -19,7 +19,7 @@ async function get(request: Request): Promise<Response> {
     const unavailable = unansweredServices(claims);
     return adminJson({ claims, ...(unavailable.length > 0 ? { unavailable } : {}) });
   } catch (error) {
-    // A service whose key backend cannot list them (Redis): said, not an empty list.
+    // A service whose key backend cannot list them: said, not an empty list.
     return problemFor(error, { KEY_READ_UNSUPPORTED: 501 });
   }
 }
