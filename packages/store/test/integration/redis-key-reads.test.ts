@@ -10,8 +10,8 @@ import { IdempotencyStore, namePrincipal, newCorrelationId, ResponseKeyRing, typ
 import type { ClaimValues } from '@retrysafe/store/postgres';
 import { correlationIndexKey, inFlightIndexKey, inFlightMember, principalIndexKey, RedisBackend, RedisKeyReads, recordKey } from '@retrysafe/store/redis';
 import { useTestDatabase } from '../helpers/database';
-import { keyBackendKinds, useKeyBackend } from '../../packages/store/test/helpers/store-backends';
-import { jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../../packages/store/test/helpers/store';
+import { keyBackendKinds, useKeyBackend } from '../helpers/store-backends';
+import { jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 describe.runIf(keyBackendKinds.includes('redis'))('key reads of records in Redis', () => {
   const db = useTestDatabase();
