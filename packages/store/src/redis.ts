@@ -158,9 +158,12 @@ export class RedisUnavailableError extends Error {
   }
 }
 
-// A cluster adds: no root node reachable (at a reconnection), and a slot still moving after the
-// client followed as many redirections as it allows.
-const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed|All the root nodes are unavailable)/;
+// A cluster adds: no root node reachable (at a reconnection), a node's connection destroyed by
+// the client when a topology refresh drops the node (a failed master: its pending commands are
+// rejected with "Disconnects client", written or not), and a slot still moving after the client
+// followed as many redirections as it allows. A reply that did not come in time ("Command timed
+// out ... may have been executed") says as little of the outcome as a cut connection.
+const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Connection dropped|Socket timeout|The client is closed|All the root nodes are unavailable|Disconnects client|Command timed out)/;
 const SLOT_MOVING = /^Too many Cluster redirections/;
 const SERVER_STATES: readonly [RegExp, UnavailableReason][] = [
   [/^OOM /, 'capacity'],
@@ -174,7 +177,7 @@ export function redisUnavailableReason(error: unknown): UnavailableReason | null
   if (error instanceof RedisUnavailableError) return error.unavailableReason;
   if (error instanceof ErrorReply) return SERVER_STATES.find(([pattern]) => pattern.test(error.message))?.[1] ?? null;
   if (SLOT_MOVING.test(error.message)) return 'shutdown';
-  if (CONNECTION_MESSAGES.test(error.message)) return /timeout/i.test(error.message) ? 'timeout' : 'connection';
+  if (CONNECTION_MESSAGES.test(error.message)) return /timeout|timed out/i.test(error.message) ? 'timeout' : 'connection';
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return 'connection';
   if (code === 'ETIMEDOUT') return 'timeout';
