@@ -116,25 +116,33 @@ if r[1] == 'failed' or (r[1] == 'in_progress' and tonumber(r[3]) <= now) then
 end
 return false`);
 
+// The fence of a completion and a failure mark: the record is in progress with attempt ARGV[1],
+// and, when ARGV[2] is not empty, that attempt is the claim of correlation id ARGV[2]. The attempt
+// number alone is not enough on Redis: replication is asynchronous, so a failover can leave two
+// records of one key with the same attempt number, each a different request's claim (a stalled or
+// restarted master that still believes it masters the slot runs a claim on its stale data, while
+// the promoted replica holds another request's claim). A mark the client delivers to the other
+// node (the slot moved in between) must not fail or complete the claim it did not make.
+const FENCE = `local r = redis.call('HMGET', KEYS[1], 'state', 'att', 'cid')
+if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) or (ARGV[2] ~= '' and r[3] ~= ARGV[2]) then return 0 end`;
+
 /**
- * The completion, if attempt ARGV[1] still holds the claim (fenced as Postgres's is). ARGV status,
- * content type, size, then 'body' with the sealed body and its key id, or 'ref' with the
- * reference. 1 when recorded, 0 when superseded (or gone).
+ * The completion, if attempt ARGV[1] (of correlation id ARGV[2], when given) still holds the claim
+ * (FENCE). ARGV status, content type, size, then 'body' with the sealed body and its key id, or
+ * 'ref' with the reference. 1 when recorded, 0 when superseded (or gone).
  */
 const COMPLETE = new Script(`${NOW}
-local r = redis.call('HMGET', KEYS[1], 'state', 'att')
-if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+${FENCE}
 redis.call('HDEL', KEYS[1], 'lease')
-if ARGV[5] == 'body' then
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'body', ARGV[6], 'kid', ARGV[7])
+if ARGV[6] == 'body' then
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[3], 'ctype', ARGV[4], 'size', ARGV[5], 'completed', now, 'body', ARGV[7], 'kid', ARGV[8])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'ref', ARGV[6])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[3], 'ctype', ARGV[4], 'size', ARGV[5], 'completed', now, 'ref', ARGV[7])
 end
 return 1`);
 
-/** Marks attempt ARGV[1] failed and retryable, if it still holds the claim. 1 or 0. */
-const FAIL = new Script(`local r = redis.call('HMGET', KEYS[1], 'state', 'att')
-if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+/** Marks attempt ARGV[1] (of correlation id ARGV[2], when given) failed and retryable, if it still holds the claim (FENCE). 1 or 0. */
+const FAIL = new Script(`${FENCE}
 redis.call('HDEL', KEYS[1], 'lease')
 redis.call('HSET', KEYS[1], 'state', 'failed')
 return 1`);
@@ -323,9 +331,9 @@ export class RedisBackend implements IdempotencyBackend {
    * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
    * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
    */
-  private async shortOfReplicas(operation: 'claim' | 'takeover', key: string, attempts: number, acknowledged: number): Promise<never> {
+  private async shortOfReplicas(operation: 'claim' | 'takeover', key: string, attempts: number, correlationId: string, acknowledged: number): Promise<never> {
     this.options.onWaitShortfall?.(operation, acknowledged);
-    await this.run(FAIL, key, [String(attempts)]).catch(() => undefined);
+    await this.run(FAIL, key, [String(attempts), correlationId]).catch(() => undefined);
     throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
   }
 
@@ -339,7 +347,7 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
     if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', keys[0], 1, acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', keys[0], 1, claim.correlationId, acknowledged);
     return { claimed: true, attempts: 1 };
   }
 
@@ -357,14 +365,14 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
     if (reply === null) return null;
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', key, int(reply), acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', key, int(reply), claim.correlationId, acknowledged);
     return int(reply);
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
     const stored: (string | Buffer)[] =
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? ''];
-    const args = [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored];
+    const args = [String(values.attempts), values.correlationId ?? '', String(values.status), values.contentType, String(values.size), ...stored];
     if (this.waitReplicas === 0) return (await this.run(COMPLETE, recordKey(values), args)) === 1;
     const [reply, acknowledged] = await this.runReplicated(COMPLETE, recordKey(values), args);
     // The effect happened: its answer goes out whatever the replicas say; a shortfall is reported.
@@ -372,8 +380,8 @@ export class RedisBackend implements IdempotencyBackend {
     return reply === 1;
   }
 
-  async fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    return (await this.run(FAIL, recordKey(id), [String(attempts)])) === 1;
+  async fail(id: KeyIdentity & { correlationId?: string }, attempts: number): Promise<boolean> {
+    return (await this.run(FAIL, recordKey(id), [String(attempts), id.correlationId ?? ''])) === 1;
   }
 
   transaction(): Promise<BackendTransaction> {
