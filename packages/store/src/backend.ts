@@ -29,10 +29,13 @@ export interface KeyOperations<Db = Queryable> {
   read(id: KeyIdentity): Promise<ExistingKey | null>;
   /** Takes over an expired, failed or lease-expired key if its attempt number is still `seenAttempts`; the new number, or null. */
   takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null>;
-  /** Records the response if attempt `values.attempts` still holds the claim. */
+  /** Records the response if attempt `values.attempts` still holds the claim (and, where given and the backend fences by it, `values.correlationId`). */
   complete(values: CompletionValues): Promise<boolean>;
-  /** Marks attempt `attempts` failed and retryable, if it still holds the claim. */
-  fail(id: KeyIdentity, attempts: number): Promise<boolean>;
+  /**
+   * Marks attempt `attempts` failed and retryable, if it still holds the claim. The store passes
+   * the claim's values: a backend may fence by their correlation id too (Redis does).
+   */
+  fail(id: KeyIdentity & { correlationId?: string }, attempts: number): Promise<boolean>;
   /** What the endpoint's work and re-derivation get as `context.db` (Postgres: a pg pool or client; MySQL: a mysql2 pool or connection). */
   readonly db: Db;
 }

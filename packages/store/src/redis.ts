@@ -192,30 +192,42 @@ if r[1] == 'failed' or (r[1] == 'in_progress' and tonumber(r[3]) <= now) then
 end
 return false`);
 
+// The fence of a completion and a failure mark: the record is in progress with attempt ARGV[1],
+// and, when ARGV[2] is not empty, that attempt is the claim of correlation id ARGV[2]. The attempt
+// number alone is not enough on Redis: replication is asynchronous, so a failover can leave two
+// records of one key with the same attempt number, each a different request's claim (a stalled or
+// restarted master that still believes it masters the slot runs a claim on its stale data, while
+// the promoted replica holds another request's claim). A mark the client delivers to the other
+// node (the slot moved in between) must not fail or complete the claim it did not make.
+const FENCE = `local r = redis.call('HMGET', KEYS[1], 'state', 'att', 'cid')
+if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) or (ARGV[2] ~= '' and r[3] ~= ARGV[2]) then return 0 end`;
+
 /**
- * The completion, if attempt ARGV[1] still holds the claim (fenced as Postgres's is). ARGV status,
- * content type, size, then 'body' with the sealed body and its key id, or 'ref' with the
- * reference; on one server KEYS[2] the in-flight index and ARGV[8] the in-flight member, removed.
- * 1 when recorded, 0 when superseded (or gone).
+/**
+ * The completion, if attempt ARGV[1] (of correlation id ARGV[2], when given) still holds the claim
+ * (FENCE). ARGV status, content type, size, then 'body' with the sealed body and its key id, or
+ * 'ref' with the reference; on one server KEYS[2] the in-flight index and ARGV[9] the in-flight
+ * member, removed. 1 when recorded, 0 when superseded (or gone).
  */
 const COMPLETE = new Script(`${NOW}
-local r = redis.call('HMGET', KEYS[1], 'state', 'att')
-if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+${FENCE}
 redis.call('HDEL', KEYS[1], 'lease')
-if ARGV[5] == 'body' then
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'body', ARGV[6], 'kid', ARGV[7])
+if ARGV[6] == 'body' then
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[3], 'ctype', ARGV[4], 'size', ARGV[5], 'completed', now, 'body', ARGV[7], 'kid', ARGV[8])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[2], 'ctype', ARGV[3], 'size', ARGV[4], 'completed', now, 'ref', ARGV[6])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[3], 'ctype', ARGV[4], 'size', ARGV[5], 'completed', now, 'ref', ARGV[7])
 end
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[8]) end
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[9]) end
 return 1`);
 
-/** Marks attempt ARGV[1] failed and retryable, if it still holds the claim; on one server KEYS[2] the in-flight index and ARGV[2] the member, removed. 1 or 0. */
-const FAIL = new Script(`local r = redis.call('HMGET', KEYS[1], 'state', 'att')
-if r[1] ~= 'in_progress' or tonumber(r[2]) ~= tonumber(ARGV[1]) then return 0 end
+/**
+ * Marks attempt ARGV[1] (of correlation id ARGV[2], when given) failed and retryable, if it still
+ * holds the claim (FENCE); on one server KEYS[2] the in-flight index and ARGV[3] the member, removed. 1 or 0.
+ */
+const FAIL = new Script(`${FENCE}
 redis.call('HDEL', KEYS[1], 'lease')
 redis.call('HSET', KEYS[1], 'state', 'failed')
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[2]) end
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[3]) end
 return 1`);
 
 /** The scripts' texts, for tests and tools. */
@@ -237,9 +249,12 @@ export class RedisUnavailableError extends Error {
   }
 }
 
-// A cluster adds: no root node reachable (at a reconnection), and a slot still moving after the
-// client followed as many redirections as it allows.
-const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Socket timeout|The client is closed|All the root nodes are unavailable)/;
+// A cluster adds: no root node reachable (at a reconnection), a node's connection destroyed by
+// the client when a topology refresh drops the node (a failed master: its pending commands are
+// rejected with "Disconnects client", written or not), and a slot still moving after the client
+// followed as many redirections as it allows. A reply that did not come in time ("Command timed
+// out ... may have been executed") says as little of the outcome as a cut connection.
+const CONNECTION_MESSAGES = /^(The client is offline|Socket closed unexpectedly|Connection timeout|Connection dropped|Socket timeout|The client is closed|All the root nodes are unavailable|Disconnects client|Command timed out)/;
 const SLOT_MOVING = /^Too many Cluster redirections/;
 const SERVER_STATES: readonly [RegExp, UnavailableReason][] = [
   [/^OOM /, 'capacity'],
@@ -253,7 +268,7 @@ export function redisUnavailableReason(error: unknown): UnavailableReason | null
   if (error instanceof RedisUnavailableError) return error.unavailableReason;
   if (error instanceof ErrorReply) return SERVER_STATES.find(([pattern]) => pattern.test(error.message))?.[1] ?? null;
   if (SLOT_MOVING.test(error.message)) return 'shutdown';
-  if (CONNECTION_MESSAGES.test(error.message)) return /timeout/i.test(error.message) ? 'timeout' : 'connection';
+  if (CONNECTION_MESSAGES.test(error.message)) return /timeout|timed out/i.test(error.message) ? 'timeout' : 'connection';
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return 'connection';
   if (code === 'ETIMEDOUT') return 'timeout';
@@ -408,9 +423,9 @@ export class RedisBackend implements IdempotencyBackend {
    * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
    * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
    */
-  private async shortOfReplicas(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number, acknowledged: number): Promise<never> {
+  private async shortOfReplicas(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number, correlationId: string, acknowledged: number): Promise<never> {
     this.options.onWaitShortfall?.(operation, acknowledged);
-    await this.fail(id, attempts).catch(() => undefined);
+    await this.fail({ ...id, correlationId }, attempts).catch(() => undefined);
     throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
   }
 
@@ -428,7 +443,7 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
     if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', claim, 1, acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', claim, 1, claim.correlationId, acknowledged);
     return { claimed: true, attempts: 1 };
   }
 
@@ -450,15 +465,15 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
     if (reply === null) return null;
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', claim, int(reply), acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', claim, int(reply), claim.correlationId, acknowledged);
     return int(reply);
   }
 
   async complete(values: CompletionValues): Promise<boolean> {
-    // (A reference takes the body's two places, so the in-flight member is ARGV[8] either way.)
+    // (A reference takes the body's two places, so the in-flight member is ARGV[9] either way.)
     const stored: (string | Buffer)[] =
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? '', ''];
-    const args = [String(values.attempts), String(values.status), values.contentType, String(values.size), ...stored];
+    const args = [String(values.attempts), values.correlationId ?? '', String(values.status), values.contentType, String(values.size), ...stored];
     const keys = [recordKey(values)];
     if (this.dashboardIndexes) {
       keys.push(inFlightIndexKey(values.service, values.scope));
@@ -471,9 +486,10 @@ export class RedisBackend implements IdempotencyBackend {
     return reply === 1;
   }
 
-  async fail(id: KeyIdentity, attempts: number): Promise<boolean> {
-    if (!this.dashboardIndexes) return (await this.run(FAIL, recordKey(id), [String(attempts)])) === 1;
-    return (await this.run(FAIL, [recordKey(id), inFlightIndexKey(id.service, id.scope)], [String(attempts), inFlightMember(id.principalId, id.key)])) === 1;
+  async fail(id: KeyIdentity & { correlationId?: string }, attempts: number): Promise<boolean> {
+    const args = [String(attempts), id.correlationId ?? ''];
+    if (!this.dashboardIndexes) return (await this.run(FAIL, recordKey(id), args)) === 1;
+    return (await this.run(FAIL, [recordKey(id), inFlightIndexKey(id.service, id.scope)], [...args, inFlightMember(id.principalId, id.key)])) === 1;
   }
 
   transaction(): Promise<BackendTransaction> {

@@ -235,6 +235,12 @@ export async function takeOverKey(db: Queryable, claim: ClaimValues, seenAttempt
 
 export interface CompletionValues extends KeyIdentity {
   attempts: number;
+  /**
+   * The claim's correlation id. Postgres and MySQL fence by the attempt number alone (one history
+   * of the row); Redis fences by both, since a failover can leave two records of one key with the
+   * same attempt number (a stale master's and the promoted replica's).
+   */
+  correlationId?: string;
   status: number;
   contentType: string;
   body: Buffer | null;

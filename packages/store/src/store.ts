@@ -648,6 +648,7 @@ export class IdempotencyStore<Db = Queryable> {
       scope: claim.scope,
       key: claim.key,
       attempts,
+      correlationId: claim.correlationId,
       status: result.status,
       contentType: result.contentType,
       body,

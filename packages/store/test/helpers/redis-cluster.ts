@@ -1,10 +1,11 @@
-// A real Redis Cluster for a test file: six redis-servers (the binary helpers/redis finds) on
-// free loopback ports, each with its own data directory, cluster bus port and nodes file, no
-// persistence; `redis-cli --cluster create ... --cluster-replicas 1` makes three masters with a
-// replica each. Ready once every node says cluster_state:ok and every replica's link is up.
-// stop() ends every server (also when the start failed half-way) and removes the directories.
+// A real Redis Cluster for a test file: six redis-servers (nine with two replicas a master; the
+// binary helpers/redis finds) on free loopback ports, each with its own data directory, cluster
+// bus port and nodes file, no persistence; `redis-cli --cluster create ... --cluster-replicas N`
+// makes three masters with N replicas each. Ready once every node says cluster_state:ok and every
+// replica's link is up. stop() ends every server (also when the start failed half-way) and
+// removes the directories.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, openSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -33,10 +34,14 @@ export interface TestRedisCluster {
   masterPorts(): Promise<number[]>;
   /** The master serving `key`'s slot now. */
   masterOf(key: string): Promise<number>;
+  /** Sends one node a signal without ending it (SIGSTOP: a stall, as of a paused VM or a swapped-out process, and `alive` false until SIGCONT resumes it). */
+  signal(port: number, signal: 'SIGSTOP' | 'SIGCONT'): void;
   /** Ends one node with a signal (SIGKILL: a crash, nothing flushed). */
   kill(port: number, signal?: NodeJS.Signals): Promise<void>;
   /** Starts a killed node again with its nodes file: it rejoins (a replica of whoever took its slots). */
   restart(port: number): Promise<void>;
+  /** Starts `redis-cli MONITOR` on every live node (and on each restarted one), each into `dir/<port>.<n>.log` (diagnosis only). */
+  monitor(dir: string): void;
   /** Waits until every live node says cluster_state:ok and sees `masters` masters with slots. */
   waitUntilOk(options?: { timeoutMs?: number; masters?: number }): Promise<void>;
   stop(): Promise<void>;
@@ -58,11 +63,12 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
 }
 
 /**
- * Starts a 3-master cluster with one replica each; `args` are further settings for every node.
- * `nodeTimeoutMs` (cluster-node-timeout): how long a master may be silent before its replica takes
- * over; the default (5 s) keeps a machine busy with other tests from failing a master over.
+ * Starts a 3-master cluster with one replica each (`replicas`: that many each); `args` are further
+ * settings for every node. `nodeTimeoutMs` (cluster-node-timeout): how long a master may be silent
+ * before its replica takes over; the default (5 s) keeps a machine busy with other tests from
+ * failing a master over.
  */
-export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5_000 }: { nodeTimeoutMs?: number } = {}): Promise<TestRedisCluster> {
+export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5_000, replicas = 1 }: { nodeTimeoutMs?: number; replicas?: number } = {}): Promise<TestRedisCluster> {
   if (!redisServerPath) throw new Error('redis-server is not installed (apt-get install redis-server redis-tools, or set REDIS_SERVER_PATH)');
   const binary = redisServerPath;
   const dir = await mkdtemp(join(tmpdir(), 'retrysafe-redis-cluster-'));
@@ -139,7 +145,18 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
     await exited;
     clearTimeout(timer);
   };
+  let monitorDir: string | null = null;
+  const monitors: ChildProcess[] = [];
+  let monitorCount = 0;
+  const startMonitor = (port: number) => {
+    if (!monitorDir) return;
+    monitorCount += 1;
+    const out = openSync(join(monitorDir, `${port}.${monitorCount}.log`), 'w');
+    monitors.push(spawn(redisCliPath, ['-h', '127.0.0.1', '-p', String(port), 'MONITOR'], { stdio: ['ignore', out, out] }));
+  };
   const stop = async (): Promise<void> => {
+    for (const child of monitors) child.kill('SIGTERM');
+    for (const child of children.values()) child.kill('SIGCONT');
     await Promise.all([...children.values()].map((child) => halt(child, 'SIGTERM')));
     await rm(dir, { recursive: true, force: true });
   };
@@ -157,6 +174,14 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
       if (!owner) throw new Error(`no live master serves slot ${slot}`);
       return owner.port;
     },
+    signal(port, signal) {
+      const child = children.get(port);
+      const node = nodes.find((candidate) => candidate.port === port);
+      if (!child || !node) throw new Error(`no node on ${port}`);
+      child.kill(signal);
+      // A stopped node accepts connections and answers nothing: the helper's own queries skip it.
+      node.alive = signal === 'SIGCONT';
+    },
     async kill(port, signal = 'SIGKILL') {
       const child = children.get(port);
       const node = nodes.find((candidate) => candidate.port === port);
@@ -173,6 +198,11 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
       children.set(port, start());
       node.alive = true;
       await until(`redis-server on ${port} answering PING again`, 20_000, async () => ((await command(port, 'PING')).trim() === 'PONG' ? true : null));
+      startMonitor(port);
+    },
+    monitor(dir) {
+      monitorDir = dir;
+      for (const node of live()) startMonitor(node.port);
     },
     async waitUntilOk({ timeoutMs = 60_000, masters = 3 } = {}) {
       await until(`cluster_state:ok on every live node with ${masters} masters`, timeoutMs, async () => {
@@ -199,7 +229,7 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
   };
 
   try {
-    for (let index = 0; index < 6; index += 1) {
+    for (let index = 0; index < 3 * (1 + replicas); index += 1) {
       const port = await freePort();
       let busPort = await freePort();
       while (busPort === port) busPort = await freePort();
@@ -217,7 +247,7 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
         return (await command(node.port, 'PING')).trim() === 'PONG' ? true : null;
       });
     }
-    await run(redisCliPath, ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });
+    await run(redisCliPath, ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 60_000 });
     await cluster.waitUntilOk({ timeoutMs: 60_000 });
     return cluster;
   } catch (error) {

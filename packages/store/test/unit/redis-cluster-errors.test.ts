@@ -2,12 +2,12 @@
 // (CLUSTERDOWN), a slot moving (MOVED, ASK, TRYAGAIN, or more redirections than the client
 // follows), no node reachable. And which key routes each command the store sends to a cluster.
 import { describe, expect, it } from 'vitest';
-import { ErrorReply, MaxCommandRedirectionsError, RootNodesUnavailableError } from 'redis';
+import { DisconnectsClientError, ErrorReply, MaxCommandRedirectionsError, RootNodesUnavailableError, TimeoutReadError } from 'redis';
 import { problemFor } from '@retrysafe/store';
 import { redisUnavailableReason, RedisUnavailableError, routingKey } from '@retrysafe/store/redis';
 
 describe('a Redis Cluster that cannot take the command now', () => {
-  const cases: [Error, 'shutdown' | 'connection'][] = [
+  const cases: [Error, 'shutdown' | 'connection' | 'timeout'][] = [
     [new ErrorReply('CLUSTERDOWN The cluster is down'), 'shutdown'],
     [new ErrorReply('CLUSTERDOWN Hash slot not served'), 'shutdown'],
     [new ErrorReply('MOVED 3999 127.0.0.1:6381'), 'shutdown'],
@@ -15,6 +15,10 @@ describe('a Redis Cluster that cannot take the command now', () => {
     [new ErrorReply('TRYAGAIN Multiple keys request during rehashing of slot'), 'shutdown'],
     [new MaxCommandRedirectionsError(new ErrorReply('MOVED 3999 127.0.0.1:6381')), 'shutdown'],
     [new RootNodesUnavailableError(), 'connection'],
+    // The client destroys a node's connection when a topology refresh drops the node (the failed
+    // master): its pending commands fail with this (seen as a 500 in the failover test before).
+    [new DisconnectsClientError(), 'connection'],
+    [new TimeoutReadError(1_000), 'timeout'],
   ];
   it.each(cases)('%s is %s, answered 503 with Retry-After', (error, reason) => {
     expect(redisUnavailableReason(error)).toBe(reason);
