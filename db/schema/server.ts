@@ -7,6 +7,7 @@ import { retrysafeServer } from './schemas';
 
 export { retrysafeServer };
 export * from './operators';
+export * from './audit';
 
 /**
  * Each time an alert fired and, once it stopped, when it ended: one row per firing, written by
