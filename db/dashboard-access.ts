@@ -166,7 +166,7 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // The server's own records (db/server-migrations), read for the overview's events.
     `DO $$ BEGIN
        IF to_regclass('retrysafe_server.alert_history') IS NOT NULL THEN
-         GRANT SELECT ON retrysafe_server.alert_history, retrysafe_server.instance_starts TO ${role};
+         GRANT SELECT ON retrysafe_server.alert_history TO ${role};
        END IF;
      END $$`,
     // Admins change policies from the dashboard (history and audit in the same transaction).

@@ -1,6 +1,6 @@
 // Process-wide services of the Next server, booted once: pools, the store (in the
 // layout the database has), policies, the quota counters, the sweeper, the shared duties
-// (roll-ups, store statistics, alert history), this start's record and the demo API.
+// (roll-ups, store statistics, alert history) and the demo API. (createRetrysafe records this start.)
 // Kept on globalThis because Next may evaluate this module in more than one bundle.
 // Booted by instrumentation.ts when the server starts; route handlers await it through
 // runtime.ts.
@@ -23,7 +23,6 @@ import { rollUpFlowMetrics } from '@/server/metrics/rollup';
 import { pruneThrottle } from '@/server/auth/throttle';
 import { sampleStoreStats } from '@/server/metrics/sampler';
 import { recordAlertHistory } from '@/server/metrics/alert-history';
-import { recordInstanceStart } from '@/server/instance-starts';
 import { describeError, logConnectionLost, logger } from '@/server/logging';
 import { createReplicaLagReader } from '@/server/dashboard-pools';
 
@@ -189,8 +188,6 @@ async function bootServices(): Promise<Services> {
     }),
   ];
   for (const task of tasks) task.start();
-  // The overview marks this start; a start that cannot be recorded is said and the server runs on.
-  await recordInstanceStart(pool, { service: DEMO_SERVICE }).catch((error: unknown) => failed(error, 'instance start record'));
   const traffic = environment.DEMO_TRAFFIC === true ? startTraffic(environment.PORT, environment.HOST, pool, store, policies) : null;
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   let stopping: Promise<void> | null = null;
