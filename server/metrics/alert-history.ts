@@ -12,7 +12,7 @@ import { readTogether } from './read-together';
 /** pg_advisory_xact_lock key: the bytes of "rsalrt" as an integer. */
 const ALERT_HISTORY_LOCK_KEY = 0x7273616c7274n;
 
-/** Ended firings and instance starts are kept this long: the overview's longest range (30 d) and some. */
+/** Ended firings and service starts (retrysafe.service_starts) are kept this long: the overview's longest range (30 d) and some. */
 export const SERVER_EVENTS_RETENTION_DAYS = 35;
 
 /** At most this many of each (starts, ends) in a window: the overview's EVENTS_PER_KIND. */
