@@ -1,9 +1,9 @@
 // Least privilege for the dashboard. It reads through its own database role, which can
 // select every key-store column except the response body, cannot write the store at all,
 // writes only the audit log, policies and the sign-in throttle, and releases stale claims
-// through a SECURITY DEFINER function. Operators it may read but not write; credentials and
+// through a SECURITY DEFINER function (the server's, which audits the release). Operators it may read but not write; credentials and
 // sessions not even read: sign-in, sessions and every operator change go through the SECURITY
-// DEFINER functions of migration 0014, which check the acting session and audit. If dashboard code ever tried
+// DEFINER functions of the server's migration 0001, which check the acting session and audit. If dashboard code ever tried
 // to read a body, Postgres itself would refuse. The SQL is one text: applied after every
 // migration when the owner may create roles, and printed by `npm run cli -- db grants` for
 // a DBA when it may not.
@@ -69,6 +69,8 @@ const readOnly = [
   // The Redis reconciler's findings and runs (migration 0027): metadata only.
   'reconcile_findings',
   'reconcile_runs',
+  // Each service instance's start with its package version (migration 0029), for the overview's events.
+  'service_starts',
 ];
 /** Operators and their sessions through these (the server's migration 0001); each checks who acts and audits. */
 const operatorFunctions = [
@@ -97,6 +99,18 @@ function onFunction(verb: 'GRANT' | 'REVOKE', unqualified: string, role: string,
   return `DO $$ BEGIN
        IF to_regprocedure('${signature}') IS NOT NULL THEN ${statement}; END IF;
      END $$`;
+}
+
+/** Reading and appending to the audit log (retrysafe_server.audit_log), where it exists yet. */
+function auditLogGrants(role: string): string[] {
+  return [
+    `DO $$ BEGIN
+       IF to_regclass('retrysafe_server.audit_log') IS NOT NULL THEN
+         GRANT SELECT, INSERT ON retrysafe_server.audit_log TO ${role};
+         GRANT USAGE ON SEQUENCE retrysafe_server.audit_log_id_seq TO ${role};
+       END IF;
+     END $$`,
+  ];
 }
 
 /**
@@ -152,7 +166,7 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     // The server's own records (db/server-migrations), read for the overview's events.
     `DO $$ BEGIN
        IF to_regclass('retrysafe_server.alert_history') IS NOT NULL THEN
-         GRANT SELECT ON retrysafe_server.alert_history, retrysafe_server.instance_starts TO ${role};
+         GRANT SELECT ON retrysafe_server.alert_history TO ${role};
        END IF;
      END $$`,
     // Admins change policies from the dashboard (history and audit in the same transaction).
@@ -160,14 +174,17 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     `GRANT INSERT ON retrysafe.endpoint_policy_history TO ${role}`,
     `GRANT USAGE ON SEQUENCE retrysafe.endpoint_policy_history_id_seq TO ${role}`,
     // Append-only: a trigger refuses UPDATE and DELETE for every role; this one may not even try.
-    `GRANT SELECT, INSERT ON retrysafe.audit_log TO ${role}`,
-    `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${role}`,
+    // The server's (its migration 0002), where the server's set has made it.
+    ...auditLogGrants(role),
     // Operators are read (the list, the role check at sign-in); no column of theirs is secret.
     // Credentials (operator_accounts), sessions and verifications: no privilege at all.
     `GRANT SELECT ON retrysafe_server.operators TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON retrysafe_server.sign_in_throttle TO ${role}`,
     ...operatorFunctions.map((signature) => onFunction('GRANT', signature, role, 'retrysafe_server')),
-    onFunction('GRANT', 'retrysafe_release_stale_claim(uuid, text, text, text, text, text)', role),
+    // An operator's release of a stale claim: the server's function, which releases through the
+    // store's and writes the audit row in the same transaction; not the store's own, which audits nothing.
+    onFunction('GRANT', 'retrysafe_release_stale_claim_audited(uuid, text, text, text, text, text)', role, 'retrysafe_server'),
+    onFunction('REVOKE', 'retrysafe_release_stale_claim(uuid, text, text, text, text, text)', role),
     // Failed and refused sign-ins are counted in one aggregated audit row (runs as the owner, bounded).
     onFunction('GRANT', 'retrysafe_audit_sign_in_attempt(text, text, jsonb, jsonb, text, integer)', role, 'retrysafe_server'),
     // Policy changes create the partitions a longer retention needs (runs as the owner, bounded).
@@ -177,8 +194,7 @@ export function dashboardGrantStatements(databaseName: string): string[] {
     ...authFunctions.map((signature) => onFunction('REVOKE', signature, role, 'retrysafe_server')),
     ...groupRoleStatements(AUTH_ROLE, databaseName),
     `GRANT SELECT ON retrysafe_server.operators TO ${AUTH_ROLE}`,
-    `GRANT SELECT, INSERT ON retrysafe.audit_log TO ${AUTH_ROLE}`,
-    `GRANT USAGE ON SEQUENCE retrysafe.audit_log_id_seq TO ${AUTH_ROLE}`,
+    ...auditLogGrants(AUTH_ROLE),
     ...authFunctions.map((signature) => onFunction('GRANT', signature, AUTH_ROLE, 'retrysafe_server')),
     // The owner of the tables (DATABASE_URL's role, which migrated them) reaches it by SET ROLE.
     `DO $$ BEGIN

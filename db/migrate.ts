@@ -1,8 +1,8 @@
 // The Retrysafe server's migrations: the store's set (schema retrysafe, shipped in
 // @retrysafe/store and applied by its own migrator, the one `npx retrysafe migrate` runs), then
 // the demo API's set (schema retrysafe_demo, db/demo-migrations, the server's alone), then the
-// server's own set (schema retrysafe_server, db/server-migrations: alert history, instance
-// starts), then the dashboard role's grants. Processes migrating at once serialise on each set's advisory lock.
+// server's own set (schema retrysafe_server, db/server-migrations: operators, sessions, the
+// audit log, alert history), then the dashboard role's grants. Processes migrating at once serialise on each set's advisory lock.
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { detectLayout } from '@retrysafe/store';
@@ -33,7 +33,7 @@ export const DEMO_MIGRATIONS: MigrationSet = {
   lockKey: 0x727364656d6fn,
 };
 
-/** The Retrysafe server's own tables (alert history, instance starts): a set of the server alone. */
+/** The Retrysafe server's own tables (operators, sessions, the sign-in throttle, the audit log, alert history): a set of the server alone. */
 export const SERVER_MIGRATIONS: MigrationSet = {
   folder: resolve(process.cwd(), 'db', 'server-migrations'),
   schema: 'retrysafe_server',

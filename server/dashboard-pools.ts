@@ -4,7 +4,7 @@
 // through the store's KeyRecordReads on the reads' pool with their audit rows on the primary.
 // Sign-in's own pool (AUTH_ROLE, reached from the owner) stays on the primary.
 import pg from 'pg';
-import { PostgresKeyReads, type KeyRecordReads } from '@retrysafe/store';
+import { PostgresKeyReads } from '@retrysafe/store';
 import { createPool, DASHBOARD_POOL_IDLE_MS, DASHBOARD_POOL_MAX } from '../db/client';
 import { AUTH_ROLE, DASHBOARD_ROLE } from '../db/dashboard-access';
 import { SERVER_SEARCH_PATH } from '../db/topology';
@@ -14,6 +14,7 @@ import { logConnectionLost } from './logging';
 import type { KeyAccess } from './idempotency/key-metadata';
 import { readReplicaLag, type ReplicaLag } from './metrics/replica-lag';
 import { openKeyBackends, routedKeyReads } from './key-backends';
+import { withAuditedRelease } from './retention/stale-claims';
 
 /** application_name of the dashboard's connections, as pg_stat_activity shows them on each server. */
 export const DASHBOARD_APPLICATION = 'retrysafe-dashboard';
@@ -147,20 +148,6 @@ function reasonOf(error: unknown): string {
   return typeof code === 'string' && code !== '' ? `${message} (${code})` : message;
 }
 
-/**
- * Key records read on the standby, the one write among them (an operator's release of a stale
- * claim, which writes its audit row in its own transaction) on the primary.
- */
-export function keyReadsOnReplica(replica: KeyRecordReads, primary: KeyRecordReads): KeyRecordReads {
-  return {
-    keyRecords: (query) => replica.keyRecords(query),
-    principalKeys: (query) => replica.principalKeys(query),
-    correlationRecords: (correlationId) => replica.correlationRecords(correlationId),
-    staleClaims: (limit, service) => replica.staleClaims(limit, service),
-    releaseStaleClaim: (id, by) => primary.releaseStaleClaim(id, by),
-  };
-}
-
 export interface DashboardPools {
   /** The dashboard's role on the primary: everything that writes, and reads that must see a write at once. */
   pool: pg.Pool;
@@ -182,8 +169,9 @@ export function createDashboardPools(settings: Pick<DashboardSettings, 'database
   const pool = createPool(settings.databaseUrl, { applicationName: DASHBOARD_APPLICATION, ...options });
   const readPool = settings.readUrl === undefined ? pool : createPool(dashboardReadUrl(settings.readUrl, settings.databaseUrl), { applicationName: DASHBOARD_READ_APPLICATION, ...options });
   const onReplica = readPool !== pool;
-  const primaryReads = new PostgresKeyReads(pool);
-  const postgresReads = onReplica ? keyReadsOnReplica(new PostgresKeyReads(readPool), primaryReads) : primaryReads;
+  // Key records read on readPool (the standby's, when there is one); the one write among them, an
+  // operator's release of a stale claim, on the primary with its audit row in the same transaction.
+  const postgresReads = withAuditedRelease(new PostgresKeyReads(readPool), pool);
   // Services whose keys are in Redis or MySQL (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL): their policies read on readPool.
   const elsewhere = openKeyBackends({ redis: settings.keysRedis, mysql: settings.keysMysql }, readPool);
   return {

@@ -1,7 +1,7 @@
 // The booted half of the server's runtime (server/runtime.ts), loaded by its services() on
 // first use: the store (in the database's layout) on its own pool, its flow recorder and quota,
 // the sweeper, the periodic duties (roll-ups, store statistics, alert history, sign-in throttle
-// pruning), this start's record, the demo API and, when enabled, its traffic.
+// pruning), the demo API and, when enabled, its traffic. (createRetrysafe records this start.)
 import type pg from 'pg';
 import { createPool } from '../db/client';
 import { detectStoreLayout } from '../db/migrate';
@@ -21,7 +21,6 @@ import { rollUpFlowMetrics } from './metrics/rollup';
 import { pruneThrottle } from './auth/throttle';
 import { sampleStoreStats } from './metrics/sampler';
 import { recordAlertHistory } from './metrics/alert-history';
-import { recordInstanceStart } from './instance-starts';
 import { describeError, logConnectionLost } from './logging';
 import { createReplicaLagReader } from './dashboard-pools';
 import { logEvent, requestPathTimeouts, type ServerRuntime } from './runtime';
@@ -170,8 +169,6 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     }),
   ];
   for (const task of tasks) task.start();
-  // The overview marks this start; a start that cannot be recorded is said and the server runs on.
-  await recordInstanceStart(pool, { service: DEMO_SERVICE }).catch((error: unknown) => failed(error, 'instance start record'));
   const traffic = environment.DEMO_TRAFFIC === true ? startTraffic(environment.PORT, environment.HOST, pool, store, policies) : null;
   logEvent('info', 'services started', { layout, demoTraffic: environment.DEMO_TRAFFIC === true });
   return {

@@ -1,11 +1,12 @@
 // The audit log: who did what to which record, and why. Append-only (a trigger refuses
 // UPDATE and DELETE, see the migration; the one exception is an aggregated row's count going
-// up); written in the same transaction as the action.
+// up); written in the same transaction as the action. The Retrysafe server's (schema
+// retrysafe_server, its migration 0002), not the store's: only the dashboard's actions are audited.
 import { sql } from 'drizzle-orm';
 import { bigserial, check, index, integer, jsonb, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafeServer } from './schemas';
 
-export const auditLog = retrysafe.table(
+export const auditLog = retrysafeServer.table(
   'audit_log',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
@@ -17,7 +18,7 @@ export const auditLog = retrysafe.table(
     reason: text('reason'),
     details: jsonb('details'),
     // Repeated failed or refused sign-ins of one account from one address in one window are one
-    // row counting them (retrysafe_audit_sign_in_attempt, migration 0013); every other row is 1.
+    // row counting them (retrysafe_audit_sign_in_attempt, the server's migration 0001); every other row is 1.
     occurrences: integer('occurrences').notNull().default(1),
     lastAt: timestamp('last_at', { withTimezone: true }),
     // "<action>|<actor>|<address>|<window start>" on aggregated rows, null on every other row.

@@ -1,6 +1,6 @@
 // The Postgres schemas Retrysafe's tables live in: the store's own (keys, policies, flow metrics,
-// quota, evidence, principal names, the audit log: what @retrysafe/store migrates), the demo
-// API's and the Retrysafe server's (operators, sessions, the sign-in throttle, alert history),
+// quota, evidence, principal names, service starts: what @retrysafe/store migrates), the demo
+// API's and the Retrysafe server's (operators, sessions, the sign-in throttle, the audit log, alert history),
 // each a migration set of its own.
 import { pgSchema } from 'drizzle-orm/pg-core';
 

@@ -7,6 +7,6 @@ export * from './key-attempts';
 export * from './unrecorded-completions';
 export * from './reconcile';
 export * from './retention';
-export * from './audit';
 export * from './metrics';
 export * from './principals';
+export * from './service-starts';

@@ -2,8 +2,10 @@
 // audit page offers them as filter suggestions. Plain data with no imports, so a client
 // component can use it. 'auth.sign_in' is written by the sign-in hook;
 // 'auth.sign_in_failed' and 'auth.sign_in_refused' are aggregated rows (recordSignInAttempt),
-// 'stale_claim.release' by the SQL function retrysafe_release_stale_claim (migration 0009),
-// the operator.* actions by the operator functions of migration 0014.
+// 'stale_claim.release' by the SQL function retrysafe_release_stale_claim_audited (the server's
+// migration 0002), the operator.* actions by the operator functions of its migration 0001.
+// 'policy.create' was written by the store when it created a policy, until the audit log became
+// the server's (store migration 0029): older rows have it; a creation is in the policy's history.
 export const auditActions = [
   'auth.sign_in',
   'auth.sign_in_failed',

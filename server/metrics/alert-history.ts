@@ -12,7 +12,7 @@ import { readTogether } from './read-together';
 /** pg_advisory_xact_lock key: the bytes of "rsalrt" as an integer. */
 const ALERT_HISTORY_LOCK_KEY = 0x7273616c7274n;
 
-/** Ended firings and instance starts are kept this long: the overview's longest range (30 d) and some. */
+/** Ended firings and service starts (retrysafe.service_starts) are kept this long: the overview's longest range (30 d) and some. */
 export const SERVER_EVENTS_RETENTION_DAYS = 35;
 
 /** At most this many of each (starts, ends) in a window: the overview's EVENTS_PER_KIND. */
@@ -94,11 +94,12 @@ export async function recordAlertHistory(
     // The standby's lag is each instance's own reading (DASHBOARD_READ_URL): not recorded.
     const inputs = await readAlertInputs(client, { thresholds, sweepIntervalSeconds: options.sweepIntervalSeconds, databaseMemoryBytes: options.databaseMemoryBytes, now });
     const transitions = await recordAlertTransitions(client, evaluateAlertStates(inputs, thresholds).firing, now);
-    // Through alert_history_ended_idx and instance_starts_started_idx.
+    // Through alert_history_ended_idx and service_starts_started_idx (the store's table of service
+    // instances' starts: the server prunes it for every service, none of which prunes its own).
     await client.query({
       name: 'server_events_retention',
       text: `WITH a AS (DELETE FROM retrysafe_server.alert_history WHERE ended_at < $1::timestamptz - $2::int * interval '1 day')
-             DELETE FROM retrysafe_server.instance_starts WHERE started_at < $1::timestamptz - $2::int * interval '1 day'`,
+             DELETE FROM retrysafe.service_starts WHERE started_at < $1::timestamptz - $2::int * interval '1 day'`,
       values: [now, SERVER_EVENTS_RETENTION_DAYS],
     });
     return transitions;

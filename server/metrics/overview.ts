@@ -97,7 +97,8 @@ export const EVENTS_PER_KIND = 200;
  * start (`alert`) and end (`alert_end`) as the alert history recorded them
  * (retrysafe_server.alert_history), or, for an alert firing now that it has not recorded yet,
  * its start as evaluated now, a failed sweep run (sweep_runs), a Retrysafe server instance's
- * start with its @retrysafe/store version (`instance_start`, retrysafe_server.instance_starts).
+ * start with its @retrysafe/store version (`instance_start`, retrysafe.service_starts: a service's
+ * instance, this server's included).
  */
 export const overviewEventKinds = ['policy', 'alert', 'alert_end', 'sweep_failed', 'instance_start'] as const;
 
@@ -445,8 +446,8 @@ function flowPoints(
  * before `from` recorded it (store_stats.last_sweep_run_id, a probe of its primary key), so a
  * window's read does not walk the runs before it. Then the alert history's starts and ends in
  * the window (readAlertHistory, with the firings still open, which the live alerts are checked
- * against) and the server instances' starts (readInstanceStarts). An adopting service's own
- * instance starts are not recorded anywhere (the package's schema has no place for them yet).
+ * against) and the service instances' starts, of the chosen service or of all (readInstanceStarts:
+ * createRetrysafe records each, an adopting service's and this server's demo service's alike).
  */
 export async function readOverviewEvents(
   db: Queryable,
@@ -477,7 +478,6 @@ export async function readOverviewEvents(
         values: [choice.from, choice.to],
       }),
     () => readAlertHistory(db, choice),
-    // A server instance runs the store's shared duties, whatever the service chosen.
     () => readInstanceStarts(db, choice, EVENTS_PER_KIND),
   ]);
   const where = (firing: AlertFiring) => ({ ...(firing.service ? { service: firing.service } : {}), ...(firing.scope ? { scope: firing.scope } : {}) });
@@ -500,7 +500,7 @@ export async function readOverviewEvents(
     ...starts.map((start): OverviewEvent => ({
       at: start.at.toISOString(),
       kind: 'instance_start',
-      text: `Retrysafe server started (${start.instance}), @retrysafe/store ${start.packageVersion}`,
+      text: `Instance of ${start.service} started (${start.instance}), @retrysafe/store ${start.packageVersion}`,
       service: start.service,
     })),
   ];

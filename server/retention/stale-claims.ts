@@ -3,8 +3,8 @@
 // only in-progress rows. The store already lets a retry take such a key over; releasing
 // marks it failed and retryable, so it no longer shows as running. The sweeper's statements
 // here run on the owner's pool (Postgres maintenance); an operator's release of one claim goes
-// through the store's KeyRecordReads.
-import type { KeyIdentity } from '@retrysafe/store';
+// through the store's KeyRecordReads, audited (on Postgres: withAuditedRelease).
+import type { KeyIdentity, KeyRecordReads, StaleClaimRelease } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { writeAudit } from '../audit/log';
 import type { KeyAccess } from '../idempotency/key-metadata';
@@ -56,11 +56,40 @@ export class ClaimNotStaleError extends Error {
 }
 
 /**
+ * The release and its audit row in one transaction: the server's SECURITY DEFINER function (its
+ * migration 0002), which releases through the store's retrysafe_release_stale_claim (primary key
+ * lookup; it audits nothing, the audit log being the server's) and writes the audit row. The
+ * dashboard's role may execute it although it can write neither the store nor the store's function.
+ */
+const RELEASE_STALE_CLAIM_AUDITED_SQL = 'SELECT retrysafe_server.retrysafe_release_stale_claim_audited($1, $2, $3, $4, $5, $6) AS released';
+
+/**
+ * Postgres-kept key records as the dashboard reads them: every read `reads`' (the primary's or a
+ * standby's PostgresKeyReads), the release of a stale claim on `primary` through the server's
+ * audited function, so it reports `audited: true` and releaseStaleClaim writes no second row.
+ */
+export function withAuditedRelease(reads: KeyRecordReads, primary: Queryable): KeyRecordReads {
+  return {
+    keyRecords: (query) => reads.keyRecords(query),
+    principalKeys: (query) => reads.principalKeys(query),
+    correlationRecords: (correlationId) => reads.correlationRecords(correlationId),
+    staleClaims: (limit, service) => reads.staleClaims(limit, service),
+    async releaseStaleClaim(id, by): Promise<StaleClaimRelease> {
+      const { rows } = await primary.query<{ released: boolean }>({
+        name: 'dashboard_release_stale_claim_audited',
+        text: RELEASE_STALE_CLAIM_AUDITED_SQL,
+        values: [id.principalId, id.service, id.scope, id.key, by.actor, by.reason],
+      });
+      return rows[0]?.released === true ? { released: true, audited: true } : { released: false };
+    },
+  };
+}
+
+/**
  * An operator releases one stale claim by hand, audited: KeyRecordReads.releaseStaleClaim. On
- * Postgres that is one call of the SECURITY DEFINER function retrysafe_release_stale_claim
- * (migrations 0009, 0012, 0016), which the dashboard's role may execute although it cannot
- * write the store, and which writes the audit row in the release's transaction (primary key
- * lookup); a backend that cannot says so, and the audit row is written here after the release.
+ * Postgres (withAuditedRelease) one call of the server's function, which writes the audit row in
+ * the release's transaction; a backend that does not audit says so (audited: false), and the
+ * audit row is written here after the release.
  */
 export async function releaseStaleClaim(access: KeyAccess, id: KeyIdentity, actor: string, reason: string): Promise<void> {
   const result = await access.reads.releaseStaleClaim(id, { actor, reason });

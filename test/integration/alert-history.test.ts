@@ -1,14 +1,13 @@
 // The alert history (#31 point 5): an alert that fired and stopped within the overview's window
 // is marked at its start and its end, each written once however many evaluators run at once;
-// a server instance's start is marked with its @retrysafe/store version; the dashboard role
-// reads them; ended firings and old starts are deleted after SERVER_EVENTS_RETENTION_DAYS.
+// the dashboard role reads them; ended firings and old service starts (the store's
+// service_starts: overview-events.test.ts marks them) are deleted after SERVER_EVENTS_RETENTION_DAYS.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../../db/transaction';
 import { alertThresholds, evaluateAlertStates, readAlertInputs } from '../../server/metrics/alerts';
 import { recordAlertHistory, recordAlertTransitions, SERVER_EVENTS_RETENTION_DAYS } from '../../server/metrics/alert-history';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
-import { recordInstanceStart, STORE_PACKAGE_VERSION } from '../../server/instance-starts';
 import { useTestDatabase } from '../helpers/database';
 
 const EVALUATORS = 8;
@@ -70,34 +69,25 @@ describe('alert history', () => {
     expect(earlier.events.filter((event) => event.kind === 'alert' || event.kind === 'alert_end')).toEqual([]);
   });
 
-  it("marks a server instance's start with its package version, for every service chosen", async () => {
-    const start = await recordInstanceStart(db.pool, { service: 'demo', instance: 'host-a:41' });
-    expect(start.packageVersion).toBe(STORE_PACKAGE_VERSION);
-    expect(STORE_PACKAGE_VERSION).toMatch(/^\d+\.\d+\.\d+/);
-    for (const service of [undefined, 'orders']) {
-      const overview = await readOverview(dashboard, overviewQuery.parse({ range: '1h', ...(service ? { service } : {}) }));
-      expect(overview.events.filter((event) => event.kind === 'instance_start')).toEqual([
-        { at: start.at.toISOString(), kind: 'instance_start', text: `Retrysafe server started (host-a:41), @retrysafe/store ${STORE_PACKAGE_VERSION}`, service: 'demo' },
-      ]);
-    }
-  });
-
-  it('deletes ended firings and instance starts past the retention, never an open firing', async () => {
+  it('deletes ended firings and service starts past the retention, never an open firing', async () => {
     await db.pool.query(
       `INSERT INTO retrysafe_server.alert_history ("check", service, scope, store_wide, severity, summary, started_at, ended_at) VALUES
          ('claim_p99', 'demo', 'POST /old', false, 'warning', 'old', now() - $1::int * interval '1 day' - interval '2 hours', now() - $1::int * interval '1 day' - interval '1 hour'),
          ('claim_p99', 'demo', 'POST /kept', false, 'warning', 'kept', now() - $1::int * interval '1 day' + interval '1 hour', now() - $1::int * interval '1 day' + interval '2 hours');
-       INSERT INTO retrysafe_server.instance_starts (started_at, service, instance, package_version) VALUES (now() - $1::int * interval '1 day' - interval '1 hour', 'demo', 'old:1', '0.0.1')`.replaceAll('$1', String(SERVER_EVENTS_RETENTION_DAYS)),
+       INSERT INTO retrysafe.service_starts (started_at, service, instance, package_version) VALUES
+         (now() - $1::int * interval '1 day' - interval '1 hour', 'orders', 'old:1', '0.0.1'),
+         (now() - $1::int * interval '1 day' + interval '1 hour', 'orders', 'kept:1', '0.0.1')`.replaceAll('$1', String(SERVER_EVENTS_RETENTION_DAYS)),
     );
     await recordAlertHistory(db.pool, { sweepIntervalSeconds: 60 });
     const { rows } = await db.pool.query<{ summary: string }>("SELECT summary FROM retrysafe_server.alert_history WHERE summary IN ('old', 'kept')");
     expect(rows.map((row) => row.summary)).toEqual(['kept']);
-    const { rows: starts } = await db.pool.query("SELECT 1 FROM retrysafe_server.instance_starts WHERE instance = 'old:1'");
-    expect(starts).toEqual([]);
+    const { rows: starts } = await db.pool.query<{ instance: string }>("SELECT instance FROM retrysafe.service_starts WHERE instance IN ('old:1', 'kept:1')");
+    expect(starts.map((row) => row.instance)).toEqual(['kept:1']);
   });
 
-  it('gives the dashboard role no write on the server tables', async () => {
+  it('gives the dashboard role no write on the alert history or the service starts', async () => {
     await expect(dashboard.query(`DELETE FROM retrysafe_server.alert_history`)).rejects.toMatchObject({ code: '42501' });
-    await expect(dashboard.query(`INSERT INTO retrysafe_server.instance_starts (service, instance, package_version) VALUES ('x', 'y', 'z')`)).rejects.toMatchObject({ code: '42501' });
+    await expect(dashboard.query(`INSERT INTO retrysafe.service_starts (service, instance, package_version) VALUES ('x', 'y', 'z')`)).rejects.toMatchObject({ code: '42501' });
+    await expect(dashboard.query(`DELETE FROM retrysafe.service_starts`)).rejects.toMatchObject({ code: '42501' });
   });
 });

@@ -92,6 +92,10 @@ describe.each(layouts)('the dashboard role (%s layout)', (layout) => {
     await expect(releaseStaleClaim(postgresKeyAccess(dashboard), { ...id, key: 'done-1' }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await expect(releaseStaleClaim(postgresKeyAccess(dashboard), { ...id, principalId: randomUUID() }, 'op@example.com', 'x')).rejects.toBeInstanceOf(ClaimNotStaleError);
     await expect(releaseStaleClaim(postgresKeyAccess(dashboard), id, 'op@example.com', '  ')).rejects.toMatchObject({ code: '23514' });
+    // Not through the store's own release, which audits nothing (since store migration 0029).
+    await expect(
+      dashboard.query("SELECT retrysafe.retrysafe_release_stale_claim($1, $2, 'POST /a', 'crashed-2', 'op@example.com', 'unaudited')", [owner, DEMO_SERVICE]),
+    ).rejects.toMatchObject(denied);
   });
 
   it('lets an admin change a policy through the role, creating the partitions a longer retention needs', async () => {

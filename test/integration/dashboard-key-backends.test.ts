@@ -168,14 +168,14 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
   });
 
   it('answers nothing when the audit row cannot be written', async () => {
-    await db.pool.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
+    await db.pool.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
       for (const service of [REDIS_SERVICE, MYSQL_SERVICE]) {
         await expect(lookUpKey(pools.keys, { principalId: tenant, service, key: 'order-1', reason: 'audit refused' }, 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
         await expect(listPrincipalKeys(pools.keys, keyListSchema.parse({ principalId: tenant, service, reason: 'audit refused' }), 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
       }
     } finally {
-      await db.pool.query(`GRANT INSERT ON retrysafe.audit_log TO ${DASHBOARD_ROLE}`);
+      await db.pool.query(`GRANT INSERT ON retrysafe_server.audit_log TO ${DASHBOARD_ROLE}`);
     }
   });
 

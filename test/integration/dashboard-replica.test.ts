@@ -59,7 +59,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
       work: () => Promise.resolve(jsonResult(201, { id: key })),
     });
   const auditReasons = async (db: pg.Pool) =>
-    (await db.query<{ reason: string }>("SELECT reason FROM retrysafe.audit_log WHERE action = 'key.lookup' ORDER BY id")).rows.map((row) => row.reason);
+    (await db.query<{ reason: string }>("SELECT reason FROM retrysafe_server.audit_log WHERE action = 'key.lookup' ORDER BY id")).rows.map((row) => row.reason);
 
   beforeAll(async () => {
     if (!('dir' in binaries)) return;
@@ -72,7 +72,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
     await migrateDatabase(ownerUrl);
     dashboardUrl = await ensureDashboardLogin(admin, ownerUrl, 'dashboard-password-for-the-standby');
     await admin.end();
-    owner = started.owner = new pg.Pool({ connectionString: ownerUrl, max: 4, options: '-c search_path=retrysafe,retrysafe_demo' });
+    owner = started.owner = new pg.Pool({ connectionString: ownerUrl, max: 4, options: '-c search_path=retrysafe,retrysafe_demo,retrysafe_server' });
     ownerStandby = started.ownerStandby = new pg.Pool({ connectionString: withDatabase(replica.replicaAdminUrl, 'retrysafe'), max: 2 });
     // The last test stops the primary: its idle connections' termination is expected there.
     for (const pool of [owner, ownerStandby]) pool.on('error', () => undefined);
@@ -251,7 +251,7 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
 
   it('exports the audit log and the retention review from the standby, audits each on the primary, and returns nothing when that audit row cannot be written', async () => {
     const exportPools = { read: pools.readPool, write: pools.pool };
-    const exportRows = async (db: pg.Pool) => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM retrysafe.audit_log WHERE action IN ('audit.export', 'retention.export')")).rows[0]?.n);
+    const exportRows = async (db: pg.Pool) => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM retrysafe_server.audit_log WHERE action IN ('audit.export', 'retention.export')")).rows[0]?.n);
     await replica.waitForReplay();
     await replica.pauseReplay();
     try {
@@ -274,23 +274,23 @@ describe.skipIf(!('dir' in binaries))('the dashboard on a hot standby', () => {
     await replica.waitForReplay();
     expect(await exportRetention(exportPools, 'compliance@example.com', 'policies', 'exports-primary-only')).toContain('exports-primary-only');
     // The audit insert refused by the primary: the export returns nothing.
-    await owner.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
+    await owner.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
       await expect(exportAudit(exportPools, 'compliance@example.com', { limit: 100 })).rejects.toMatchObject({ code: '42501' });
       await expect(exportRetention(exportPools, 'compliance@example.com', 'evidence')).rejects.toMatchObject({ code: '42501' });
     } finally {
-      await owner.query(`GRANT INSERT ON retrysafe.audit_log TO ${DASHBOARD_ROLE}`);
+      await owner.query(`GRANT INSERT ON retrysafe_server.audit_log TO ${DASHBOARD_ROLE}`);
     }
   });
 
   it('returns nothing when the lookup\'s audit row cannot be written on the primary', async () => {
     const lookup = { principalId: tenant, key: 'seen-by-both', reason: 'audit refused' };
     // The audit insert refused by the primary (the dashboard role's grant taken away).
-    await owner.query(`REVOKE INSERT ON retrysafe.audit_log FROM ${DASHBOARD_ROLE}`);
+    await owner.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
       await expect(lookUpKey(pools.keys, lookup, 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
     } finally {
-      await owner.query(`GRANT INSERT ON retrysafe.audit_log TO ${DASHBOARD_ROLE}`);
+      await owner.query(`GRANT INSERT ON retrysafe_server.audit_log TO ${DASHBOARD_ROLE}`);
     }
     // The primary gone: the standby still answers its reads, but the lookup answers nothing.
     await replica.stopPrimary();

@@ -28,7 +28,7 @@ import { keyReadStatementTexts, PostgresKeyReads, principalKeysStatement } from 
 import { CORRELATION_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey, type KeyAccess } from '../../server/idempotency/key-metadata';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
-import { ClaimNotStaleError, releaseStaleClaim } from '../../server/retention/stale-claims';
+import { ClaimNotStaleError, releaseStaleClaim, withAuditedRelease } from '../../server/retention/stale-claims';
 import { ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE, defaultPolicyFields, PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT } from '../../server/demo/policies';
 import { useTestDatabase } from '../helpers/database';
@@ -298,9 +298,10 @@ describe('the key records seam', () => {
     await dashboard.end();
   });
 
-  // Seeded by the owner, read through the dashboard's role: its grants suffice for every read and the release.
+  // Seeded by the owner, read through the dashboard's role: its grants suffice for every read and
+  // the release (the server's audited function: the store's own it may not execute).
   keyReadsContract('PostgresKeyReads on the dashboard role', () => ({
-    reads: new PostgresKeyReads(dashboard),
+    reads: withAuditedRelease(new PostgresKeyReads(dashboard), dashboard),
     name: (principalId, name) => namePrincipal(db.pool, principalId, name),
     seed: async (keys) => {
       for (const key of keys) {

@@ -1,6 +1,10 @@
-// The overview's events (policy changes, failed sweeps, alerts that started in the window) and
-// its comparison with the same window a day or a week earlier.
+// The overview's events (policy changes, failed sweeps, alerts that started in the window, service
+// instances' starts) and its comparison with the same window a day or a week earlier.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { createRetrysafe, PACKAGE_VERSION } from '@retrysafe/store';
 import { rebuildSeries } from '../../server/metrics/series';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { useTestDatabase } from '../helpers/database';
@@ -45,6 +49,31 @@ describe('overview events and comparison', () => {
       { kind: 'policy', scope: 'POST /out' },
       { kind: 'sweep_failed', scope: undefined },
     ]);
+  });
+
+  it("marks an adopting service's instance start with its package version, read by the dashboard's role", async () => {
+    // A service on @retrysafe/store starts: createRetrysafe records it (no server code involved).
+    const orders = await createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys: `k1:${randomBytes(32).toString('base64')}`, quota: false });
+    await orders.stop();
+    await db.pool.query(
+      `INSERT INTO retrysafe.service_starts (started_at, service, instance, package_version) VALUES
+         (now() - interval '5 minutes', 'shipping', 'host-b:7', '0.0.9'),
+         (now() - interval '3 hours', 'orders', 'host-a:1', '0.0.8')`,
+    );
+    const { rows } = await db.pool.query<{ started_at: Date }>("SELECT started_at FROM retrysafe.service_starts WHERE service = 'orders' AND package_version = $1", [PACKAGE_VERSION]);
+    const started = rows[0]?.started_at;
+    expect(started).toBeInstanceOf(Date);
+    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    try {
+      const starts = async (service?: string) =>
+        (await readOverview(dashboard, overviewQuery.parse({ range: '1h', ...(service ? { service } : {}) }))).events.filter((event) => event.kind === 'instance_start');
+      const mine = { at: started?.toISOString(), kind: 'instance_start', text: `Instance of orders started (${hostname()}:${process.pid}), @retrysafe/store ${PACKAGE_VERSION}`, service: 'orders' };
+      // Newest first; of every service, or of the one chosen; the one 3 hours ago is outside the hour.
+      expect(await starts()).toEqual([mine, { at: expect.any(String) as string, kind: 'instance_start', text: 'Instance of shipping started (host-b:7), @retrysafe/store 0.0.9', service: 'shipping' }]);
+      expect(await starts('orders')).toEqual([mine]);
+    } finally {
+      await dashboard.end();
+    }
   });
 
   it('compares with the same window a day earlier: the flow that window reads, point for point', async () => {

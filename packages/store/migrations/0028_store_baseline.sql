@@ -1,7 +1,8 @@
 -- The store's schema as one migration (schema version 10): what migrations 0000-0027 left in
 -- retrysafe, less what is the Retrysafe server's and not a service's (operators, their accounts,
--- sessions and verifications, the sign-in throttle and the functions over them, which the
--- server's own migration set creates in retrysafe_server). A fresh install applies this one
+-- sessions and verifications, the sign-in throttle, the audit log and the functions over them,
+-- which the server's own migration set creates in retrysafe_server; so the release of a stale
+-- claim here writes no audit row, as 0029 makes it everywhere). A fresh install applies this one
 -- and the migrator records 0000-0027 as done with it; an install already on 0000-0027 applies
 -- what it lacks of them and records this one without running it (packages/store/src/migrate.ts).
 -- Hand-assembled from the catalog of a database migrated through 0027 (test/helpers/schema-catalog.ts),
@@ -57,19 +58,6 @@ BEGIN
     ALTER TABLE "retrysafe"."idempotency_keys" ADD CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY (principal_id, service, scope, key);
   END IF;
 END $$;
---> statement-breakpoint
-CREATE TABLE "retrysafe"."audit_log" (
-  "id" bigserial NOT NULL,
-  "at" timestamp with time zone DEFAULT now() NOT NULL,
-  "actor" text NOT NULL,
-  "action" text NOT NULL,
-  "target" jsonb NOT NULL,
-  "reason" text,
-  "details" jsonb,
-  "occurrences" integer DEFAULT 1 NOT NULL,
-  "last_at" timestamp with time zone,
-  "aggregate_key" text
-);
 --> statement-breakpoint
 CREATE TABLE "retrysafe"."claim_latency_hour" (
   "hour" timestamp with time zone NOT NULL,
@@ -315,12 +303,6 @@ CREATE TABLE "retrysafe"."unrecorded_completions" (
   "error_class" text NOT NULL
 );
 --> statement-breakpoint
-ALTER TABLE "retrysafe"."audit_log" ADD CONSTRAINT "audit_log_action" CHECK (((char_length(action) >= 1) AND (char_length(action) <= 100)));
---> statement-breakpoint
-ALTER TABLE "retrysafe"."audit_log" ADD CONSTRAINT "audit_log_occurrences" CHECK ((occurrences >= 1));
---> statement-breakpoint
-ALTER TABLE "retrysafe"."audit_log" ADD CONSTRAINT "audit_log_pkey" PRIMARY KEY (id);
---> statement-breakpoint
 ALTER TABLE "retrysafe"."claim_latency_hour" ADD CONSTRAINT "claim_latency_hour_pkey" PRIMARY KEY (hour, service, scope, bucket);
 --> statement-breakpoint
 ALTER TABLE "retrysafe"."claim_latency_minute" ADD CONSTRAINT "claim_latency_minute_pkey" PRIMARY KEY (minute, service, scope, bucket);
@@ -433,14 +415,6 @@ ALTER TABLE "retrysafe"."unrecorded_completions" ADD CONSTRAINT "unrecorded_comp
 --> statement-breakpoint
 ALTER TABLE "retrysafe"."sweep_run_scopes" ADD CONSTRAINT "sweep_run_scopes_run_id_sweep_runs_id_fk" FOREIGN KEY (run_id) REFERENCES retrysafe.sweep_runs(id) ON DELETE CASCADE;
 --> statement-breakpoint
-CREATE INDEX audit_log_action_at_idx ON retrysafe.audit_log USING btree (action, at);
---> statement-breakpoint
-CREATE INDEX audit_log_actor_at_idx ON retrysafe.audit_log USING btree (actor, at);
---> statement-breakpoint
-CREATE UNIQUE INDEX audit_log_aggregate_key_idx ON retrysafe.audit_log USING btree (aggregate_key) WHERE (aggregate_key IS NOT NULL);
---> statement-breakpoint
-CREATE INDEX audit_log_at_idx ON retrysafe.audit_log USING btree (at);
---> statement-breakpoint
 CREATE INDEX claim_latency_series_hours_at_idx ON retrysafe.claim_latency_series USING btree (at) WHERE ((step >= 3600) AND (bucket >= 0));
 --> statement-breakpoint
 CREATE INDEX claim_latency_series_minutes_at_idx ON retrysafe.claim_latency_series USING btree (at) WHERE ((step < 3600) AND (bucket >= 0));
@@ -482,25 +456,6 @@ CREATE INDEX reconcile_findings_service_idx ON retrysafe.reconcile_findings USIN
 CREATE INDEX unrecorded_completions_at_idx ON retrysafe.unrecorded_completions USING btree (at, service);
 --> statement-breakpoint
 CREATE INDEX unrecorded_completions_expiry_idx ON retrysafe.unrecorded_completions USING btree (expires_at);
---> statement-breakpoint
-CREATE OR REPLACE FUNCTION retrysafe.audit_log_refuse_change()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'retrysafe', 'pg_temp'
-AS $function$
-BEGIN
-  IF TG_OP = 'UPDATE' AND OLD.aggregate_key IS NOT NULL
-     AND NEW.aggregate_key = OLD.aggregate_key
-     AND NEW.id = OLD.id AND NEW.at = OLD.at AND NEW.actor = OLD.actor AND NEW.action = OLD.action
-     AND NEW.target = OLD.target AND NEW.reason IS NOT DISTINCT FROM OLD.reason
-     AND NEW.details IS NOT DISTINCT FROM OLD.details
-     AND NEW.occurrences > OLD.occurrences
-     AND NEW.last_at IS NOT NULL AND NEW.last_at >= coalesce(OLD.last_at, OLD.at) THEN
-    RETURN NEW;
-  END IF;
-  RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
-END;
-$function$;
 --> statement-breakpoint
 CREATE OR REPLACE FUNCTION retrysafe.retrysafe_claim_partitioned(p_principal uuid, p_service text, p_scope text, p_key text, p_fingerprint bytea, p_correlation uuid, p_lease_ms bigint, p_retention_ms bigint)
  RETURNS TABLE(claimed boolean, attempts integer, state text, fingerprint bytea, correlation_id uuid, expired boolean, lease_expired boolean, lease_remaining integer, response_status smallint, response_content_type text, response_body bytea, response_key_id text, response_ref text)
@@ -583,13 +538,7 @@ BEGIN
   WHERE principal_id = p_principal_id AND service = p_service AND scope = p_scope AND key = p_key
     AND state = 'in_progress' AND coalesce(lease_expires_at < now(), false);
   GET DIAGNOSTICS released = ROW_COUNT;
-  IF released = 0 THEN
-    RETURN false;
-  END IF;
-  INSERT INTO audit_log (actor, action, target, reason)
-  VALUES (p_actor, 'stale_claim.release',
-          jsonb_build_object('principalId', p_principal_id, 'service', p_service, 'scope', p_scope, 'key', p_key), p_reason);
-  RETURN true;
+  RETURN released > 0;
 END;
 $function$;
 --> statement-breakpoint
@@ -601,10 +550,6 @@ CREATE OR REPLACE FUNCTION retrysafe.retrysafe_store_schema_version()
  IMMUTABLE PARALLEL SAFE
  SET search_path TO 'retrysafe', 'pg_temp'
 AS $function$SELECT 10$function$;
---> statement-breakpoint
-CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON retrysafe.audit_log FOR EACH ROW EXECUTE FUNCTION retrysafe.audit_log_refuse_change();
---> statement-breakpoint
-CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON retrysafe.audit_log FOR EACH STATEMENT EXECUTE FUNCTION retrysafe.audit_log_refuse_change();
 --> statement-breakpoint
 -- The partitioned layout's day partitions, from today to beyond the longest retention (none: three days); 0 in the plain layout.
 SELECT retrysafe.retrysafe_ensure_partitions();

@@ -242,7 +242,7 @@ export interface IdempotentRoute<Input, P extends Principal, Native, Db = Querya
    * endpoint (createRetrysafe's `policies`, kept current from the database, where compliance
    * reviews and edits it); a route without either is refused when it is created. Given: it is
    * registered once, in the background, when the route is created (or on its first request): the
-   * endpoint's policy row is created from it when none exists (audited), so the retention review
+   * endpoint's policy row is created from it when none exists (with its first history entry), so the retention review
    * lists the endpoint and the key lookup finds its keys. An existing row is the published promise
    * and is never overwritten; the route still runs on this policy, and the review shows where a
    * static policy's values differ from the row (routePolicyRegistered says when it is done).

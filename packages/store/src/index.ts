@@ -90,6 +90,8 @@ export { namePrincipal } from './principal-names.js';
 export { mergeHeavyHitters, MisraGries, type HeavyHitter } from './heavy-hitters.js';
 export { BUCKET_BOUNDS_MS, BUCKET_COUNT, bucketOf, bucketUpperBound, percentileOf } from './histogram.js';
 export { checkStoreSchema, STORE_SCHEMA_VERSION, StoreSchemaMismatchError } from './schema.js';
+export { PACKAGE_VERSION } from './version.js';
+export type { ServiceStart } from './service-starts.js';
 export { periodicTask, type PeriodicTask, type PeriodicTaskOptions } from './periodic.js';
 export { isStorableText, UNSTORABLE_TEXT } from './storable.js';
 export * from './errors.js';

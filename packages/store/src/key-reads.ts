@@ -125,9 +125,10 @@ export type StaleClaimRelease =
   | {
       released: true;
       /**
-       * The backend recorded the release in the audit log itself, atomically with it (Postgres:
-       * retrysafe_release_stale_claim writes the audit row in the same transaction). false: the
-       * caller writes the audit row.
+       * The backend recorded the release in an audit log itself, atomically with it. The
+       * package's backends never do (false: the caller audits; the Retrysafe server releases a
+       * Postgres-kept claim through its own function, which writes its audit row in the release's
+       * transaction). Kept for backends of others that keep an audit log of their own.
        */
       audited: boolean;
     };
@@ -286,9 +287,9 @@ const STALE_CLAIMS_SQL = `SELECT principal_id, service, scope, key, created_at, 
            ORDER BY lease_expires_at LIMIT $1`;
 
 /**
- * The release of one stale claim: the SECURITY DEFINER function of migrations 0009, 0012 and
- * 0016, which the dashboard's role may execute although it cannot write the store; it updates
- * the row (primary key lookup) and writes the audit row in the same transaction.
+ * The release of one stale claim: the SECURITY DEFINER function of migrations 0009, 0016 and
+ * 0029, so a role that cannot write the store may release (given EXECUTE); it updates the row
+ * (primary key lookup) and writes no audit row (since 0029: the audit log is not the store's).
  */
 const RELEASE_STALE_CLAIM_SQL = 'SELECT retrysafe.retrysafe_release_stale_claim($1, $2, $3, $4, $5, $6) AS released';
 
@@ -438,6 +439,6 @@ export class PostgresKeyReads implements KeyRecordReads {
       text: RELEASE_STALE_CLAIM_SQL,
       values: [id.principalId, id.service, id.scope, id.key, by.actor, by.reason],
     });
-    return rows[0]?.released === true ? { released: true, audited: true } : { released: false };
+    return rows[0]?.released === true ? { released: true, audited: false } : { released: false };
   }
 }

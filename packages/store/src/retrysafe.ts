@@ -11,7 +11,7 @@
 //
 // A service runs the request path's duties: the store, the flow recorder (claim outcomes and
 // latency, flushed to Postgres every few seconds, summed there across instances) and the
-// live-key quota. The Retrysafe server runs the shared duties once for everyone: the sweeper,
+// live-key quota, and records its start (service_starts, for the overview). The Retrysafe server runs the shared duties once for everyone: the sweeper,
 // stale-claim release, store statistics, metric roll-ups, alerts and the dashboard.
 import pg from 'pg';
 import { ignoreFlow, type FlowObserver } from './events.js';
@@ -26,6 +26,7 @@ import { plannerSettingsInPlace, poolerTracksPreparedStatements, UNTRACKED_PREPA
 import { checkServiceName, IdempotencyStore, type StoreOptions } from './store.js';
 import { ServicePolicies } from './service-policies.js';
 import { namePrincipal } from './principal-names.js';
+import { recordServiceStart, thisStart } from './service-starts.js';
 import type { EndpointPolicy } from './policy.js';
 import type { RedisCommands, RedisMemoryAlert, RedisMemoryStatus, RedisMemoryWatch } from './redis-memory.js';
 import { parseReconcileOptions, RedisReconciler, type ReconcileOptions, type ReconcileRun } from './redis-reconcile.js';
@@ -152,7 +153,7 @@ export interface RetrysafeOptions {
   quota?: Omit<QuotaOptions, 'service'> | false;
   /**
    * This service's default policies by endpoint ("POST /orders"): created in the database where
-   * the service's endpoint has none yet (audited), then read from there, so the dashboard's
+   * the service's endpoint has none yet (with their first history entry), then read from there, so the dashboard's
    * retention page reviews and edits them. Routes without a policy of their own use these.
    */
   policies?: Record<string, EndpointPolicy>;
@@ -311,6 +312,9 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
         })
       : null;
     reconcile?.start();
+    // This start, for the dashboard's overview: one INSERT, not awaited (the start does not wait
+    // on it, and a failure is told to onError, never refusing the start); stop() waits for it.
+    const startRecorded = recordServiceStart(db, thisStart(service)).catch((error: unknown) => report(error, { task: 'service start record' }));
     let stopping: Promise<void> | null = null;
     return {
       service,
@@ -329,7 +333,7 @@ async function compose<Db>(options: RetrysafeOptions, backend: IdempotencyBacken
       namePrincipal: (principalId, name) => namePrincipal(db, principalId, name),
       stop: () =>
         (stopping ??= (async () => {
-          const results = await Promise.allSettled([reconcile?.stop(), recorder.stop(), quota?.stop(), policies.stop(), redis?.watch.stop()]);
+          const results = await Promise.allSettled([startRecorded, reconcile?.stop(), recorder.stop(), quota?.stop(), policies.stop(), redis?.watch.stop()]);
           // Flushed first (the quota's and the recorder's last writes), then the connections.
           results.push(...(await Promise.allSettled([closeBackend(), redis?.close()])));
           if (ownsPool) await pool.end();

@@ -4,8 +4,8 @@
 // never runs statements against tables that are not what they expect.
 import type { Queryable } from './statements.js';
 
-/** 10: the Redis reconciler's findings and runs (migration 0027); 9: unrecorded completions written at flush (migration 0026); 8: the trace of attempts written at flush (migration 0025); 7: routes' own policies registered (migration 0024); 6: the principals' hours and days written at flush (migration 0023); 5: the overview's series (0021); 4: the principals behind outcomes (0020); 3: the store's own schema, retrysafe (0017); 2: services (0016). */
-export const STORE_SCHEMA_VERSION = 10;
+/** 11: service instance starts recorded at start, and the release of a stale claim no longer audited (migration 0029); 10: the Redis reconciler's findings and runs (migration 0027); 9: unrecorded completions written at flush (migration 0026); 8: the trace of attempts written at flush (migration 0025); 7: routes' own policies registered (migration 0024); 6: the principals' hours and days written at flush (migration 0023); 5: the overview's series (0021); 4: the principals behind outcomes (0020); 3: the store's own schema, retrysafe (0017); 2: services (0016). */
+export const STORE_SCHEMA_VERSION = 11;
 
 const HOW_TO_MIGRATE =
   "migrate the database with `npx retrysafe migrate` (DATABASE_URL set; from this package) or the Retrysafe server's `npm run cli -- migrate` (or `npm start`)";

@@ -2,7 +2,7 @@
 // and refreshed from endpoint_policies every few seconds, so a claim costs no round trip and a
 // change made on the dashboard's retention page reaches every instance within one refresh. The
 // defaults a service passes to createRetrysafe are created when its (service, endpoint) has no
-// policy yet, with their history entry and audit row: from then on the database's version is the
+// policy yet, with their first history entry (the record of the creation): from then on the database's version is the
 // published promise, and compliance reviews and edits it there. A route's own policy (given in
 // code) is registered the same way when the route is created (registerRoutePolicy): its row is
 // created when none exists; the route keeps running on its code's values, which are recorded so
@@ -49,9 +49,10 @@ function toPolicy(row: PolicyRow): EndpointPolicy {
   };
 }
 
-// One statement per policy created: the policy if (service, endpoint) has none, its first
-// history entry and its audit row, only when the insert happened (two instances starting together
-// create it once; the second finds the first's row and leaves it alone).
+// One statement per policy created: the policy if (service, endpoint) has none and its first
+// history entry (who, why, the values), only when the insert happened (two instances starting
+// together create it once; the second finds the first's row and leaves it alone). The history
+// entry is the record of the creation: the audit log is the Retrysafe server's, not the store's.
 const CREATE_POLICY_SQL = `
 WITH created AS (
   INSERT INTO retrysafe.endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms,
@@ -59,13 +60,9 @@ WITH created AS (
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
   ON CONFLICT (service, endpoint) DO NOTHING
   RETURNING service, endpoint
-), history AS (
-  INSERT INTO retrysafe.endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current)
-  SELECT service, endpoint, 1, $10, $12, NULL, $11::jsonb FROM created
 )
-INSERT INTO retrysafe.audit_log (actor, action, target, reason, details)
-SELECT $10, 'policy.create', jsonb_build_object('service', service, 'endpoint', endpoint), $13, jsonb_build_object('current', $11::jsonb)
-FROM created
+INSERT INTO retrysafe.endpoint_policy_history (service, endpoint, version, changed_by, reason, previous, current)
+SELECT service, endpoint, 1, $10, $12, NULL, $11::jsonb FROM created
 RETURNING 1`;
 
 // A route's own policy as its code declares it (endpoint_policy_declarations' primary key): the
@@ -78,12 +75,12 @@ ON CONFLICT (service, endpoint) DO UPDATE SET scope_mode = EXCLUDED.scope_mode, 
   retention_seconds = EXCLUDED.retention_seconds, lease_ms = EXCLUDED.lease_ms, lock_timeout_ms = EXCLUDED.lock_timeout_ms,
   max_response_bytes = EXCLUDED.max_response_bytes, live_key_quota = EXCLUDED.live_key_quota, declared_at = now()`;
 
-/** Where a policy created in the database came from: its history entry and audit reason say so. */
+/** Where a policy created in the database came from: its history entry's reason says so. */
 export type PolicyOrigin = 'service default' | 'route';
 
-const ORIGIN_WORDS: Record<PolicyOrigin, { history: string; audit: string }> = {
-  'service default': { history: "created with the service's default policy", audit: 'default policy' },
-  route: { history: "created with the route's policy in code", audit: 'route policy' },
+const ORIGIN_WORDS: Record<PolicyOrigin, string> = {
+  'service default': "created with the service's default policy",
+  route: "created with the route's policy in code",
 };
 
 /** A policy as endpoint_policies holds it (whole seconds for the window and retention). */
@@ -100,8 +97,8 @@ function policyFields(policy: EndpointPolicy) {
 }
 
 /**
- * Creates the (service, endpoint) policy from `policy` when it has none, with its history entry
- * and audit row (one statement; a concurrent creator's row is left alone), and the partitions a
+ * Creates the (service, endpoint) policy from `policy` when it has none, with its first history
+ * entry (one statement; a concurrent creator's row is left alone), and the partitions a
  * partitioned layout needs beyond its retention. Returns whether it created it. Refuses (a
  * RangeError naming the endpoint) values endpoint_policies cannot hold. The one implementation:
  * createRetrysafe's defaults, routes' own policies and the Retrysafe server's demo defaults.
@@ -116,7 +113,7 @@ export async function createPolicyIfAbsent(
 ): Promise<boolean> {
   checkPolicyValues(service, endpoint, policy);
   const fields = policyFields(policy);
-  const words = ORIGIN_WORDS[origin];
+  const reason = ORIGIN_WORDS[origin];
   const { rowCount } = await db.query(CREATE_POLICY_SQL, [
     service,
     endpoint,
@@ -129,8 +126,7 @@ export async function createPolicyIfAbsent(
     fields.liveKeyQuota,
     actor,
     JSON.stringify(fields),
-    words.history,
-    words.audit,
+    reason,
   ]);
   const created = (rowCount ?? 0) > 0;
   // The partitioned layout needs partitions beyond the longest retention (a no-op otherwise).

@@ -228,7 +228,7 @@ export class IdempotencyStore<Db = Queryable> {
 
   /**
    * Registers a route's own policy in this service's endpoint_policies (created when absent,
-   * audited; an existing row is left as it is) and, when `declared`, records the code's values for
+   * with its first history entry; an existing row is left as it is) and, when `declared`, records the code's values for
    * the retention review. Once per route, off the request path (http.ts); resolves false when the
    * store has no Postgres pool to register in.
    */

@@ -67,16 +67,16 @@ describe('createRetrysafe', () => {
     const start = () => createRetrysafe({ connectionString: db.url, service: 'orders', fingerprintSecret: randomBytes(32), responseKeys });
     const started = await start();
     await started.stop();
-    // Version 10: the Redis reconciler writes its findings (migration 0027).
-    expect(STORE_SCHEMA_VERSION).toBe(10);
+    // Version 11: service starts recorded, the release of a stale claim unaudited (migration 0029).
+    expect(STORE_SCHEMA_VERSION).toBe(11);
     try {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION + 1}'`);
-      await expect(start()).rejects.toThrow(/version 11, newer than this @retrysafe\/store understands \(10\): upgrade @retrysafe\/store/);
-      // A database migrated before unrecorded completions (0025's version 8): older, and what to do.
+      await expect(start()).rejects.toThrow(/version 12, newer than this @retrysafe\/store understands \(11\): upgrade @retrysafe\/store/);
+      // A database migrated before service starts (0027's version 10): older, and what to do.
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION - 1}'`);
-      await expect(start()).rejects.toThrow(/version 9, older than this @retrysafe\/store's 10: migrate the database with `npx retrysafe migrate`/);
+      await expect(start()).rejects.toThrow(/version 10, older than this @retrysafe\/store's 11: migrate the database with `npx retrysafe migrate`/);
       await db.pool.query('DROP FUNCTION retrysafe_store_schema_version()');
-      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 10\): migrate the database/);
+      await expect(start()).rejects.toThrow(/older than this @retrysafe\/store \(version 11\): migrate the database/);
     } finally {
       await db.pool.query(`CREATE OR REPLACE FUNCTION retrysafe_store_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ${STORE_SCHEMA_VERSION}'`);
     }

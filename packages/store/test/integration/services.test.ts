@@ -128,17 +128,19 @@ describe('createRetrysafe and its policies', () => {
     policyRefreshMs: 60_000,
   });
 
-  it('creates the service’s default policies once, audited, and reads the database’s version after', async () => {
+  it('creates the service’s default policies once, with their first history entry, and reads the database’s version after', async () => {
     const policy: EndpointPolicy = { ...testPolicy, retryWindowMs: 3_600_000, retentionMs: 7_200_000 };
     const first = await createRetrysafe({ ...options('shipping'), policies: { [ENDPOINT]: policy } });
     // Another instance starting with other defaults does not overwrite the policy in force.
     const second = await createRetrysafe({ ...options('shipping'), policies: { [ENDPOINT]: { ...policy, retryWindowMs: 60_000, retentionMs: 60_000 } } });
     try {
       expect(second.store.policyFor(ENDPOINT).retryWindowMs).toBe(3_600_000);
-      const { rows } = await db.pool.query<{ n: number }>(
-        "SELECT (SELECT count(*)::int FROM endpoint_policy_history WHERE service = 'shipping') + (SELECT count(*)::int FROM audit_log WHERE action = 'policy.create' AND target->>'service' = 'shipping') AS n",
+      // Its history entry is the record of the creation (the store writes no audit log: the Retrysafe server's).
+      const { rows } = await db.pool.query<{ version: number; changed_by: string; reason: string; previous: unknown }>(
+        "SELECT version, changed_by, reason, previous FROM endpoint_policy_history WHERE service = 'shipping'",
       );
-      expect(rows[0]?.n).toBe(2);
+      expect(rows).toEqual([{ version: 1, changed_by: 'service:shipping', reason: "created with the service's default policy", previous: null }]);
+      expect((await db.pool.query<{ found: string | null }>("SELECT to_regclass('retrysafe.audit_log')::text AS found")).rows[0]?.found).toBeNull();
       // A change made on the dashboard (the database) reaches the service at its next refresh.
       await db.pool.query("UPDATE endpoint_policies SET retention_seconds = 10800 WHERE service = 'shipping' AND endpoint = $1", [ENDPOINT]);
       await first.policies.refresh();
