@@ -22,7 +22,7 @@ import type { BenchDatabase } from './database';
 import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { formatRun, meanRun, runClosedLoop, type RunResult } from './measure';
 import { createPool, DASHBOARD_POOL_IDLE_MS, DASHBOARD_POOL_MAX } from '../db/client';
-import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../db/schema/idempotency-keys';
+import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { newCorrelationId } from '@retrysafe/store';
 

@@ -1,12 +1,5 @@
-// The store's tables (schema retrysafe); drizzle-kit reads this file to generate the store's
-// migrations into packages/store/migrations (drizzle.config.ts).
-export { retrysafe } from './schemas';
-export * from './idempotency-keys';
-export * from './key-usage';
-export * from './key-attempts';
-export * from './unrecorded-completions';
-export * from './reconcile';
-export * from './retention';
-export * from './metrics';
-export * from './principals';
-export * from './service-starts';
+// The store's tables (schema retrysafe) are @retrysafe/store's: the package defines them
+// (packages/store/src/drizzle, the `@retrysafe/store/drizzle` entry), drizzle-kit generates the
+// package's migrations from there (drizzle.config.ts), and the server queries them through
+// these re-exports.
+export * from '@retrysafe/store/drizzle';

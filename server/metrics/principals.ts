@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { ALL, PRINCIPAL_TOP_K, principalOutcomes, type PrincipalOutcome } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { storableText } from '../storable';
-import { STALE_LEASE_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import { STALE_LEASE_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 
 export const principalSearchQuery = z.strictObject({
   /** A display-name prefix (case-insensitive), or a whole principal id. */

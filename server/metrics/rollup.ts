@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { PRINCIPAL_TOP_K } from '@retrysafe/store';
 import { inTransaction } from '../../db/transaction';
-import { FLOW_SERIES_EVERY_ROW, LATENCY_SERIES_EVERY_ROW, PRINCIPAL_TIME_INDEX_PREDICATE } from '../../db/schema/metrics';
+import { FLOW_SERIES_EVERY_ROW, LATENCY_SERIES_EVERY_ROW, PRINCIPAL_TIME_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 
 /** pg_advisory_xact_lock key: the bytes of "rsroll" as an integer. */
 const ROLLUP_LOCK_KEY = 0x7273726f6c6cn;

@@ -1,7 +1,7 @@
 // Figures about the key store that are cheap on an 86-million-row table: catalog
 // statistics and index-served extremes, never count(*) over the table.
 import type { Queryable } from '@retrysafe/store/postgres';
-import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 
 export interface StoreFigures {
   /**

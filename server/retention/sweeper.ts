@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { periodicTask, type PeriodicTask } from '@retrysafe/store';
 import { detectStoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
-import { EXPIRY_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 import { dropExpiredPartitions, ensurePartitions } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 

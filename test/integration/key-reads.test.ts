@@ -25,7 +25,7 @@ import {
   type StaleClaimReleaser,
 } from '@retrysafe/store';
 import { keyReadStatementTexts, PostgresKeyReads, principalKeysStatement } from '@retrysafe/store/postgres';
-import { CORRELATION_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '../../db/schema/idempotency-keys';
+import { CORRELATION_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
 import { keyListSchema, listPrincipalKeys, listStaleClaims, lookUpKey, type KeyAccess } from '../../server/idempotency/key-metadata';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { ClaimNotStaleError, releaseStaleClaim, withAuditedRelease } from '../../server/retention/stale-claims';

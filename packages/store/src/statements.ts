@@ -7,7 +7,7 @@ import type pg from 'pg';
 /**
  * Session settings of the connections the store's statements run on (the store's pool; pass
  * them as the pg `options` connection parameter). Every statement here is written so that the
- * primary key is the only index it can be planned on (db/schema/idempotency-keys.ts: each
+ * primary key is the only index it can be planned on (drizzle/idempotency-keys.ts: each
  * secondary index is partial on a predicate these statements never state). What remains is a
  * sequential scan, which the planner picks when it believes the table, or a day partition, is
  * empty or a page or two: right for that moment, but a named statement's generic plan keeps it

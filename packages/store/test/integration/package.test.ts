@@ -2,7 +2,8 @@
 // project and runs on plain Node (no tsx, no bundler, nothing else from this repository): every
 // subpath loads without its framework installed, and an Express service built on it answers a
 // new key with 201 and its retry with the byte-identical replay; with node-redis installed, the
-// same with its key records in Redis.
+// same with its key records in Redis; with drizzle-orm installed, the store's tables typed
+// (@retrysafe/store/drizzle, the one entry that needs it).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
@@ -116,11 +117,44 @@ await retrysafe.store.execute({
 });
 `;
 
+// An adopter on Drizzle ORM (drizzle-orm installed): the store's tables, typed, from
+// @retrysafe/store/drizzle; here the key the Express service above answered.
+const DRIZZLE_READ = `
+import { and, eq } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { idempotencyKeys } from '@retrysafe/store/drizzle';
+const db = drizzle(process.env.DATABASE_URL);
+const keys = await db
+  .select({ key: idempotencyKeys.key, state: idempotencyKeys.state, status: idempotencyKeys.responseStatus })
+  .from(idempotencyKeys)
+  .where(and(eq(idempotencyKeys.service, 'orders'), eq(idempotencyKeys.principalId, process.env.PRINCIPAL)));
+await db.$client.end();
+process.stdout.write(JSON.stringify(keys));
+`;
+
+// The same, type-checked: the columns' types are the store's (state one of three, the body bytes).
+const TYPED_DRIZZLE_READ = `
+import { eq } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { idempotencyKeys, type ClaimState } from '@retrysafe/store/drizzle';
+const db = drizzle('postgres://localhost/x');
+const [row] = await db.select().from(idempotencyKeys).where(eq(idempotencyKeys.service, 'orders'));
+if (row) {
+  const state: ClaimState = row.state;
+  const body: Buffer | null = row.responseBody;
+  const expires: Date = row.expiresAt;
+  // @ts-expect-error the key table has no such column
+  console.log(state, body, expires, row.tenant);
+}
+`;
+
 describe('@retrysafe/store from its tarball', () => {
   // An adopter's database: nothing in it yet, Postgres's default search_path.
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
   let dir = '';
   let tarball = '';
+  // The Express service's tenant: the Drizzle read below finds its key.
+  const expressPrincipal = crypto.randomUUID();
 
   beforeAll(async () => {
     db = await createTestDatabase({ empty: true, searchPath: false });
@@ -165,7 +199,7 @@ describe('@retrysafe/store from its tarball', () => {
 
   it('runs an Express service on plain Node: 201, then the byte-identical replay', async () => {
     await writeFile(join(dir, 'service.mjs'), SERVICE);
-    const principal = crypto.randomUUID();
+    const principal = expressPrincipal;
     const { stdout } = await run(process.execPath, ['service.mjs'], {
       cwd: dir,
       env: { PATH: process.env.PATH, NODE_ENV: 'production', DATABASE_URL: db.url, PRINCIPAL: principal },
@@ -195,6 +229,32 @@ describe('@retrysafe/store from its tarball', () => {
     await writeFile(join(dir, 'mysql.ts'), TYPED_MYSQL_SERVICE);
     await writeFile(join(dir, 'tsconfig.mysql.json'), tsconfig('mysql.ts'));
     await expect(tsc('tsconfig.mysql.json')).resolves.toMatchObject({ stdout: '' });
+  }, 240_000);
+
+  it('loads @retrysafe/store/drizzle only where drizzle-orm is installed: then the store\'s tables are typed and queryable', async () => {
+    // Without it (an optional peer), that one entry says what it needs; the others load (above).
+    await expect(run(process.execPath, ['--input-type=module', '-e', "await import('@retrysafe/store/drizzle')"], { cwd: dir })).rejects.toThrow(/Cannot find (package|module) 'drizzle-orm/);
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--silent', 'drizzle-orm@0.45.4'], { cwd: dir });
+    await writeFile(join(dir, 'drizzle-read.mjs'), DRIZZLE_READ);
+    const { stdout } = await run(process.execPath, ['drizzle-read.mjs'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, NODE_ENV: 'production', DATABASE_URL: db.url, PRINCIPAL: expressPrincipal },
+      timeout: 60_000,
+    });
+    expect(JSON.parse(stdout)).toEqual([{ key: 'order-key-1', state: 'completed', status: 201 }]);
+    await writeFile(join(dir, 'drizzle-read.ts'), TYPED_DRIZZLE_READ);
+    await writeFile(
+      join(dir, 'tsconfig.drizzle.json'),
+      JSON.stringify({ compilerOptions: { strict: true, skipLibCheck: false, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true, types: ['node'] }, files: ['drizzle-read.ts'] }),
+    );
+    // skipLibCheck off, so the package's declarations are checked too; drizzle-orm 0.45's own do
+    // not pass it (its gel, mysql, singlestore and sqlite builders: a Drizzle user has it on), so
+    // its errors are left out and every other one counts.
+    const { stdout: typeErrors } = await run(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.drizzle.json'], { cwd: dir, timeout: 120_000 }).catch(
+      (error: unknown) => ({ stdout: error instanceof Error && 'stdout' in error && typeof error.stdout === 'string' ? error.stdout : String(error) }),
+    );
+    const errorLines = typeErrors.split('\n').filter((line) => /error TS\d+/.test(line));
+    expect(errorLines.filter((line) => !line.startsWith('node_modules/drizzle-orm/'))).toEqual([]);
   }, 240_000);
 
   it.runIf(hasRedis)('keeps key records in Redis once the adopter installs redis', async () => {

@@ -8,6 +8,8 @@ import { z } from 'zod';
 const packageDir = join(import.meta.dirname, '../..');
 const manifestSchema = z.object({
   dependencies: z.record(z.string(), z.string()),
+  devDependencies: z.record(z.string(), z.string()),
+  exports: z.record(z.string(), z.unknown()),
   peerDependencies: z.record(z.string(), z.string()),
   peerDependenciesMeta: z.record(z.string(), z.object({ optional: z.boolean() })),
 });
@@ -51,5 +53,27 @@ describe('@retrysafe/store peer dependencies', () => {
       const source = await readFile(join(packageDir, 'src', file), 'utf8');
       expect(source, file).not.toMatch(/^import (?!type )[^;]*from '\.\/mysql(-migrate|-retention)?\.js'/m);
     }
+  });
+
+  it('lists drizzle-orm as an optional peer, imported only by the Drizzle tables (`@retrysafe/store/drizzle`), which nothing else imports', async () => {
+    const manifest = manifestSchema.parse(JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8')));
+    expect(manifest.peerDependencies).toHaveProperty('drizzle-orm');
+    expect(manifest.peerDependenciesMeta['drizzle-orm']).toEqual({ optional: true });
+    expect(manifest.dependencies).not.toHaveProperty('drizzle-orm');
+    expect(manifest.exports).toHaveProperty('./drizzle');
+    // Built and tested against the version the Retrysafe server runs.
+    const root = manifestSchema.pick({ dependencies: true }).parse(JSON.parse(await readFile(join(packageDir, '../../package.json'), 'utf8')));
+    expect(manifest.devDependencies['drizzle-orm']).toBe(root.dependencies['drizzle-orm']);
+    const importers: string[] = [];
+    const reachers: string[] = [];
+    for (const file of (await readdir(join(packageDir, 'src'), { recursive: true })).filter((name) => name.endsWith('.ts'))) {
+      const source = await readFile(join(packageDir, 'src', file), 'utf8');
+      // Any import, `import type` included: the rest of the package's declarations must not need drizzle-orm either.
+      if (/^import [^;]*from 'drizzle-orm/m.test(source)) importers.push(file);
+      if (!file.startsWith('drizzle/') && /from '\.\.?\/(?:\.\.\/)*drizzle\//m.test(source)) reachers.push(file);
+    }
+    expect(importers.length).toBeGreaterThan(0);
+    expect(importers.filter((file) => !file.startsWith('drizzle/'))).toEqual([]);
+    expect(reachers).toEqual([]);
   });
 });

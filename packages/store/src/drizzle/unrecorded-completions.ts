@@ -8,7 +8,7 @@
 // expires with its key's retention (when the failure happened plus the policy's retention) and
 // the sweeper deletes it then, through the expires_at index.
 import { index, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const unrecordedCompletions = retrysafe.table(
   'unrecorded_completions',

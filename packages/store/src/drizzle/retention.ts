@@ -2,7 +2,7 @@
 // every sweep with the evidence compliance signs off (no row deleted inside its window).
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, boolean, check, doublePrecision, index, integer, jsonb, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const endpointPolicies = retrysafe.table(
   'endpoint_policies',

@@ -6,7 +6,7 @@
 // retention) and the sweeper deletes it then, through the expires_at indexes.
 import { sql } from 'drizzle-orm';
 import { check, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const attemptOutcomes = ['replay', 'conflict', 'mismatch', 'rejected'] as const;
 export type AttemptOutcome = (typeof attemptOutcomes)[number];

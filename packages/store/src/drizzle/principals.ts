@@ -4,7 +4,7 @@
 // retrysafe.namePrincipal(). A principal without a name is shown by its id.
 import { sql } from 'drizzle-orm';
 import { check, index, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const principalNames = retrysafe.table(
   'principal_names',

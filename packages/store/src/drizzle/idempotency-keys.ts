@@ -1,16 +1,13 @@
 // The idempotency-key store: one row per (principal, service, scope, key) claim.
 // Every column answers a failure mode named in the design lesson; see the
-// comments on each, and db/migrations for why each index exists.
+// comments on each, and the package's migrations for why each index exists.
 import { sql } from 'drizzle-orm';
 import { check, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
-import { bytea } from './types';
-// The partial indexes' predicates are @retrysafe/store's (its migrations create the indexes and
-// its reads state them): stated once there, imported here for the server's statements (from
-// the constants-only entry, which drizzle-kit's loader can require at generate time).
-import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-
-export { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE };
+import { retrysafe } from './schema.js';
+import { bytea } from './types.js';
+// The partial indexes' predicates: stated once (index-predicates.ts, the constants-only entry
+// the store's reads use too), imported here to build the indexes.
+import { CORRELATION_INDEX_PREDICATE, EXPIRY_INDEX_PREDICATE, PRINCIPAL_CREATED_INDEX_PREDICATE, STALE_LEASE_INDEX_PREDICATE } from '../index-predicates.js';
 
 export const claimStates = ['in_progress', 'completed', 'failed'] as const;
 export type ClaimState = (typeof claimStates)[number];

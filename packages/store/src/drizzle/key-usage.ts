@@ -3,7 +3,7 @@
 // by two instances and no request waits on a shared counter.
 import { sql } from 'drizzle-orm';
 import { check, integer, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const idempotencyKeyUsage = retrysafe.table(
   'idempotency_key_usage',

@@ -6,7 +6,7 @@
 // deleted by a later run; each also expires with its key's retention (the sweeper deletes it then).
 import { sql } from 'drizzle-orm';
 import { check, index, integer, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const reconcileFindings = retrysafe.table(
   'reconcile_findings',

@@ -4,7 +4,7 @@
 // pruned by the Retrysafe server's alert-history duty. Store migration 0029.
 import { sql } from 'drizzle-orm';
 import { bigint, check, index, text, timestamp } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { retrysafe } from './schema.js';
 
 export const serviceStarts = retrysafe.table(
   'service_starts',

@@ -3,7 +3,8 @@
 // then expire (server/metrics/rollup.ts).
 import { sql } from 'drizzle-orm';
 import { bigint, check, doublePrecision, index, integer, primaryKey, smallint, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { retrysafe } from './schemas';
+import { FLOW_SERIES_EVERY_ROW, LATENCY_SERIES_EVERY_ROW, PRINCIPAL_TIME_INDEX_PREDICATE } from '../index-predicates.js';
+import { retrysafe } from './schema.js';
 
 const outcomeCheck = (column: unknown) =>
   sql`${column} IN ('new', 'replay', 'conflict', 'mismatch', 'takeover', 'rejected', 'error')`;
@@ -58,12 +59,6 @@ export const claimLatencyHour = retrysafe.table(
   (t) => [primaryKey({ name: 'claim_latency_hour_pkey', columns: [t.hour, t.service, t.scope, t.bucket] })],
 );
 
-// Predicates true of every row, on a column no reader states and no upsert changes: they make
-// the roll-up's time indexes its own (migration 0022). Only the roll-up (server/metrics/rollup.ts)
-// states them, beside a series index's step range.
-export const FLOW_SERIES_EVERY_ROW = "outcome > ''";
-export const LATENCY_SERIES_EVERY_ROW = 'bucket >= 0';
-export const PRINCIPAL_TIME_INDEX_PREDICATE = "outcome > ''";
 
 // The overview's steps (SERIES_STEPS in packages/store/src/recorder.ts).
 const stepCheck = (column: unknown) => sql`${column} IN (60, 300, 900, 3600, 21600)`;
