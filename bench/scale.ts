@@ -46,6 +46,10 @@ const LAYOUT_NAMES = (process.env.BENCH_SCALE_LAYOUTS ?? 'plain,partitioned').sp
 const isLayout = (name: string): name is Layout => name === 'plain' || name === 'partitioned';
 const LAYOUTS = LAYOUT_NAMES.filter(isLayout);
 const STREAMS = Number(process.env.BENCH_SCALE_LOAD_STREAMS ?? availableParallelism());
+/** Parallel workers per index build besides the leader (max_parallel_maintenance_workers). */
+const INDEX_WORKERS = Number(process.env.BENCH_SCALE_INDEX_WORKERS ?? Math.max(0, STREAMS - 1));
+/** The cgroup's limit while loading (its page cache of the written table throttles writeback under the measured limit); restored, and the cache emptied, before measuring. `off`: the load runs under the measured limit. */
+const LOAD_MEMORY = process.env.BENCH_SCALE_LOAD_MEMORY === 'off' ? null : parseBytes(process.env.BENCH_SCALE_LOAD_MEMORY ?? '8GiB');
 const SEED = 33;
 
 const policy: EndpointPolicy = {
@@ -241,13 +245,22 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       if (count <= 0) continue;
       log(`\n${layout}: loading ${count.toLocaleString('en')} keys (to ${step.toLocaleString('en')}) in ${STREAMS} stream(s)...`);
       // Expiries over the 24 h from a minute from now: live keys, as a day of traffic leaves them.
+      if (LOAD_MEMORY !== null) await cluster.setLoadLimit(Math.max(LOAD_MEMORY, MEMORY));
       const load = await loadScaleRows(owner, {
         batch: { seed: SEED, principals: PRINCIPALS, from: loaded, count, windowStartMs: Date.now() + 60_000, windowMs: DAY_MS, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs },
         secretsFile: file,
         streams: STREAMS,
         maintenanceWorkMem: `${Math.max(64, Math.floor(MEMORY / 8 / 1024 ** 2))}MB`,
+        indexWorkers: INDEX_WORKERS,
+        serverCpuSeconds: () => cluster.cpuSeconds(),
       });
+      if (LOAD_MEMORY !== null) await cluster.setLoadLimit(null);
       loaded = step;
+      const us = (seconds: number | null) => (seconds === null ? '?' : ((seconds * 1e6) / count).toFixed(1));
+      log(
+        `  CPU per row: row program ${us(load.rowProgramCpuSeconds)} us, COPY backends ${us(load.copyBackendCpuSeconds)} us, index builds ${us(load.indexCpuSeconds)} us, VACUUM ANALYZE ${us(load.vacuumCpuSeconds)} us (user + sys)`,
+      );
+      log(`  WAL: COPY ${mb(load.copyWalBytes)}, index builds ${mb(load.indexWalBytes)}, VACUUM ANALYZE ${mb(load.vacuumWalBytes)}`);
       log(
         `  COPY ${load.copySeconds.toFixed(0)} s (${(count / load.copySeconds).toFixed(0)} rows/s), indexes ${load.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${load.vacuumSeconds.toFixed(0)} s: ${load.rowsPerSecond.toFixed(0)} rows/s in all`,
       );
