@@ -2,8 +2,9 @@
 // server runs bench/scale-rows.ts, which prints them in binary COPY format; no per-row round trip
 // from here), one COPY per stream in parallel, with the key table's indexes dropped first and
 // built again after the load (parallel index builds), then VACUUM ANALYZE, as a restore would.
-// Each phase's CPU (user + sys) is read from /proc where the server is local. The indexes come back exactly as the migrations
-// defined them (their definitions are read from the catalog before they are dropped).
+// Each phase's CPU (user + sys) is read from /proc where the server is local, and its WAL bytes.
+// The indexes come back exactly as the migrations defined them (their definitions are read from
+// the catalog before they are dropped).
 import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { chown, writeFile } from 'node:fs/promises';

@@ -1,14 +1,16 @@
 // `npm run bench -- scale`: the key store at the lesson's scale in a memory-bound Postgres.
 // Postgres runs in a cgroup v1 memory cgroup (BENCH_SCALE_MEMORY, default 2 GiB; shared_buffers a
-// quarter of it). For each layout (plain, day-partitioned; BENCH_SCALE_LAYOUTS), one at a time on
-// the same disk, the loader (bench/scale-loader.ts) grows the key table step by step up to
-// BENCH_SCALE_ROWS live keys (default 86,400,000: 1,000 writes a second for 24 h; steps 1 M, 2 M,
-// 5 M, 10 M, 20 M, 43.2 M, 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h. At
-// each step: heap, unique-index and total bytes; then claim-first new keys through the store's
-// execute (quota, claim, work, sealing, completion) at 8 callers for BENCH_SCALE_SECONDS (default
-// 30) after BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit
-// ratio and the blocks read per claim (pg_stat_database and the key table's pg_statio deltas over
-// the measured window). Results to artifacts/bench/scale.json, rewritten after every step.
+// quarter of it; while a step loads, BENCH_SCALE_LOAD_MEMORY, default 8 GiB, set back and the
+// cgroup's page cache emptied before the step is measured). For each layout (plain,
+// day-partitioned; BENCH_SCALE_LAYOUTS), one at a time on the same disk, the loader
+// (bench/scale-loader.ts) grows the key table step by step up to BENCH_SCALE_ROWS live keys
+// (default 86,400,000: 1,000 writes a second for 24 h; steps 1 M, 2 M, 5 M, 10 M, 20 M, 43.2 M,
+// 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h. At each step: heap,
+// unique-index and total bytes; then claim-first new keys through the store's execute (quota,
+// claim, work, sealing, completion) at 8 callers for BENCH_SCALE_SECONDS (default 30) after
+// BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit ratio and the
+// blocks read per claim (pg_stat_database and the key table's pg_statio deltas over the measured
+// window). Results to artifacts/bench/scale.json, rewritten after every step.
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
