@@ -16,6 +16,24 @@ import { acquireEmbeddedPostgres, type EmbeddedCluster } from '../db/embedded';
 const run = promisify(execFile);
 const MEMORY_ROOT = '/sys/fs/cgroup/memory';
 
+const CLOCK_TICKS = 100; // USER_HZ: /proc's times are in 1/100 s on Linux
+
+/** A process's CPU seconds from /proc/<pid>/stat: its own (user + sys) and its reaped children's. */
+export function processCpuSeconds(pid: number): { own: number; children: number } | null {
+  const path = `/proc/${pid}/stat`;
+  if (!existsSync(path)) return null;
+  // The command name (field 2) may hold spaces: fields are counted after its closing parenthesis.
+  let stat: string;
+  try {
+    stat = readFileSync(path, 'utf8');
+  } catch {
+    return null; // exited in between
+  }
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const tick = (n: number) => Number(fields[n - 3] ?? 0) / CLOCK_TICKS;
+  return { own: tick(14) + tick(15), children: tick(16) + tick(17) };
+}
+
 export class CgroupUnavailableError extends Error {
   readonly code = 'CGROUP_UNAVAILABLE';
 }
@@ -40,6 +58,18 @@ export interface BoundedCluster {
   dir: string;
   postmasterPid(): number;
   memory(): Promise<CgroupMemory>;
+  /**
+   * CPU (user + sys) seconds of the server's processes so far: each live process's own and its
+   * reaped children's (exited backends and workers through the postmaster, row programs through
+   * their backend). Deltas over a phase are its CPU, whatever else the machine runs.
+   */
+  cpuSeconds(): Promise<number>;
+  /**
+   * Sets the cgroup's limit for a load (bytes; null: back to `memoryBytes`). Restoring reclaims
+   * the page cache down to the limit and then empties what it can (memory.force_empty: shared
+   * memory stays), so what is measured after is as memory-bound as before.
+   */
+  setLoadLimit(bytes: number | null): Promise<void>;
   /** Stops the server, empties the cgroup's page cache, and starts it again inside (cold caches). */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -150,6 +180,36 @@ export async function startBoundedCluster(memoryBytes: number, log: (line: strin
         rssBytes: stat.get('rss') ?? 0,
         failCount: await read('memory.failcnt'),
       };
+    },
+    async cpuSeconds() {
+      const pids = (await readFile(join(cgroup, 'cgroup.procs'), 'utf8')).split('\n').filter(Boolean).map(Number);
+      let total = 0;
+      for (const pid of pids) {
+        const cpu = processCpuSeconds(pid);
+        if (cpu) total += cpu.own + cpu.children;
+      }
+      return total;
+    },
+    async setLoadLimit(bytes) {
+      const file = join(cgroup, 'memory.limit_in_bytes');
+      if (bytes !== null) {
+        await writeFile(file, String(bytes));
+        return;
+      }
+      // Lowering the limit reclaims down to it (page cache; EBUSY while it cannot, so retry after emptying).
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          await writeFile(file, String(memoryBytes));
+          break;
+        } catch (error) {
+          if (attempt >= 5) throw new Error(`the cgroup's limit could not be restored to ${memoryBytes}: ${(error as Error).message}`);
+          await writeFile(join(cgroup, 'memory.force_empty'), '0').catch(() => undefined);
+        }
+      }
+      // With tasks inside, force_empty drops the page cache and gives up (EBUSY) on shared memory.
+      await writeFile(join(cgroup, 'memory.force_empty'), '0').catch(() => undefined);
+      const limit = Number((await readFile(file, 'utf8')).trim());
+      if (!(limit <= memoryBytes && limit > memoryBytes - 65_536)) throw new Error(`the cgroup's limit reads back as ${limit}, not ${memoryBytes}`);
     },
     async restart() {
       await stopServer();

@@ -1,8 +1,10 @@
 // The scale bench's bulk loader: key rows written inside Postgres by COPY ... FROM PROGRAM (the
-// server runs bench/scale-rows.ts, which prints them; no per-row round trip from here), one COPY
-// per stream in parallel, with the key table's indexes dropped first and built again after the
-// load, then VACUUM ANALYZE, as a restore would. The indexes come back exactly as the migrations
-// defined them (their definitions are read from the catalog before they are dropped).
+// server runs bench/scale-rows.ts, which prints them in binary COPY format; no per-row round trip
+// from here), one COPY per stream in parallel, with the key table's indexes dropped first and
+// built again after the load (parallel index builds), then VACUUM ANALYZE, as a restore would.
+// Each phase's CPU (user + sys) is read from /proc where the server is local, and its WAL bytes.
+// The indexes come back exactly as the migrations defined them (their definitions are read from
+// the catalog before they are dropped).
 import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { chown, writeFile } from 'node:fs/promises';
@@ -10,7 +12,8 @@ import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import type { EndpointPolicy } from '@retrysafe/store';
 import { ensurePolicies } from '../server/retention/policies';
-import { COPY_COLUMNS, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from './scale-rows';
+import { processCpuSeconds } from './scale-cluster';
+import { COPY_COLUMNS, COPY_OPTIONS, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from './scale-rows';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const ROW_PROGRAM = 'bench/scale-rows.ts';
@@ -79,7 +82,23 @@ export interface LoadTimes {
   vacuumSeconds: number;
   totalSeconds: number;
   rowsPerSecond: number;
+  /**
+   * CPU (user + sys) seconds, robust to other load on the machine where wall time is not; null
+   * where the server's processes cannot be read (/proc of another host). The COPY backends' own
+   * and their row programs' (reaped by the backend, so in its children's times).
+   */
+  copyBackendCpuSeconds: number | null;
+  rowProgramCpuSeconds: number | null;
+  /** The server's processes (backends, parallel workers, row programs) over the index builds and over VACUUM ANALYZE, from `serverCpuSeconds`. */
+  indexCpuSeconds: number | null;
+  vacuumCpuSeconds: number | null;
+  /** WAL written by each phase (pg_current_wal_lsn deltas: the whole server's, the load being all it runs). */
+  copyWalBytes: number;
+  indexWalBytes: number;
+  vacuumWalBytes: number;
 }
+
+const walPosition = async (db: pg.Pool | pg.PoolClient) => Number((await db.query<{ lsn: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS lsn")).rows[0]?.lsn ?? 0);
 
 export interface LoadOptions {
   batch: RowBatch;
@@ -88,6 +107,10 @@ export interface LoadOptions {
   streams: number;
   /** For CREATE INDEX. */
   maintenanceWorkMem?: string;
+  /** Parallel workers per index build besides the leader (max_parallel_maintenance_workers); default the streams less one. */
+  indexWorkers?: number;
+  /** The server's CPU seconds so far (every process of it, exited ones included through their parents' children's times). */
+  serverCpuSeconds?: () => Promise<number>;
 }
 
 /** Loads `batch` into the key table of the pool's database: drop indexes, COPY in parallel, build indexes, VACUUM ANALYZE. */
@@ -102,6 +125,8 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
     else await pool.query(`DROP INDEX retrysafe.${index.name}`);
   }
 
+  const copyCpu = { backend: 0, program: 0, known: true };
+  const copyWal = await walPosition(pool);
   const copyBegan = performance.now();
   const streams = Math.max(1, Math.min(options.streams, batch.count));
   const per = Math.ceil(batch.count / streams);
@@ -121,7 +146,14 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
       const command = [`cd ${shellQuote(REPO_ROOT)}`, '&&', 'exec', shellQuote(process.execPath), '--conditions=retrysafe-source', '--import', 'tsx', ROW_PROGRAM, ...programArgs(part, options.secretsFile).map(shellQuote)].join(' ');
       const client = await pool.connect();
       try {
-        await client.query(`COPY retrysafe.idempotency_keys (${COPY_COLUMNS.join(', ')}) FROM PROGRAM ${client.escapeLiteral(command)}`);
+        const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+        const before = processCpuSeconds(pid);
+        await client.query(`COPY retrysafe.idempotency_keys (${COPY_COLUMNS.join(', ')}) FROM PROGRAM ${client.escapeLiteral(command)} WITH ${COPY_OPTIONS}`);
+        const after = processCpuSeconds(pid);
+        if (before && after) {
+          copyCpu.backend += after.own - before.own;
+          copyCpu.program += after.children - before.children;
+        } else copyCpu.known = false;
       } finally {
         client.release();
       }
@@ -129,14 +161,30 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
   );
 
   const indexBegan = performance.now();
+  const indexCpuBegan = await options.serverCpuSeconds?.();
+  const indexWal = await walPosition(pool);
   const client = await pool.connect();
   try {
     await client.query(`SET maintenance_work_mem = '${options.maintenanceWorkMem ?? '256MB'}'`);
+    // Each build sorts with the leader and this many workers (the table is large, so the planner takes them).
+    await client.query(`SET max_parallel_maintenance_workers = ${Math.max(0, Math.floor(options.indexWorkers ?? streams - 1))}`);
     for (const index of indexes) await client.query(index.constraint ?? index.definition);
     const vacuumBegan = performance.now();
+    const vacuumCpuBegan = await options.serverCpuSeconds?.();
+    const vacuumWal = await walPosition(client);
     await client.query('VACUUM (ANALYZE) retrysafe.idempotency_keys');
     const done = performance.now();
+    const doneCpu = await options.serverCpuSeconds?.();
+    const doneWal = await walPosition(client);
+    const spent = (from: number | undefined, to: number | undefined) => (from === undefined || to === undefined ? null : to - from);
     return {
+      copyBackendCpuSeconds: copyCpu.known ? copyCpu.backend : null,
+      rowProgramCpuSeconds: copyCpu.known ? copyCpu.program : null,
+      indexCpuSeconds: spent(indexCpuBegan, vacuumCpuBegan),
+      vacuumCpuSeconds: spent(vacuumCpuBegan, doneCpu),
+      copyWalBytes: indexWal - copyWal,
+      indexWalBytes: vacuumWal - indexWal,
+      vacuumWalBytes: doneWal - vacuumWal,
       rows: batch.count,
       copySeconds: (indexBegan - copyBegan) / 1000,
       indexSeconds: (vacuumBegan - indexBegan) / 1000,
@@ -145,7 +193,7 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
       rowsPerSecond: batch.count / ((done - began) / 1000),
     };
   } finally {
-    await client.query('RESET maintenance_work_mem').catch(() => undefined);
+    await client.query('RESET maintenance_work_mem; RESET max_parallel_maintenance_workers').catch(() => undefined);
     client.release();
   }
 }

@@ -1,14 +1,16 @@
 // `npm run bench -- scale`: the key store at the lesson's scale in a memory-bound Postgres.
 // Postgres runs in a cgroup v1 memory cgroup (BENCH_SCALE_MEMORY, default 2 GiB; shared_buffers a
-// quarter of it). For each layout (plain, day-partitioned; BENCH_SCALE_LAYOUTS), one at a time on
-// the same disk, the loader (bench/scale-loader.ts) grows the key table step by step up to
-// BENCH_SCALE_ROWS live keys (default 86,400,000: 1,000 writes a second for 24 h; steps 1 M, 2 M,
-// 5 M, 10 M, 20 M, 43.2 M, 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h. At
-// each step: heap, unique-index and total bytes; then claim-first new keys through the store's
-// execute (quota, claim, work, sealing, completion) at 8 callers for BENCH_SCALE_SECONDS (default
-// 30) after BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit
-// ratio and the blocks read per claim (pg_stat_database and the key table's pg_statio deltas over
-// the measured window). Results to artifacts/bench/scale.json, rewritten after every step.
+// quarter of it; while a step loads, BENCH_SCALE_LOAD_MEMORY, default 8 GiB, set back and the
+// cgroup's page cache emptied before the step is measured). For each layout (plain,
+// day-partitioned; BENCH_SCALE_LAYOUTS), one at a time on the same disk, the loader
+// (bench/scale-loader.ts) grows the key table step by step up to BENCH_SCALE_ROWS live keys
+// (default 86,400,000: 1,000 writes a second for 24 h; steps 1 M, 2 M, 5 M, 10 M, 20 M, 43.2 M,
+// 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h. At each step: heap,
+// unique-index and total bytes; then claim-first new keys through the store's execute (quota,
+// claim, work, sealing, completion) at 8 callers for BENCH_SCALE_SECONDS (default 30) after
+// BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit ratio and the
+// blocks read per claim (pg_stat_database and the key table's pg_statio deltas over the measured
+// window). Results to artifacts/bench/scale.json, rewritten after every step.
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
@@ -46,6 +48,10 @@ const LAYOUT_NAMES = (process.env.BENCH_SCALE_LAYOUTS ?? 'plain,partitioned').sp
 const isLayout = (name: string): name is Layout => name === 'plain' || name === 'partitioned';
 const LAYOUTS = LAYOUT_NAMES.filter(isLayout);
 const STREAMS = Number(process.env.BENCH_SCALE_LOAD_STREAMS ?? availableParallelism());
+/** Parallel workers per index build besides the leader (max_parallel_maintenance_workers). */
+const INDEX_WORKERS = Number(process.env.BENCH_SCALE_INDEX_WORKERS ?? Math.max(0, STREAMS - 1));
+/** The cgroup's limit while loading (its page cache of the written table throttles writeback under the measured limit); restored, and the cache emptied, before measuring. `off`: the load runs under the measured limit. */
+const LOAD_MEMORY = process.env.BENCH_SCALE_LOAD_MEMORY === 'off' ? null : parseBytes(process.env.BENCH_SCALE_LOAD_MEMORY ?? '8GiB');
 const SEED = 33;
 
 const policy: EndpointPolicy = {
@@ -241,13 +247,22 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       if (count <= 0) continue;
       log(`\n${layout}: loading ${count.toLocaleString('en')} keys (to ${step.toLocaleString('en')}) in ${STREAMS} stream(s)...`);
       // Expiries over the 24 h from a minute from now: live keys, as a day of traffic leaves them.
+      if (LOAD_MEMORY !== null) await cluster.setLoadLimit(Math.max(LOAD_MEMORY, MEMORY));
       const load = await loadScaleRows(owner, {
         batch: { seed: SEED, principals: PRINCIPALS, from: loaded, count, windowStartMs: Date.now() + 60_000, windowMs: DAY_MS, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs },
         secretsFile: file,
         streams: STREAMS,
         maintenanceWorkMem: `${Math.max(64, Math.floor(MEMORY / 8 / 1024 ** 2))}MB`,
+        indexWorkers: INDEX_WORKERS,
+        serverCpuSeconds: () => cluster.cpuSeconds(),
       });
+      if (LOAD_MEMORY !== null) await cluster.setLoadLimit(null);
       loaded = step;
+      const us = (seconds: number | null) => (seconds === null ? '?' : ((seconds * 1e6) / count).toFixed(1));
+      log(
+        `  CPU per row: row program ${us(load.rowProgramCpuSeconds)} us, COPY backends ${us(load.copyBackendCpuSeconds)} us, index builds ${us(load.indexCpuSeconds)} us, VACUUM ANALYZE ${us(load.vacuumCpuSeconds)} us (user + sys)`,
+      );
+      log(`  WAL: COPY ${mb(load.copyWalBytes)}, index builds ${mb(load.indexWalBytes)}, VACUUM ANALYZE ${mb(load.vacuumWalBytes)}`);
       log(
         `  COPY ${load.copySeconds.toFixed(0)} s (${(count / load.copySeconds).toFixed(0)} rows/s), indexes ${load.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${load.vacuumSeconds.toFixed(0)} s: ${load.rowsPerSecond.toFixed(0)} rows/s in all`,
       );

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalBody, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
+import { canonicalBody, fingerprint, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { keyTableIndexes, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from '../../bench/scale-loader';
-import { scaleRow, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
+import { correlationOf, Fingerprinter, isoOf, scaleRow, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { createTestDatabase, layouts } from '../helpers/database';
 
@@ -45,6 +45,7 @@ describe.each(layouts)('scale loader, %s layout', (layout) => {
   const seed = seedWithEveryState(LIVE_ROWS);
   let indexesBefore: Awaited<ReturnType<typeof keyTableIndexes>>;
   let store: IdempotencyStore;
+  let liveFrom = 0;
 
   beforeAll(async () => {
     database = await createTestDatabase({ layout });
@@ -77,7 +78,11 @@ describe.each(layouts)('scale loader, %s layout', (layout) => {
     });
     await loadScaleRows(pool, { batch: batch(0, EXPIRED_ROWS, expiredFrom), secretsFile, streams: 2 });
     // Live rows: their expiries spread over the hour after the next minute.
-    await loadScaleRows(pool, { batch: batch(EXPIRED_ROWS, LIVE_ROWS, now + 60_000), secretsFile, streams: 2 });
+    liveFrom = now + 60_000;
+    const load = await loadScaleRows(pool, { batch: batch(EXPIRED_ROWS, LIVE_ROWS, liveFrom), secretsFile, streams: 2 });
+    // The server is local here: the COPY backends' and row programs' CPU is read from /proc.
+    expect(load.rowProgramCpuSeconds).toBeGreaterThan(0);
+    expect(load.copyBackendCpuSeconds).toBeGreaterThanOrEqual(0);
   }, 120_000);
 
   afterAll(async () => {
@@ -112,6 +117,57 @@ describe.each(layouts)('scale loader, %s layout', (layout) => {
       const row = scaleRow(seed, i, PRINCIPALS);
       expect(row.canonicalBody).toBe(canonicalBody(row.body));
     }
+  });
+
+  it("fingerprints as the store does and writes its JSON as JSON.stringify would (the row program's shortcuts)", () => {
+    const printer = new Fingerprinter(Buffer.from(secrets.fingerprintSecret, 'hex'));
+    for (let i = 0; i < 500; i += 1) {
+      const row = scaleRow(seed, i, PRINCIPALS);
+      const expected = fingerprint(Buffer.from(secrets.fingerprintSecret, 'hex'), { method: 'POST', endpoint: row.scope, body: row.body });
+      expect(printer.of(row.scope, row.canonicalBody).equals(expected)).toBe(true);
+      if (row.response) expect(JSON.stringify(JSON.parse(row.response.toString()))).toBe(row.response.toString());
+      expect(row.key).toMatch(/^(order|refund)-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    for (const ms of [0, 1, 999, 86_399_999, 1_700_000_000_000, 1_700_086_399_999, 1_709_251_200_000, 4_102_444_799_999]) expect(isoOf(ms)).toBe(new Date(ms).toISOString());
+  });
+
+  it('every column of a binary-COPY row reads back as the row program computed it', async () => {
+    const ring = new ResponseKeyRing([{ id: secrets.keyId, key: Buffer.from(secrets.key, 'hex') }]);
+    const printer = new Fingerprinter(Buffer.from(secrets.fingerprintSecret, 'hex'));
+    let checked = 0;
+    for (let n = 0; n < LIVE_ROWS; n += 97) {
+      const i = EXPIRED_ROWS + n;
+      const row = scaleRow(seed, i, PRINCIPALS);
+      const { rows } = await pool.query<{
+        principal_id: string; service: string; scope: string; key: string; state: string; fingerprint: Buffer; correlation_id: string;
+        lease_expires_at: Date | null; response_status: number | null; response_content_type: string | null; response_body: Buffer | null;
+        response_key_id: string | null; response_size: number | null; completed_at: Date | null; created_at: Date; expires_at: Date;
+      }>('SELECT * FROM retrysafe.idempotency_keys WHERE principal_id = $1 AND scope = $2 AND key = $3', [row.principalId, row.scope, row.key]);
+      const stored = rows[0];
+      if (!stored) throw new Error(`row ${i} is missing`);
+      expect({ principal: stored.principal_id, service: stored.service, scope: stored.scope, key: stored.key, state: stored.state }).toEqual({
+        principal: row.principalId, service: SCALE_SERVICE, scope: row.scope, key: row.key, state: row.state,
+      });
+      expect(stored.fingerprint.equals(printer.of(row.scope, row.canonicalBody))).toBe(true);
+      const created = stored.created_at.getTime();
+      expect(stored.expires_at.getTime() - created).toBe(policy.retentionMs);
+      expect(stored.expires_at.getTime()).toBeGreaterThanOrEqual(liveFrom);
+      expect(stored.expires_at.getTime()).toBeLessThan(liveFrom + HOUR);
+      expect(stored.correlation_id).toBe(correlationOf(seed, i, created));
+      expect(stored.lease_expires_at?.getTime() ?? null).toBe(row.state === 'in_progress' ? created + policy.leaseMs : null);
+      if (row.state === 'completed' && row.response) {
+        expect({ status: stored.response_status, type: stored.response_content_type, size: stored.response_size, keyId: stored.response_key_id }).toEqual({
+          status: 201, type: 'application/json', size: row.response.length, keyId: secrets.keyId,
+        });
+        expect(stored.completed_at?.getTime()).toBe(created + 40 + (i % 200));
+        const opened = ring.open({ keyId: stored.response_key_id ?? '', ciphertext: stored.response_body ?? Buffer.alloc(0) }, { principalId: row.principalId, service: SCALE_SERVICE, scope: row.scope, key: row.key });
+        expect(opened.equals(row.response)).toBe(true);
+      } else {
+        expect([stored.response_status, stored.response_body, stored.completed_at]).toEqual([null, null, null]);
+      }
+      checked += 1;
+    }
+    expect(checked).toBeGreaterThan(30);
   });
 
   it('rows the store reads: metadata as the key lookup shows it', async () => {
