@@ -167,6 +167,25 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
   });
 
+  it('finds a MySQL-kept request by its correlation id through the read-only user, metadata only, audited', async () => {
+    const answer = await storeOf(MYSQL_SERVICE).execute(call('by-correlation-mysql'));
+    const found = await lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'customer quotes a MySQL id' }, 'ops@example.com');
+    expect(found.records.map((record) => [record.principalId, record.service, record.scope, record.key, record.state, record.statusCode])).toEqual([
+      [tenant, MYSQL_SERVICE, ENDPOINT, 'by-correlation-mysql', 'completed', 201],
+    ]);
+    expect(found.unavailable).toBeUndefined();
+    expect(JSON.stringify(found)).not.toContain(SENTINEL);
+    const { rows } = await db.pool.query<{ target: unknown; details: unknown }>("SELECT target, details FROM audit_log WHERE action = 'key.correlation_lookup' AND reason = 'customer quotes a MySQL id'");
+    expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: MYSQL_SERVICE, scope: ENDPOINT } }]);
+    // No audit row, no answer.
+    await db.pool.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
+    try {
+      await expect(lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'audit refused' }, 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await db.pool.query(`GRANT INSERT ON retrysafe_server.audit_log TO ${DASHBOARD_ROLE}`);
+    }
+  });
+
   it('answers nothing when the audit row cannot be written', async () => {
     await db.pool.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
@@ -310,6 +329,8 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     const [stale] = await plan(mysqlKeyReadStatementTexts()[1] ?? '', [MYSQL_SERVICE, 10]);
     expect(stale?.key).toBe('retrysafe_idempotency_keys_state_lease');
     expect(stale?.Extra ?? '').not.toMatch(/filesort/i);
+    const [correlation] = await plan(mysqlKeyReadStatementTexts()[2] ?? '', ['00000000-0000-4000-8000-000000000000']);
+    expect(correlation?.key).toBe('retrysafe_idempotency_keys_correlation');
   });
 
   it('refuses at start a key backend the dashboard cannot use, in one line naming the setting', async () => {
