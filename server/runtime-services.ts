@@ -76,6 +76,10 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
   // The dashboard's standby (DASHBOARD_READ_URL), when it reads one: its lag in /api/metrics.
   const replicaLag = createReplicaLagReader(environment, pool);
+  // The stale claims of services kept in Redis or MySQL (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL),
+  // through the dashboard's key backends (opened on first use), for /api/metrics and the alert history.
+  const keptElsewhere = environment.DASHBOARD_KEYS_REDIS !== undefined || environment.DASHBOARD_KEYS_MYSQL !== undefined;
+  const staleElsewhere = keptElsewhere ? () => runtime.dashboard().pools.keys.staleElsewhere : undefined;
   // The store's completion counters, read at scrape time (the store is made below).
   const storeCounters: { of?: { unrecordedCompletions: number; completionRetries: number }; recorder?: { droppedAttempts: number } } = {};
   const prometheus = createPrometheusMetrics(pool, thresholds, {
@@ -84,6 +88,7 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     ...(replicaLag ? { replicaLag: replicaLag.read } : {}),
     completions: () => ({ unrecorded: storeCounters.of?.unrecordedCompletions ?? 0, retried: storeCounters.of?.completionRetries ?? 0 }),
     droppedAttempts: () => storeCounters.recorder?.droppedAttempts ?? 0,
+    ...(staleElsewhere ? { staleElsewhere } : {}),
   });
   let retrysafe: Awaited<ReturnType<typeof createRetrysafe>>;
   try {
@@ -164,7 +169,13 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
       name: 'alert history',
       intervalMs: 60_000,
       firstRunAfterMs: 10_000,
-      run: () => recordAlertHistory(pool, { thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES }),
+      run: () =>
+        recordAlertHistory(pool, {
+          thresholds,
+          sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS,
+          databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES,
+          ...(staleElsewhere ? { staleElsewhere: () => staleElsewhere()?.() ?? Promise.resolve([]) } : {}),
+        }),
       onError: failed,
     }),
   ];

@@ -21,6 +21,7 @@ import { readCapacity, type Capacity } from './capacity';
 import { durationText, isRecordedOpen, readAlertHistory, type AlertFiring } from './alert-history';
 import { readInstanceStarts } from '../instance-starts';
 import { readStoreElsewhere, type StoreElsewhere, type StoreFiguresSource } from './store-elsewhere';
+import type { StaleElsewhereReader } from './stale-elsewhere';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -206,6 +207,8 @@ export async function readOverview(
     databaseMemoryBytes?: number | undefined;
     /** The services whose keys are kept in Redis or MySQL, with their backends' figures (KeyAccess.storeFigures). */
     storeFigures?: ReadonlyMap<string, StoreFiguresSource> | undefined;
+    /** The same services' stale claims for the Stale claims check and its alert (KeyAccess.staleElsewhere). */
+    staleElsewhere?: StaleElsewhereReader | undefined;
   } = {},
 ): Promise<Overview> {
   const absolute = query.from !== undefined && query.to !== undefined ? { from: new Date(query.from), to: new Date(query.to) } : null;
@@ -292,6 +295,7 @@ export async function readOverview(
         lastSweep: lastFinishedSweep,
         databaseMemoryBytes: options.databaseMemoryBytes,
         ...(replicaLag === undefined ? {} : { replicaLag }),
+        staleElsewhere: options.staleElsewhere,
       }),
     () => readLatestScopeFigures(db, window.to),
     () => readOverviewEvents(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null }),

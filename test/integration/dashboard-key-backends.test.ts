@@ -14,6 +14,7 @@ import { ConfigurationError, readEnvironment, requireDashboardSettings } from '.
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { createPrometheusMetrics } from '../../server/metrics/prometheus';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -298,6 +299,71 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect((await overviewOf(PG_SERVICE)).storeElsewhere).toBeNull();
     expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
   });
+
+  it("judges the Stale claims check, its alert and /api/metrics on each kept-elsewhere service's backend; one that does not answer is missing, never zero", async () => {
+    // The crashed claims of the stale-claims case, 20 minutes past their lease (over the 10-minute rule).
+    await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 20 MINUTE WHERE idempotency_key = 'crashed'");
+    const passed = String(Date.now() - 1_200_000);
+    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', passed);
+    await redis.command('ZADD', inFlightIndexKey(REDIS_SERVICE, ENDPOINT), 'XX', passed, inFlightMember(tenant, 'crashed'));
+    const overviewOf = (service?: string) =>
+      readOverview(pools.readPool, overviewQuery.parse({ range: '1h', ...(service ? { service } : {}) }), undefined, undefined, { storeFigures: pools.keys.storeFigures, staleElsewhere: pools.keys.staleElsewhere });
+    const staleChecks = (overview: Awaited<ReturnType<typeof overviewOf>>) => overview.checks.filter((check) => check.name === 'stale_claims').map((check) => [check.state, check.service, check.value]);
+
+    const all = await overviewOf();
+    expect(all.alerts.filter((alert) => alert.name === 'stale_claims').map((alert) => [alert.service, alert.summary])).toEqual([
+      [MYSQL_SERVICE, `A claim of ${MYSQL_SERVICE} (MySQL) has been past its lease for 20 min`],
+      [REDIS_SERVICE, `A claim of ${REDIS_SERVICE} (Redis) has been past its lease for 20 min`],
+    ]);
+    expect(staleChecks(all)).toEqual([
+      ['firing', MYSQL_SERVICE, `${MYSQL_SERVICE} (MySQL): 1, oldest 20 min past its lease`],
+      ['firing', REDIS_SERVICE, `${REDIS_SERVICE} (Redis): 1, oldest 20 min past its lease`],
+    ]);
+    // A chosen service shows its own, not the other backend's.
+    expect(staleChecks(await overviewOf(REDIS_SERVICE))).toEqual([['firing', REDIS_SERVICE, `${REDIS_SERVICE} (Redis): 1, oldest 20 min past its lease`]]);
+    expect(staleChecks(await overviewOf(PG_SERVICE))).toEqual([['ok', null, 'no sample yet']]);
+
+    const metrics = async () => {
+      const { registry } = createPrometheusMetrics(db.pool, undefined, { staleElsewhere: () => pools.keys.staleElsewhere });
+      return registry.metrics();
+    };
+    const up = await metrics();
+    for (const [service, backend] of [[MYSQL_SERVICE, 'mysql'], [REDIS_SERVICE, 'redis']] as const) {
+      expect(up).toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${service}",backend="${backend}"\\} 1$`, 'm'));
+      expect(Number(new RegExp(`^retrysafe_stale_claim_oldest_seconds\\{service="${service}",backend="${backend}"\\} (\\S+)$`, 'm').exec(up)?.[1])).toBeGreaterThanOrEqual(1_199);
+      expect(up).toMatch(new RegExp(`^retrysafe_stale_claims_unread\\{service="${service}",backend="${backend}"\\} 0$`, 'm'));
+      expect(up).toMatch(new RegExp(`^retrysafe_alert_firing\\{name="stale_claims",severity="warning",service="${service}"\\} 1$`, 'm'));
+    }
+
+    // MySQL stops answering (the owner holds the key table: the reader's statements wait).
+    const locker = await owner.getConnection();
+    try {
+      await locker.query('LOCK TABLES retrysafe_idempotency_keys WRITE');
+      const started = Date.now();
+      const blocked = await overviewOf();
+      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(blocked.alerts.filter((alert) => alert.name === 'stale_claims').map((alert) => [alert.service, alert.summary])).toEqual([
+        [MYSQL_SERVICE, `The stale claims of ${MYSQL_SERVICE} (MySQL) could not be read: its key backend did not answer`],
+        [REDIS_SERVICE, `A claim of ${REDIS_SERVICE} (Redis) has been past its lease for 20 min`],
+      ]);
+      expect(staleChecks(blocked)[0]).toEqual(['firing', MYSQL_SERVICE, `${MYSQL_SERVICE} (MySQL): not answered (its key backend did not answer)`]);
+      // Asked again while its read is still out: unanswered at once, without waiting again.
+      const again = Date.now();
+      expect((await pools.keys.staleElsewhere?.())?.map((reading) => [reading.service, reading.claims === null])).toEqual([
+        [MYSQL_SERVICE, true],
+        [REDIS_SERVICE, false],
+      ]);
+      expect(Date.now() - again).toBeLessThan(500);
+      const down = await metrics();
+      expect(down).not.toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${MYSQL_SERVICE}"`, 'm'));
+      expect(down).not.toMatch(new RegExp(`^retrysafe_stale_claim_oldest_seconds\\{service="${MYSQL_SERVICE}"`, 'm'));
+      expect(down).toMatch(new RegExp(`^retrysafe_stale_claims_unread\\{service="${MYSQL_SERVICE}",backend="mysql"\\} 1$`, 'm'));
+      expect(down).toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${REDIS_SERVICE}",backend="redis"\\} 1$`, 'm'));
+    } finally {
+      await locker.query('UNLOCK TABLES').catch(() => undefined);
+      locker.release();
+    }
+  }, 60_000);
 
   it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
     const reader = (await import('mysql2/promise')).createPool({ uri: readerUri, connectionLimit: 1 });
