@@ -21,6 +21,7 @@ import { rollUpFlowMetrics } from './metrics/rollup';
 import { pruneThrottle } from './auth/throttle';
 import { sampleStoreStats } from './metrics/sampler';
 import { recordAlertHistory } from './metrics/alert-history';
+import { sampleKeptElsewhere } from './metrics/kept-elsewhere-samples';
 import { describeError, logConnectionLost } from './logging';
 import { createReplicaLagReader } from './dashboard-pools';
 import { logEvent, requestPathTimeouts, type ServerRuntime } from './runtime';
@@ -164,6 +165,21 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     periodicTask({ name: 'sign-in throttle pruning', intervalMs: 5 * 60_000, run: () => pruneThrottle(pool), onError: failed }),
     // The first sample soon after boot, so a new dashboard has a store point within seconds.
     periodicTask({ name: 'store statistics sample', intervalMs: 60_000, firstRunAfterMs: 5_000, run: () => sampleStoreStats(pool), onError: failed }),
+    // What the backends of services kept in Redis or MySQL hold, a row a minute and service (the overview's chart of them).
+    ...(keptElsewhere
+      ? [
+          periodicTask({
+            name: 'kept-elsewhere sample',
+            intervalMs: 60_000,
+            firstRunAfterMs: 5_000,
+            run: () => {
+              const keys = runtime.dashboard().pools.keys;
+              return sampleKeptElsewhere(pool, keys.storeFigures ?? new Map(), keys.staleElsewhere);
+            },
+            onError: failed,
+          }),
+        ]
+      : []),
     // The overview's alert starts and ends (one instance a minute records them).
     periodicTask({
       name: 'alert history',

@@ -22,6 +22,7 @@ import { durationText, isRecordedOpen, readAlertHistory, type AlertFiring } from
 import { readInstanceStarts } from '../instance-starts';
 import { readStoreElsewhere, type StoreElsewhere, type StoreFiguresSource } from './store-elsewhere';
 import type { StaleElsewhereReader } from './stale-elsewhere';
+import { readKeptElsewhereSeries, type KeptElsewherePoint } from './kept-elsewhere-samples';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -179,6 +180,11 @@ export interface Overview {
    * store-wide figures above are Postgres's and do not count its keys.
    */
   storeElsewhere: StoreElsewhere | null;
+  /**
+   * The same service's backend over the range, from the sampler's minute samples
+   * (kept-elsewhere-samples.ts): the last sample of each step. Null when the chosen service is not kept elsewhere.
+   */
+  storeElsewhereSeries: KeptElsewherePoint[] | null;
 }
 
 /** The overview as it travels as JSON (dates as ISO strings). */
@@ -254,6 +260,7 @@ export async function readOverview(
   // The chosen service's keys kept elsewhere: read beside the rest (its backend, not this pool, does most of the work).
   const source = query.service === undefined ? undefined : options.storeFigures?.get(query.service);
   const storeElsewhere = source && query.service !== undefined ? readStoreElsewhere(db, { service: query.service, scope: query.scope }, source) : Promise.resolve(null);
+  const storeElsewhereSeries = source && query.service !== undefined ? readKeptElsewhereSeries(db, { service: query.service, from: window.from, to: window.to, stepSeconds: step }) : Promise.resolve(null);
   const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures, events, compared, capacity] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
     principalsOfRange,
@@ -326,7 +333,7 @@ export async function readOverview(
   const pending = states.pending.filter(chosen);
 
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
-  const elsewhere = await storeElsewhere;
+  const [elsewhere, elsewhereSeries] = await Promise.all([storeElsewhere, storeElsewhereSeries]);
   return {
     range: readRange,
     absolute: absolute !== null,
@@ -390,6 +397,7 @@ export async function readOverview(
     replica: alertInputs.replica ? { ...alertInputs.replica, measuredAt: alertInputs.replica.measuredAt.toISOString(), thresholdSeconds: thresholds.replicaLagSeconds } : null,
     principals,
     storeElsewhere: elsewhere,
+    storeElsewhereSeries: elsewhereSeries,
   };
 }
 

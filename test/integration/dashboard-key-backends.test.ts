@@ -15,6 +15,7 @@ import { createDashboardPools, type DashboardPools } from '../../server/dashboar
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { createPrometheusMetrics } from '../../server/metrics/prometheus';
+import { sampleKeptElsewhere } from '../../server/metrics/kept-elsewhere-samples';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -363,6 +364,42 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
       await locker.query('UNLOCK TABLES').catch(() => undefined);
       locker.release();
     }
+  }, 60_000);
+
+  it("keeps each kept-elsewhere service's figures a row a minute, which its overview charts; a backend that does not answer is a gap", async () => {
+    const sources = pools.keys.storeFigures ?? new Map();
+    // The previous case's unanswered MySQL read comes back once its table is unlocked: until then its reader reports it unanswered.
+    for (let tries = 0; tries < 50 && (await pools.keys.staleElsewhere?.())?.some((reading) => reading.claims === null); tries += 1) await sleep(100);
+    expect(await sampleKeptElsewhere(db.pool, sources, pools.keys.staleElsewhere)).toBe(2);
+    // Another instance in the same minute writes nothing more.
+    expect(await sampleKeptElsewhere(db.pool, sources, pools.keys.staleElsewhere)).toBe(0);
+    const { rows } = await db.pool.query<{ service: string; backend: string; keys: string | null; bytes: string | null; stale_claims: number | null }>(
+      'SELECT service, backend, keys, bytes, stale_claims FROM retrysafe_server.kept_elsewhere_samples ORDER BY service',
+    );
+    // (MySQL's rows are InnoDB's estimate, which a young table may give as 0: a figure all the same, not null.)
+    expect(rows.map((row) => [row.service, row.backend, row.keys !== null, Number(row.bytes) > 0, row.stale_claims])).toEqual([
+      [MYSQL_SERVICE, 'mysql', true, true, 1],
+      [REDIS_SERVICE, 'redis', true, true, 1],
+    ]);
+    const redisOverview = await readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service: REDIS_SERVICE }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
+    const points = redisOverview.storeElsewhereSeries ?? [];
+    expect(points.at(-1)).toMatchObject({ keys: Number(rows[1]?.keys), bytes: Number(rows[1]?.bytes), staleClaims: 1 });
+    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service: PG_SERVICE }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhereSeries).toBeNull();
+    // MySQL does not answer: its row of the next minute has no figures (null, not 0).
+    await db.pool.query("UPDATE retrysafe_server.kept_elsewhere_samples SET sampled_at = sampled_at - interval '1 minute'");
+    const locker = await owner.getConnection();
+    try {
+      await locker.query('LOCK TABLES retrysafe_idempotency_keys WRITE');
+      await sampleKeptElsewhere(db.pool, new Map([...sources].filter(([service]) => service === MYSQL_SERVICE)), pools.keys.staleElsewhere);
+    } finally {
+      await locker.query('UNLOCK TABLES').catch(() => undefined);
+      locker.release();
+    }
+    const { rows: latest } = await db.pool.query<{ keys: string | null; stale_claims: number | null }>(
+      'SELECT keys, stale_claims FROM retrysafe_server.kept_elsewhere_samples WHERE service = $1 ORDER BY sampled_at DESC LIMIT 1',
+      [MYSQL_SERVICE],
+    );
+    expect(latest).toEqual([{ keys: null, stale_claims: null }]);
   }, 60_000);
 
   it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
