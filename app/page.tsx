@@ -36,7 +36,7 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
               overviewQuery.parse({ range: search.range, service: search.service, scope: search.scope, from: search.from, to: search.to, compare: search.compare }),
               alertThresholds,
               sweepIntervalSeconds,
-              { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures },
+              { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures, staleElsewhere: dashboardKeys().staleElsewhere },
             ),
           ),
         ) as OverviewJson,

@@ -163,10 +163,13 @@ export function dashboardGrantStatements(databaseName: string): string[] {
        EXECUTE format('GRANT SELECT ON %s TO ${role}', (SELECT string_agg(t, ', ') FROM unnest(ARRAY['${readOnly.map((table) => `retrysafe.${table}`).join("', '")}']) AS t
          WHERE to_regclass(t) IS NOT NULL));
      END $$`,
-    // The server's own records (db/server-migrations), read for the overview's events.
+    // The server's own records (db/server-migrations), read for the overview's events and the kept-elsewhere services' series.
     `DO $$ BEGIN
        IF to_regclass('retrysafe_server.alert_history') IS NOT NULL THEN
          GRANT SELECT ON retrysafe_server.alert_history TO ${role};
+       END IF;
+       IF to_regclass('retrysafe_server.kept_elsewhere_samples') IS NOT NULL THEN
+         GRANT SELECT ON retrysafe_server.kept_elsewhere_samples TO ${role};
        END IF;
      END $$`,
     // Admins change policies from the dashboard (history and audit in the same transaction).

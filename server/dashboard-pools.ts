@@ -178,7 +178,10 @@ export function createDashboardPools(settings: Pick<DashboardSettings, 'database
     pool,
     readPool,
     onReplica,
-    keys: { reads: routedKeyReads(postgresReads, elsewhere.byService), audit: pool, trace: readPool, keptElsewhere: new Set(elsewhere.byService.keys()), storeFigures: elsewhere.storeFigures },
+    keys: { reads: routedKeyReads(postgresReads, elsewhere.byService), audit: pool, trace: readPool, keptElsewhere: new Set(elsewhere.byService.keys()),
+      storeFigures: elsewhere.storeFigures,
+      ...(elsewhere.staleElsewhere ? { staleElsewhere: elsewhere.staleElsewhere } : {}),
+    },
     replicaLag: onReplica ? () => readReplicaLag(pool, readPool) : undefined,
     async end() {
       await Promise.all([pool.end(), onReplica ? readPool.end() : undefined, elsewhere.end()]);

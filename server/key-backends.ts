@@ -21,6 +21,7 @@ import { createMysqlPool, MysqlKeyReads, mysqlMissingDashboardIndexes, mysqlRead
 import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
 import { ConfigurationError } from './config';
 import type { StoreFiguresSource } from './metrics/store-elsewhere';
+import { staleElsewhereReader, type StaleElsewhereReader } from './metrics/stale-elsewhere';
 import { markUnanswered } from './unanswered-services';
 
 /** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
@@ -52,6 +53,8 @@ export interface KeyBackends {
   byService: Map<string, KeyRecordReads>;
   /** For the overview's store panels: each service's backend figures, shared by the services of one URL. */
   storeFigures: Map<string, StoreFiguresSource>;
+  /** Every such service's stale claims, for the Stale claims check, its alert and /api/metrics; undefined when there is none. */
+  staleElsewhere: StaleElsewhereReader | undefined;
   end(): Promise<void>;
 }
 
@@ -93,6 +96,7 @@ export function openKeyBackends(settings: { redis?: Map<string, string> | undefi
   return {
     byService,
     storeFigures,
+    staleElsewhere: storeFigures.size === 0 ? undefined : staleElsewhereReader(storeFigures),
     async end() {
       await Promise.allSettled(closers.map((close) => close()));
     },

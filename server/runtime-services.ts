@@ -21,6 +21,7 @@ import { rollUpFlowMetrics } from './metrics/rollup';
 import { pruneThrottle } from './auth/throttle';
 import { sampleStoreStats } from './metrics/sampler';
 import { recordAlertHistory } from './metrics/alert-history';
+import { sampleKeptElsewhere } from './metrics/kept-elsewhere-samples';
 import { describeError, logConnectionLost } from './logging';
 import { createReplicaLagReader } from './dashboard-pools';
 import { logEvent, requestPathTimeouts, type ServerRuntime } from './runtime';
@@ -76,6 +77,10 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
   const thresholds = thresholdsWith(environment.ALERT_THRESHOLDS);
   // The dashboard's standby (DASHBOARD_READ_URL), when it reads one: its lag in /api/metrics.
   const replicaLag = createReplicaLagReader(environment, pool);
+  // The stale claims of services kept in Redis or MySQL (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL),
+  // through the dashboard's key backends (opened on first use), for /api/metrics and the alert history.
+  const keptElsewhere = environment.DASHBOARD_KEYS_REDIS !== undefined || environment.DASHBOARD_KEYS_MYSQL !== undefined;
+  const staleElsewhere = keptElsewhere ? () => runtime.dashboard().pools.keys.staleElsewhere : undefined;
   // The store's completion counters, read at scrape time (the store is made below).
   const storeCounters: { of?: { unrecordedCompletions: number; completionRetries: number }; recorder?: { droppedAttempts: number } } = {};
   const prometheus = createPrometheusMetrics(pool, thresholds, {
@@ -84,6 +89,7 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     ...(replicaLag ? { replicaLag: replicaLag.read } : {}),
     completions: () => ({ unrecorded: storeCounters.of?.unrecordedCompletions ?? 0, retried: storeCounters.of?.completionRetries ?? 0 }),
     droppedAttempts: () => storeCounters.recorder?.droppedAttempts ?? 0,
+    ...(staleElsewhere ? { staleElsewhere } : {}),
   });
   let retrysafe: Awaited<ReturnType<typeof createRetrysafe>>;
   try {
@@ -159,12 +165,33 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     periodicTask({ name: 'sign-in throttle pruning', intervalMs: 5 * 60_000, run: () => pruneThrottle(pool), onError: failed }),
     // The first sample soon after boot, so a new dashboard has a store point within seconds.
     periodicTask({ name: 'store statistics sample', intervalMs: 60_000, firstRunAfterMs: 5_000, run: () => sampleStoreStats(pool), onError: failed }),
+    // What the backends of services kept in Redis or MySQL hold, a row a minute and service (the overview's chart of them).
+    ...(keptElsewhere
+      ? [
+          periodicTask({
+            name: 'kept-elsewhere sample',
+            intervalMs: 60_000,
+            firstRunAfterMs: 5_000,
+            run: () => {
+              const keys = runtime.dashboard().pools.keys;
+              return sampleKeptElsewhere(pool, keys.storeFigures ?? new Map(), keys.staleElsewhere);
+            },
+            onError: failed,
+          }),
+        ]
+      : []),
     // The overview's alert starts and ends (one instance a minute records them).
     periodicTask({
       name: 'alert history',
       intervalMs: 60_000,
       firstRunAfterMs: 10_000,
-      run: () => recordAlertHistory(pool, { thresholds, sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS, databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES }),
+      run: () =>
+        recordAlertHistory(pool, {
+          thresholds,
+          sweepIntervalSeconds: environment.SWEEP_INTERVAL_SECONDS,
+          databaseMemoryBytes: environment.DATABASE_MEMORY_BYTES,
+          ...(staleElsewhere ? { staleElsewhere: () => staleElsewhere()?.() ?? Promise.resolve([]) } : {}),
+        }),
       onError: failed,
     }),
   ];

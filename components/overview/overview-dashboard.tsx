@@ -9,7 +9,7 @@ import type { OverviewJson } from '@/server/metrics/overview';
 import { adminFetch, refreshEvery } from '../admin-fetch';
 import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
-import type { ReactNode } from 'react';
+import type { ComponentProps, ReactNode } from 'react';
 import { LocalTime } from '../local-time';
 import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
 import { compareSettings, overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
@@ -234,6 +234,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               events={events}
               emptyMessage={noSamples}
             />
+            {data.storeElsewhere && data.storeElsewhereSeries ? <StoreElsewhereCharts store={data.storeElsewhere} points={data.storeElsewhereSeries} axis={storeAxis} onZoom={zoom} events={events} /> : null}
             <TimeChart
               title="Claim latency"
               description="The claim statement's p50, p95 and p99, from histograms merged across instances."
@@ -439,6 +440,62 @@ function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['store
           </>
         )}
       </section>
+    </>
+  );
+}
+
+/**
+ * The chosen kept-elsewhere service's backend over the range (the sampler's minute samples,
+ * server/metrics/kept-elsewhere-samples.ts): keys or rows with its stale claims, and memory or
+ * table bytes. A step whose backend did not answer is a gap, never 0.
+ */
+function StoreElsewhereCharts({
+  store,
+  points,
+  axis,
+  onZoom,
+  events,
+}: {
+  store: NonNullable<OverviewJson['storeElsewhere']>;
+  points: NonNullable<OverviewJson['storeElsewhereSeries']>;
+  axis: TimeAxis;
+  onZoom: (from: number, to: number) => void;
+  events: ComponentProps<typeof TimeChart>['events'];
+}) {
+  const redis = store.backend === 'redis';
+  const where = redis ? 'Redis' : 'MySQL';
+  const empty = `No sample of ${store.service}'s ${where} in this range yet: the server takes one every minute.`;
+  return (
+    <>
+      <TimeChart
+        title={`Keys in ${where} (${store.service})`}
+        description={`${redis ? "The Redis server's keys (every key, INFO keyspace)" : "The key table's estimated rows (InnoDB statistics)"}, and the service's claims past their lease (right). Gaps: ${where} did not answer.`}
+        points={points}
+        series={[
+          { key: 'keys', label: redis ? 'Redis keys' : 'Rows (estimate)', color: colors.a, value: (point) => point.keys },
+          { key: 'stale', label: 'Stale claims (right)', color: colors.c, value: (point) => point.staleClaims, right: true },
+        ]}
+        format={formatCount}
+        rightFormat={formatCount}
+        kind="number"
+        rightKind="number"
+        axis={axis}
+        onZoom={onZoom}
+        events={events}
+        emptyMessage={empty}
+      />
+      <TimeChart
+        title={`${redis ? 'Redis memory' : 'MySQL table size'} (${store.service})`}
+        description={redis ? "The Redis server's used memory." : "The key table's data and index bytes (InnoDB statistics)."}
+        points={points}
+        series={[{ key: 'bytes', label: redis ? 'Used memory' : 'Data and indexes', color: colors.a, value: (point) => point.bytes }]}
+        format={formatBytes}
+        kind="bytes"
+        axis={axis}
+        onZoom={onZoom}
+        events={events}
+        emptyMessage={empty}
+      />
     </>
   );
 }

@@ -12,6 +12,7 @@ import { serviceNameSchema } from '../service-name';
 import { pageCounts, withTraces, type TracedKeyRecord } from './attempts';
 import { markUnanswered, unansweredServices } from '../unanswered-services';
 import type { StoreFiguresSource } from '../metrics/store-elsewhere';
+import type { StaleElsewhereReader } from '../metrics/stale-elsewhere';
 
 export const keyLookupSchema = z.strictObject({
   principalId: z.uuid('must be a principal id (UUID)'),
@@ -41,6 +42,8 @@ export interface KeyAccess {
   keptElsewhere?: ReadonlySet<string>;
   /** The same services' backend figures, for the overview's store panels (server/metrics/store-elsewhere.ts). */
   storeFigures?: ReadonlyMap<string, StoreFiguresSource>;
+  /** The same services' stale claims, for the Stale claims check and its alert (server/metrics/stale-elsewhere.ts). */
+  staleElsewhere?: StaleElsewhereReader;
 }
 
 /**

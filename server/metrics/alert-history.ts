@@ -8,6 +8,7 @@ import type { Queryable } from '@retrysafe/store/postgres';
 import { inTransaction } from '../../db/transaction';
 import { alertThresholds, evaluateAlertStates, readAlertInputs, type Alert, type AlertThresholds } from './alerts';
 import { readTogether } from './read-together';
+import type { StaleElsewhereReader } from './stale-elsewhere';
 
 /** pg_advisory_xact_lock key: the bytes of "rsalrt" as an integer. */
 const ALERT_HISTORY_LOCK_KEY = 0x7273616c7274n;
@@ -84,7 +85,7 @@ export async function recordAlertTransitions(db: Pick<pg.ClientBase, 'query'>, f
  */
 export async function recordAlertHistory(
   pool: pg.Pool,
-  options: { thresholds?: AlertThresholds; sweepIntervalSeconds?: number; databaseMemoryBytes?: number | undefined } = {},
+  options: { thresholds?: AlertThresholds; sweepIntervalSeconds?: number; databaseMemoryBytes?: number | undefined; staleElsewhere?: StaleElsewhereReader | undefined } = {},
 ): Promise<AlertTransitions | null> {
   const thresholds = options.thresholds ?? alertThresholds;
   return inTransaction(pool, async (client) => {
@@ -92,7 +93,8 @@ export async function recordAlertHistory(
     if (!lock[0]?.locked) return null;
     const now = lock[0].now;
     // The standby's lag is each instance's own reading (DASHBOARD_READ_URL): not recorded.
-    const inputs = await readAlertInputs(client, { thresholds, sweepIntervalSeconds: options.sweepIntervalSeconds, databaseMemoryBytes: options.databaseMemoryBytes, now });
+    // Services kept in Redis or MySQL: their backends' stale claims (each at most its budget).
+    const inputs = await readAlertInputs(client, { thresholds, sweepIntervalSeconds: options.sweepIntervalSeconds, databaseMemoryBytes: options.databaseMemoryBytes, now, staleElsewhere: options.staleElsewhere });
     const transitions = await recordAlertTransitions(client, evaluateAlertStates(inputs, thresholds).firing, now);
     // Through alert_history_ended_idx and service_starts_started_idx (the store's table of service
     // instances' starts: the server prunes it for every service, none of which prunes its own).

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { ALL, BUCKET_COUNT, percentileOf, SERIES_STEPS } from '@retrysafe/store';
+import type { StaleElsewhere, StaleElsewhereReader } from './stale-elsewhere';
 
 /** The overview's one-minute series step (SERIES_STEPS), whose merged levels the idle checks read. */
 const IDLE_LATENCY_STEP: (typeof SERIES_STEPS)[number] = 60;
@@ -212,6 +213,18 @@ export interface AlertInputs {
   unrecorded?: UnrecordedCount[];
   /** Each Redis-kept service with a reconciler (a run row): its completed keys whose effect is missing (migration 0027). */
   reconcile?: EffectsMissingCount[];
+  /**
+   * The stale claims of each service whose keys are kept in Redis or MySQL (read from its backend
+   * now, stale-elsewhere.ts); `store` has Postgres's. A backend that did not answer: claims null.
+   */
+  staleElsewhere?: StaleElsewhere[];
+}
+
+const backendNames: Record<StaleElsewhere['backend'], string> = { redis: 'Redis', mysql: 'MySQL' };
+
+/** "orders (Redis)": a kept-elsewhere service as the alerts and checks name it. */
+export function keptElsewhereText(reading: Pick<StaleElsewhere, 'service' | 'backend'>): string {
+  return `${reading.service} (${backendNames[reading.backend]})`;
 }
 
 /** A Redis-kept service's completed keys whose effect its reconciler did not find (reconcile_findings). */
@@ -473,6 +486,30 @@ export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresho
       since: new Date(latestStore.at.getTime() - latestStore.oldestStaleSeconds * 1000),
     });
   }
+  // A service kept in Redis or MySQL, judged on its backend's own stale claims; one whose backend
+  // did not answer fires too (its claims are not known: never a silent pass).
+  for (const reading of input.staleElsewhere ?? []) {
+    const oldest = reading.claims?.oldestPastLeaseSeconds ?? 0;
+    if (reading.claims !== null && oldest <= thresholds.staleClaimMinutes * 60) continue;
+    alerts.push({
+      name: 'stale_claims',
+      service: reading.service,
+      scope: null,
+      storeWide: false,
+      severity: alertCatalog.stale_claims.severity,
+      summary:
+        reading.claims === null
+          ? `The stale claims of ${keptElsewhereText(reading)} could not be read: its key backend did not answer`
+          : `A claim of ${keptElsewhereText(reading)} has been past its lease for ${Math.round(oldest / 60)} min`,
+      action:
+        reading.claims === null
+          ? `Check that ${backendNames[reading.backend]} answers the server (${reading.backend === 'redis' ? 'DASHBOARD_KEYS_REDIS' : 'DASHBOARD_KEYS_MYSQL'}): until it does, its claims past their lease are not known.`
+          : reading.backend === 'redis'
+            ? 'A handler died mid-work: check whether its effect happened (correlation id); the next retry takes the claim over.'
+            : "A handler died mid-work: check whether its effect happened (correlation id); the service's sweepMysql releases the claim, or the next retry takes it over.",
+      since: reading.claims === null ? null : new Date(input.now.getTime() - oldest * 1000),
+    });
+  }
 
   // Flow alerts per scope, so one scope's trouble shows however busy and healthy the others
   // are; all scopes together only where no single scope explains it (e.g. each scope under
@@ -719,6 +756,8 @@ export async function readAlertInputs(
     replicaLag?: () => Promise<ReplicaLag | undefined>;
     /** DATABASE_MEMORY_BYTES, when the operator set it (else shared_buffers is the memory). */
     databaseMemoryBytes?: number | undefined;
+    /** The stale claims of the services kept in Redis or MySQL (staleElsewhereReader), when there are such services. */
+    staleElsewhere?: StaleElsewhereReader | undefined;
   } = {},
 ): Promise<AlertInputs> {
   const { minutes = 30, sweepIntervalSeconds = 60, thresholds = alertThresholds, checksFor } = options;
@@ -731,7 +770,7 @@ export async function readAlertInputs(
   type LatencyRow = { minute: Date; service: string; scope: string; buckets: number[]; counts: number[] };
   // Independent reads, at once on a pool (readTogether); named (prepared once per connection),
   // except the store samples' one-sided range, whose custom plan reads the table's statistics.
-  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory, unrecorded, reconcile] = await readTogether(db, [
+  const [stats, stale, counts, latency, policies, lastSweep, replica, indexMemory, unrecorded, reconcile, staleElsewhere] = await readTogether(db, [
     () =>
       db.query<{ sampled_at: Date; estimated_rows: string; baseline_rows: string; cleanup_lag_seconds: number; index_bytes: string }>(
         `SELECT sampled_at, estimated_rows, baseline_rows, cleanup_lag_seconds, index_bytes FROM store_stats
@@ -757,6 +796,8 @@ export async function readAlertInputs(
     () => readIndexMemory(db, options.databaseMemoryBytes),
     () => readUnrecordedCounts(db, now, thresholds.unrecordedWindowMinutes),
     () => readEffectsMissingCounts(db),
+    // Their backends', not this pool's: at most its budget (a backend that does not answer is null).
+    options.staleElsewhere ?? (() => Promise.resolve(undefined)),
   ]);
   const oldestStale = stale.rows[0]?.seconds ?? 0;
   const idleChoice = checksFor === undefined ? undefined : await readIdleChoice(db, checksFor, counts.rows, thresholds, now, minutes);
@@ -800,6 +841,7 @@ export async function readAlertInputs(
     indexMemory,
     unrecorded,
     reconcile,
+    ...(staleElsewhere === undefined ? {} : { staleElsewhere }),
   };
 }
 

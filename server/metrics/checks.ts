@@ -4,7 +4,7 @@
 // not yet for the rule's duration) are shown apart, never as passed; the others are listed as
 // passed, with their values, so "nothing fires" shows what was looked at.
 import { percentileOf } from '@retrysafe/store';
-import { alertCatalog, completedKeysText, completionsText, forMinutesOf, lastBusyMinutes, shareText, windowText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
+import { alertCatalog, completedKeysText, completionsText, forMinutesOf, keptElsewhereText, lastBusyMinutes, shareText, windowText, type Alert, type AlertInputs, type AlertName, type AlertThresholds, type FlowMinutePoint, type PendingAlert, type Severity } from './alerts';
 
 /** Where an alert's action happens: the dashboard's page or the overview's panel. */
 export type CheckLink = 'principals' | 'claims' | 'store' | 'retention' | 'unrecorded' | 'reconcile';
@@ -89,6 +89,27 @@ function unrecordedText(input: AlertInputs, thresholds: AlertThresholds, service
 function effectsMissingText(input: AlertInputs, service: string | null): string {
   const count = (input.reconcile ?? []).filter((row) => service === null || row.service === service).reduce((sum, row) => sum + row.count, 0);
   return count === 0 ? 'none found' : completedKeysText(count);
+}
+
+/**
+ * The Stale claims check's value: a chosen service kept in Redis or MySQL, its backend's; another
+ * chosen service, Postgres's; none chosen, Postgres's and each kept-elsewhere service's. A backend
+ * that did not answer says so (never "none").
+ */
+function staleText(input: AlertInputs, service: string | null): string {
+  const latestStore = [...input.store].sort((a, b) => a.at.getTime() - b.at.getTime()).at(-1);
+  const postgres = latestStore ? (latestStore.oldestStaleSeconds > 0 ? `oldest ${minutesText(latestStore.oldestStaleSeconds)} past its lease` : 'none past its lease') : 'no sample yet';
+  const elsewhere = input.staleElsewhere ?? [];
+  const textOf = (reading: (typeof elsewhere)[number]) => {
+    const claims = reading.claims;
+    if (claims === null) return 'not answered (its key backend did not answer)';
+    if (claims.count === 0) return 'none past its lease';
+    return `${claims.atLeast ? 'at least ' : ''}${claims.count}, oldest ${minutesText(claims.oldestPastLeaseSeconds ?? 0)} past its lease`;
+  };
+  const own = service === null ? undefined : elsewhere.find((reading) => reading.service === service);
+  if (own) return `${keptElsewhereText(own)}: ${textOf(own)}`;
+  if (service !== null || elsewhere.length === 0) return postgres;
+  return [`Postgres: ${postgres}`, ...elsewhere.map((reading) => `${keptElsewhereText(reading)}: ${textOf(reading)}`)].join('; ');
 }
 
 export function minutesText(seconds: number): string {
@@ -240,13 +261,15 @@ export function evaluateChecks(
       : 'no policy',
     rows_over_baseline: latestStore ? (latestStore.baselineRows > 0 ? `${(latestStore.estimatedRows / latestStore.baselineRows).toFixed(2)}x` : 'no baseline yet') : 'no sample yet',
     cleanup_lag: latestStore ? minutesText(latestStore.cleanupLagSeconds) : 'no sample yet',
-    stale_claims: latestStore ? (latestStore.oldestStaleSeconds > 0 ? `oldest ${minutesText(latestStore.oldestStaleSeconds)} past its lease` : 'none past its lease') : 'no sample yet',
+    stale_claims: staleText(input, null),
     sweeper_stalled: sinceSweep === null ? 'no run yet' : `last run ${minutesText(sinceSweep)} ago`,
     replica_lag: replicaLagText(input.replica),
     index_over_memory: indexMemoryText(input.indexMemory),
   };
   const valueOf = (name: AlertName, where: { service: string | null; scope: string | null }) =>
-    name === 'unrecorded_completions'
+    name === 'stale_claims'
+      ? staleText(input, where.service)
+      : name === 'unrecorded_completions'
       ? unrecordedText(input, thresholds, where.service)
       : name === 'effects_missing'
         ? effectsMissingText(input, where.service)
@@ -293,7 +316,8 @@ export function evaluateChecks(
         severity: alertCatalog[name].severity,
         ...where,
         storeWide: !flow && !perService,
-        value: valueOf(name, perService ? where : { service: null, scope: null }),
+        // Stale claims: the chosen service's (its backend's, when it is kept elsewhere).
+        value: valueOf(name, perService ? where : { service: name === 'stale_claims' ? (choice.service ?? null) : null, scope: null }),
         threshold: thresholdText(name, thresholds),
         since: null,
         forMinutes: forMinutesOf(name, thresholds),

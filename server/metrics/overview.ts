@@ -21,6 +21,8 @@ import { readCapacity, type Capacity } from './capacity';
 import { durationText, isRecordedOpen, readAlertHistory, type AlertFiring } from './alert-history';
 import { readInstanceStarts } from '../instance-starts';
 import { readStoreElsewhere, type StoreElsewhere, type StoreFiguresSource } from './store-elsewhere';
+import type { StaleElsewhereReader } from './stale-elsewhere';
+import { readKeptElsewhereSeries, type KeptElsewherePoint } from './kept-elsewhere-samples';
 
 export const overviewRanges = { '1h': 3_600, '6h': 21_600, '24h': 86_400, '7d': 604_800, '30d': 2_592_000 } as const;
 export type OverviewRange = keyof typeof overviewRanges;
@@ -178,6 +180,11 @@ export interface Overview {
    * store-wide figures above are Postgres's and do not count its keys.
    */
   storeElsewhere: StoreElsewhere | null;
+  /**
+   * The same service's backend over the range, from the sampler's minute samples
+   * (kept-elsewhere-samples.ts): the last sample of each step. Null when the chosen service is not kept elsewhere.
+   */
+  storeElsewhereSeries: KeptElsewherePoint[] | null;
 }
 
 /** The overview as it travels as JSON (dates as ISO strings). */
@@ -206,6 +213,8 @@ export async function readOverview(
     databaseMemoryBytes?: number | undefined;
     /** The services whose keys are kept in Redis or MySQL, with their backends' figures (KeyAccess.storeFigures). */
     storeFigures?: ReadonlyMap<string, StoreFiguresSource> | undefined;
+    /** The same services' stale claims for the Stale claims check and its alert (KeyAccess.staleElsewhere). */
+    staleElsewhere?: StaleElsewhereReader | undefined;
   } = {},
 ): Promise<Overview> {
   const absolute = query.from !== undefined && query.to !== undefined ? { from: new Date(query.from), to: new Date(query.to) } : null;
@@ -251,6 +260,7 @@ export async function readOverview(
   // The chosen service's keys kept elsewhere: read beside the rest (its backend, not this pool, does most of the work).
   const source = query.service === undefined ? undefined : options.storeFigures?.get(query.service);
   const storeElsewhere = source && query.service !== undefined ? readStoreElsewhere(db, { service: query.service, scope: query.scope }, source) : Promise.resolve(null);
+  const storeElsewhereSeries = source && query.service !== undefined ? readKeptElsewhereSeries(db, { service: query.service, from: window.from, to: window.to, stepSeconds: step }) : Promise.resolve(null);
   const [{ scopes, counts, latency }, ranked, samples, lastSweep, since, stale, alertInputs, scopeFigures, events, compared, capacity] = await readTogether(db, [
     () => readOverviewSeries(db, range, scopesOfRange),
     principalsOfRange,
@@ -292,6 +302,7 @@ export async function readOverview(
         lastSweep: lastFinishedSweep,
         databaseMemoryBytes: options.databaseMemoryBytes,
         ...(replicaLag === undefined ? {} : { replicaLag }),
+        staleElsewhere: options.staleElsewhere,
       }),
     () => readLatestScopeFigures(db, window.to),
     () => readOverviewEvents(db, { from: window.from, to: window.to, service: query.service ?? null, scope: query.scope ?? null }),
@@ -322,7 +333,7 @@ export async function readOverview(
   const pending = states.pending.filter(chosen);
 
   const scopeSample = scopeFigures.filter((figure) => figure.sampledAt >= window.from);
-  const elsewhere = await storeElsewhere;
+  const [elsewhere, elsewhereSeries] = await Promise.all([storeElsewhere, storeElsewhereSeries]);
   return {
     range: readRange,
     absolute: absolute !== null,
@@ -386,6 +397,7 @@ export async function readOverview(
     replica: alertInputs.replica ? { ...alertInputs.replica, measuredAt: alertInputs.replica.measuredAt.toISOString(), thresholdSeconds: thresholds.replicaLagSeconds } : null,
     principals,
     storeElsewhere: elsewhere,
+    storeElsewhereSeries: elsewhereSeries,
   };
 }
 

@@ -104,10 +104,13 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
       `max by (service) (retrysafe_store_cleanup_lag_seconds) > ${thresholds.cleanupLagSeconds}`,
       `The oldest surviving row${inService} expired {{ $value | humanizeDuration }} ago`,
     ),
+    // As on the dashboard: Postgres's claims (no service label) and each Redis- or MySQL-kept
+    // service's; a service whose key backend did not answer fires too (its claims are not known:
+    // its stale-claim series are absent, retrysafe_stale_claims_unread is 1), marked unread.
     alert(
       'stale_claims',
-      `max by (service) (retrysafe_stale_claim_oldest_seconds) > ${thresholds.staleClaimMinutes * 60}`,
-      `A claim${inService} has been past its lease for {{ $value | humanizeDuration }}`,
+      `max by (service) (retrysafe_stale_claim_oldest_seconds) > ${thresholds.staleClaimMinutes * 60}\nor\nlabel_replace(max by (service) (retrysafe_stale_claims_unread) > 0, "unread", "true", "", "")`,
+      `{{ if $labels.unread }}The stale claims${inService} could not be read: its key backend did not answer{{ else }}A claim${inService} has been past its lease for {{ $value | humanizeDuration }}{{ end }}`,
     ),
     alert(
       'claim_p99',

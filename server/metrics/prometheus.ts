@@ -15,6 +15,7 @@ import { readStoreFigures } from './store-figures';
 import { readIndexMemory } from './capacity';
 import { readLastFinishedSweep } from '../retention/review';
 import type { ReplicaLag } from './replica-lag';
+import type { StaleElsewhere, StaleElsewhereReader } from './stale-elsewhere';
 
 export interface PrometheusMetrics {
   registry: Registry;
@@ -40,6 +41,11 @@ export interface PrometheusOptions {
   droppedAttempts?: () => number;
   /** DATABASE_MEMORY_BYTES, when the operator set it: the memory the unique index is held against (else shared_buffers). */
   databaseMemoryBytes?: number | undefined;
+  /**
+   * The stale claims of the services kept in Redis or MySQL (the dashboard's staleElsewhereReader,
+   * asked for at scrape time: the dashboard's connections open on first use); absent: none.
+   */
+  staleElsewhere?: () => StaleElsewhereReader | undefined;
 }
 
 export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThresholds = alertThresholds, options: PrometheusOptions = {}): PrometheusMetrics {
@@ -166,8 +172,44 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   storeGauge('retrysafe_store_toast_bytes', 'TOAST bytes of the key store', (f) => f.toastBytes);
   storeGauge('retrysafe_store_oldest_row_age_seconds', 'Age of the row that expires first', (f) => f.oldestRowAgeSeconds);
   storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far past its expiry the oldest surviving row is', (f) => f.cleanupLagSeconds);
-  storeGauge('retrysafe_stale_claims', 'In-progress claims whose lease has passed', (f) => f.staleClaims);
-  storeGauge('retrysafe_stale_claim_oldest_seconds', 'How long the oldest stale claim has been past its lease (0 when none)', (f) => f.oldestStaleSeconds);
+  // Stale claims: Postgres's (no label), and each service kept in Redis or MySQL from its backend
+  // (service and backend labels; at most STALE_COUNTED counted). A backend that did not answer
+  // has no series here, never 0: retrysafe_stale_claims_unread says so, and the rule fires on it.
+  const staleReader = options.staleElsewhere;
+  const staleElsewhere = sharedPerScrape(async () => (await staleReader?.()?.()) ?? []);
+  for (const [name, help, pick, pickElsewhere] of [
+    ['retrysafe_stale_claims', 'In-progress claims whose lease has passed: the Postgres store\'s (no labels), and each Redis- or MySQL-kept service\'s (at most 1000 counted)', (f) => f.staleClaims, (claims) => claims.count],
+    [
+      'retrysafe_stale_claim_oldest_seconds',
+      'How long the oldest stale claim has been past its lease (0 when none): the Postgres store\'s (no labels), and each Redis- or MySQL-kept service\'s',
+      (f) => f.oldestStaleSeconds,
+      (claims) => claims.oldestPastLeaseSeconds ?? 0,
+    ],
+  ] as const satisfies readonly (readonly [string, string, (f: Awaited<ReturnType<typeof readStoreFigures>>) => number, (claims: NonNullable<StaleElsewhere['claims']>) => number])[]) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['service', 'backend'],
+      registers: [registry],
+      async collect() {
+        const [store, elsewhere] = await Promise.all([figures(), staleElsewhere()]);
+        this.reset();
+        this.set(pick(store));
+        for (const reading of elsewhere) if (reading.claims !== null) this.set({ service: reading.service, backend: reading.backend }, pickElsewhere(reading.claims));
+      },
+    });
+  }
+  new Gauge({
+    name: 'retrysafe_stale_claims_unread',
+    help: "Whether a Redis- or MySQL-kept service's stale claims could not be read at this scrape (1: its key backend did not answer; its stale-claim series are absent), by service and backend",
+    labelNames: ['service', 'backend'],
+    registers: [registry],
+    async collect() {
+      const elsewhere = await staleElsewhere();
+      this.reset();
+      for (const reading of elsewhere) this.set({ service: reading.service, backend: reading.backend }, reading.claims === null ? 1 : 0);
+    },
+  });
   // The unique index against the database's memory (capacity.ts), one catalog read per scrape.
   const indexMemory = sharedPerScrape(() => readIndexMemory(pool, options.databaseMemoryBytes));
   new Gauge({
@@ -282,17 +324,16 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
 
   new Gauge({
     name: 'retrysafe_alert_firing',
-    help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) service and scope, evaluated from the stored series',
+    help: 'Alerts firing now (1), by name, severity and (for a scope\'s flow alert) service and scope (a service\'s own alert: its service), evaluated from the stored series',
     labelNames: ['name', 'severity', 'service', 'scope'],
     registers: [registry],
     async collect() {
       this.reset();
-      for (const alert of evaluateAlerts(await readAlertInputs(pool, { sweepIntervalSeconds, thresholds, databaseMemoryBytes: options.databaseMemoryBytes, ...(replica ? { replicaLag: replica } : {}) }), thresholds)) this.set(
-          alert.scope === null || alert.service === null
-            ? { name: alert.name, severity: alert.severity }
-            : { name: alert.name, severity: alert.severity, service: alert.service, scope: alert.scope },
-          1,
-        );
+      const inputs = await readAlertInputs(pool, { sweepIntervalSeconds, thresholds, databaseMemoryBytes: options.databaseMemoryBytes, ...(replica ? { replicaLag: replica } : {}), staleElsewhere });
+      // A service's own alert (a service, no scope: e.g. a kept-elsewhere service's stale claims) carries its service.
+      for (const alert of evaluateAlerts(inputs, thresholds)) {
+        this.set({ name: alert.name, severity: alert.severity, ...(alert.service === null ? {} : { service: alert.service }), ...(alert.scope === null || alert.service === null ? {} : { scope: alert.scope }) }, 1);
+      }
     },
   });
 

@@ -4,8 +4,8 @@
 // retention, from the flow series in Postgres, as the store-stats sampler computes it for
 // Postgres). Read live when the overview names the service, bounded whatever the number of keys:
 // Redis one INFO, MySQL catalog estimates and an index range; the service's stale claims through
-// its KeyRecordReads (at most STALE_COUNTED), which the overview shows in place of Postgres's. Not kept as a series: store_stats
-// has no service column (the store-wide Postgres figures), so there is no chart of them yet.
+// its KeyRecordReads (at most STALE_COUNTED), which the overview shows in place of Postgres's. The
+// series over time is the sampler's (kept-elsewhere-samples.ts): store_stats has no service column.
 import { isDatabaseUnavailable } from '@retrysafe/store';
 import type { Queryable } from '@retrysafe/store/postgres';
 import type { MysqlStoreFigures } from '@retrysafe/store/mysql';

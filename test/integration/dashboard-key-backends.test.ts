@@ -14,6 +14,8 @@ import { ConfigurationError, readEnvironment, requireDashboardSettings } from '.
 import { createDashboardPools, type DashboardPools } from '../../server/dashboard-pools';
 import { lookUpCorrelation } from '../../server/idempotency/correlation';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
+import { createPrometheusMetrics } from '../../server/metrics/prometheus';
+import { sampleKeptElsewhere } from '../../server/metrics/kept-elsewhere-samples';
 import { checkKeyBackends } from '../../server/key-backends';
 import { unansweredServices } from '../../server/unanswered-services';
 import { freePort } from '../../db/embedded';
@@ -167,6 +169,25 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT } }]);
   });
 
+  it('finds a MySQL-kept request by its correlation id through the read-only user, metadata only, audited', async () => {
+    const answer = await storeOf(MYSQL_SERVICE).execute(call('by-correlation-mysql'));
+    const found = await lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'customer quotes a MySQL id' }, 'ops@example.com');
+    expect(found.records.map((record) => [record.principalId, record.service, record.scope, record.key, record.state, record.statusCode])).toEqual([
+      [tenant, MYSQL_SERVICE, ENDPOINT, 'by-correlation-mysql', 'completed', 201],
+    ]);
+    expect(found.unavailable).toBeUndefined();
+    expect(JSON.stringify(found)).not.toContain(SENTINEL);
+    const { rows } = await db.pool.query<{ target: unknown; details: unknown }>("SELECT target, details FROM audit_log WHERE action = 'key.correlation_lookup' AND reason = 'customer quotes a MySQL id'");
+    expect(rows).toEqual([{ target: { correlationId: answer.correlationId }, details: { records: 1, attempts: 0, principalId: tenant, service: MYSQL_SERVICE, scope: ENDPOINT } }]);
+    // No audit row, no answer.
+    await db.pool.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
+    try {
+      await expect(lookUpCorrelation(pools.keys, { correlationId: answer.correlationId, reason: 'audit refused' }, 'ops@example.com')).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await db.pool.query(`GRANT INSERT ON retrysafe_server.audit_log TO ${DASHBOARD_ROLE}`);
+    }
+  });
+
   it('answers nothing when the audit row cannot be written', async () => {
     await db.pool.query(`REVOKE INSERT ON retrysafe_server.audit_log FROM ${DASHBOARD_ROLE}`);
     try {
@@ -280,6 +301,107 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h' }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhere).toBeNull();
   });
 
+  it("judges the Stale claims check, its alert and /api/metrics on each kept-elsewhere service's backend; one that does not answer is missing, never zero", async () => {
+    // The crashed claims of the stale-claims case, 20 minutes past their lease (over the 10-minute rule).
+    await owner.query("UPDATE retrysafe_idempotency_keys SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 20 MINUTE WHERE idempotency_key = 'crashed'");
+    const passed = String(Date.now() - 1_200_000);
+    await redis.command('HSET', recordKey({ principalId: tenant, service: REDIS_SERVICE, scope: ENDPOINT, key: 'crashed' }), 'lease', passed);
+    await redis.command('ZADD', inFlightIndexKey(REDIS_SERVICE, ENDPOINT), 'XX', passed, inFlightMember(tenant, 'crashed'));
+    const overviewOf = (service?: string) =>
+      readOverview(pools.readPool, overviewQuery.parse({ range: '1h', ...(service ? { service } : {}) }), undefined, undefined, { storeFigures: pools.keys.storeFigures, staleElsewhere: pools.keys.staleElsewhere });
+    const staleChecks = (overview: Awaited<ReturnType<typeof overviewOf>>) => overview.checks.filter((check) => check.name === 'stale_claims').map((check) => [check.state, check.service, check.value]);
+
+    const all = await overviewOf();
+    expect(all.alerts.filter((alert) => alert.name === 'stale_claims').map((alert) => [alert.service, alert.summary])).toEqual([
+      [MYSQL_SERVICE, `A claim of ${MYSQL_SERVICE} (MySQL) has been past its lease for 20 min`],
+      [REDIS_SERVICE, `A claim of ${REDIS_SERVICE} (Redis) has been past its lease for 20 min`],
+    ]);
+    expect(staleChecks(all)).toEqual([
+      ['firing', MYSQL_SERVICE, `${MYSQL_SERVICE} (MySQL): 1, oldest 20 min past its lease`],
+      ['firing', REDIS_SERVICE, `${REDIS_SERVICE} (Redis): 1, oldest 20 min past its lease`],
+    ]);
+    // A chosen service shows its own, not the other backend's.
+    expect(staleChecks(await overviewOf(REDIS_SERVICE))).toEqual([['firing', REDIS_SERVICE, `${REDIS_SERVICE} (Redis): 1, oldest 20 min past its lease`]]);
+    expect(staleChecks(await overviewOf(PG_SERVICE))).toEqual([['ok', null, 'no sample yet']]);
+
+    const metrics = async () => {
+      const { registry } = createPrometheusMetrics(db.pool, undefined, { staleElsewhere: () => pools.keys.staleElsewhere });
+      return registry.metrics();
+    };
+    const up = await metrics();
+    for (const [service, backend] of [[MYSQL_SERVICE, 'mysql'], [REDIS_SERVICE, 'redis']] as const) {
+      expect(up).toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${service}",backend="${backend}"\\} 1$`, 'm'));
+      expect(Number(new RegExp(`^retrysafe_stale_claim_oldest_seconds\\{service="${service}",backend="${backend}"\\} (\\S+)$`, 'm').exec(up)?.[1])).toBeGreaterThanOrEqual(1_199);
+      expect(up).toMatch(new RegExp(`^retrysafe_stale_claims_unread\\{service="${service}",backend="${backend}"\\} 0$`, 'm'));
+      expect(up).toMatch(new RegExp(`^retrysafe_alert_firing\\{name="stale_claims",severity="warning",service="${service}"\\} 1$`, 'm'));
+    }
+
+    // MySQL stops answering (the owner holds the key table: the reader's statements wait).
+    const locker = await owner.getConnection();
+    try {
+      await locker.query('LOCK TABLES retrysafe_idempotency_keys WRITE');
+      const started = Date.now();
+      const blocked = await overviewOf();
+      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(blocked.alerts.filter((alert) => alert.name === 'stale_claims').map((alert) => [alert.service, alert.summary])).toEqual([
+        [MYSQL_SERVICE, `The stale claims of ${MYSQL_SERVICE} (MySQL) could not be read: its key backend did not answer`],
+        [REDIS_SERVICE, `A claim of ${REDIS_SERVICE} (Redis) has been past its lease for 20 min`],
+      ]);
+      expect(staleChecks(blocked)[0]).toEqual(['firing', MYSQL_SERVICE, `${MYSQL_SERVICE} (MySQL): not answered (its key backend did not answer)`]);
+      // Asked again while its read is still out: unanswered at once, without waiting again.
+      const again = Date.now();
+      expect((await pools.keys.staleElsewhere?.())?.map((reading) => [reading.service, reading.claims === null])).toEqual([
+        [MYSQL_SERVICE, true],
+        [REDIS_SERVICE, false],
+      ]);
+      expect(Date.now() - again).toBeLessThan(500);
+      const down = await metrics();
+      expect(down).not.toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${MYSQL_SERVICE}"`, 'm'));
+      expect(down).not.toMatch(new RegExp(`^retrysafe_stale_claim_oldest_seconds\\{service="${MYSQL_SERVICE}"`, 'm'));
+      expect(down).toMatch(new RegExp(`^retrysafe_stale_claims_unread\\{service="${MYSQL_SERVICE}",backend="mysql"\\} 1$`, 'm'));
+      expect(down).toMatch(new RegExp(`^retrysafe_stale_claims\\{service="${REDIS_SERVICE}",backend="redis"\\} 1$`, 'm'));
+    } finally {
+      await locker.query('UNLOCK TABLES').catch(() => undefined);
+      locker.release();
+    }
+  }, 60_000);
+
+  it("keeps each kept-elsewhere service's figures a row a minute, which its overview charts; a backend that does not answer is a gap", async () => {
+    const sources = pools.keys.storeFigures ?? new Map();
+    // The previous case's unanswered MySQL read comes back once its table is unlocked: until then its reader reports it unanswered.
+    for (let tries = 0; tries < 50 && (await pools.keys.staleElsewhere?.())?.some((reading) => reading.claims === null); tries += 1) await sleep(100);
+    expect(await sampleKeptElsewhere(db.pool, sources, pools.keys.staleElsewhere)).toBe(2);
+    // Another instance in the same minute writes nothing more.
+    expect(await sampleKeptElsewhere(db.pool, sources, pools.keys.staleElsewhere)).toBe(0);
+    const { rows } = await db.pool.query<{ service: string; backend: string; keys: string | null; bytes: string | null; stale_claims: number | null }>(
+      'SELECT service, backend, keys, bytes, stale_claims FROM retrysafe_server.kept_elsewhere_samples ORDER BY service',
+    );
+    // (MySQL's rows are InnoDB's estimate, which a young table may give as 0: a figure all the same, not null.)
+    expect(rows.map((row) => [row.service, row.backend, row.keys !== null, Number(row.bytes) > 0, row.stale_claims])).toEqual([
+      [MYSQL_SERVICE, 'mysql', true, true, 1],
+      [REDIS_SERVICE, 'redis', true, true, 1],
+    ]);
+    const redisOverview = await readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service: REDIS_SERVICE }), undefined, undefined, { storeFigures: pools.keys.storeFigures });
+    const points = redisOverview.storeElsewhereSeries ?? [];
+    expect(points.at(-1)).toMatchObject({ keys: Number(rows[1]?.keys), bytes: Number(rows[1]?.bytes), staleClaims: 1 });
+    expect((await readOverview(pools.readPool, overviewQuery.parse({ range: '1h', service: PG_SERVICE }), undefined, undefined, { storeFigures: pools.keys.storeFigures })).storeElsewhereSeries).toBeNull();
+    // MySQL does not answer: its row of the next minute has no figures (null, not 0).
+    await db.pool.query("UPDATE retrysafe_server.kept_elsewhere_samples SET sampled_at = sampled_at - interval '1 minute'");
+    const locker = await owner.getConnection();
+    try {
+      await locker.query('LOCK TABLES retrysafe_idempotency_keys WRITE');
+      await sampleKeptElsewhere(db.pool, new Map([...sources].filter(([service]) => service === MYSQL_SERVICE)), pools.keys.staleElsewhere);
+    } finally {
+      await locker.query('UNLOCK TABLES').catch(() => undefined);
+      locker.release();
+    }
+    const { rows: latest } = await db.pool.query<{ keys: string | null; stale_claims: number | null }>(
+      'SELECT keys, stale_claims FROM retrysafe_server.kept_elsewhere_samples WHERE service = $1 ORDER BY sampled_at DESC LIMIT 1',
+      [MYSQL_SERVICE],
+    );
+    expect(latest).toEqual([{ keys: null, stale_claims: null }]);
+  }, 60_000);
+
   it("gives the dashboard's MySQL user no privilege on response bodies", async () => {
     const reader = (await import('mysql2/promise')).createPool({ uri: readerUri, connectionLimit: 1 });
     try {
@@ -310,6 +432,8 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     const [stale] = await plan(mysqlKeyReadStatementTexts()[1] ?? '', [MYSQL_SERVICE, 10]);
     expect(stale?.key).toBe('retrysafe_idempotency_keys_state_lease');
     expect(stale?.Extra ?? '').not.toMatch(/filesort/i);
+    const [correlation] = await plan(mysqlKeyReadStatementTexts()[2] ?? '', ['00000000-0000-4000-8000-000000000000']);
+    expect(correlation?.key).toBe('retrysafe_idempotency_keys_correlation');
   });
 
   it('refuses at start a key backend the dashboard cannot use, in one line naming the setting', async () => {

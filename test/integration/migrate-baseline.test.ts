@@ -83,7 +83,7 @@ describe.each(layouts)("upgrading today's schema (%s layout)", (layout) => {
       expect((await migrationStatus(client)).pending).toEqual(['0028_store_baseline', '0029_service_starts']);
 
       const upgraded = await migrateDatabase(old.url, { layout });
-      expect(upgraded.applied).toEqual(['0028_store_baseline', '0029_service_starts', '0001_operators', '0002_audit_log', '0003_service_starts']);
+      expect(upgraded.applied).toEqual(['0028_store_baseline', '0029_service_starts', '0001_operators', '0002_audit_log', '0003_service_starts', '0004_kept_elsewhere_samples']);
       for (const table of [...SERVER_TABLES, 'audit_log']) {
         expect(await rowsOf(client, `retrysafe_server.${table}`)).toEqual(before[table]);
         expect((await client.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [`retrysafe.${table}`])).rows[0]?.found).toBeNull();

@@ -186,7 +186,7 @@ describe('hot-path plans', () => {
     await readOverviewEvents(recorded.db, { from: new Date(Date.now() - 720 * hour), to: new Date(), service: null, scope: null });
     await readOverviewEvents(recorded.db, { from: new Date(Date.now() - hour), to: new Date(), service: 'orders', scope: 'POST /e1' });
     // The server's own (alert history, instance starts): server-events-plans.test.ts.
-    const storeStatements = recorded.statements.filter((statement) => !statement.text.includes('retrysafe_server.'));
+    const storeStatements = recorded.statements.filter((statement) => !statement.text.includes('retrysafe_server.') && !statement.text.includes('retrysafe.service_starts'));
     expect(storeStatements).toHaveLength(6);
     const client = await db.pool.connect();
     try {

@@ -1,7 +1,7 @@
 // The sentinel check for services whose keys live in Redis and in MariaDB, through the running
 // server's admin API (DASHBOARD_KEYS_REDIS, DASHBOARD_KEYS_MYSQL): every stored body carries a
-// sentinel; the key lookup, a principal's keys, the stale claims and (Redis) the correlation-id
-// lookup answer the keys' metadata and never the sentinel, nor does any log line the server wrote.
+// sentinel; the key lookup, a principal's keys, the stale claims, the correlation-id lookup and
+// /api/metrics answer the keys' metadata and never the sentinel, nor does any log line the server wrote.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, ResponseKeyRing, type IdempotencyBackend } from '@retrysafe/store';
 import { mysqlDashboardGrants, MysqlBackend } from '@retrysafe/store/mysql';
@@ -94,6 +94,16 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
     const correlation = await post('/api/admin/keys/correlation', { correlationId: correlationIds.get('orders-redis'), reason: 'sentinel check' });
     expect(correlation.status).toBe(200);
     expect((JSON.parse(correlation.text) as { records: { service: string; key: string }[] }).records.map((record) => [record.service, record.key])).toEqual([['orders-redis', 'sentinel-order']]);
+    const mysqlCorrelation = await post('/api/admin/keys/correlation', { correlationId: correlationIds.get('orders-mysql'), reason: 'sentinel check' });
+    expect(mysqlCorrelation.status).toBe(200);
+    expect((JSON.parse(mysqlCorrelation.text) as { records: { service: string; key: string }[] }).records.map((record) => [record.service, record.key])).toEqual([['orders-mysql', 'sentinel-order']]);
+    // /api/metrics: each service's stale claims from its backend (the crashed claim), read.
+    const metrics = await get('/api/metrics');
+    expect(metrics.status).toBe(200);
+    for (const [service, backend] of [['orders-mysql', 'mysql'], ['orders-redis', 'redis']]) {
+      expect(metrics.text).toContain(`retrysafe_stale_claims{service="${service}",backend="${backend}"} 1`);
+      expect(metrics.text).toContain(`retrysafe_stale_claims_unread{service="${service}",backend="${backend}"} 0`);
+    }
     // The overview of each: its backend's keys against the baseline, its stale claim counted there.
     const overviews = await Promise.all(['orders-redis', 'orders-mysql'].map((service) => get(`/api/admin/overview?service=${service}`)));
     for (const [i, answer] of overviews.entries()) {
@@ -107,7 +117,7 @@ describe.runIf(hasRedis && hasMariaDb)('a stored response kept in Redis or Maria
     for (const page of pages) expect(page.status).toBe(200);
     expect(pages[2]?.text).toContain('Keys in Redis');
     expect(pages[3]?.text).toContain('Keys in MySQL');
-    for (const answer of [lookup, list, stale, redisStale, correlation, every, ...overviews, ...pages]) expect(answer.text).not.toContain(SENTINEL);
+    for (const answer of [lookup, list, stale, redisStale, correlation, mysqlCorrelation, metrics, every, ...overviews, ...pages]) expect(answer.text).not.toContain(SENTINEL);
     expect(server.output()).not.toContain(SENTINEL);
   });
 });

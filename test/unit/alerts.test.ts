@@ -1,7 +1,7 @@
 // Each alert fires on a crafted series that meets its rule for its whole duration, and
 // clears when the series recovers (or when the rule held for less than the duration).
 import { describe, expect, it } from 'vitest';
-import { alertThresholds, evaluateAlerts, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
+import { alertThresholds, evaluateAlerts, type AlertInputs, type FlowMinutePoint, type StoreSamplePoint } from '../../server/metrics/alerts';
 import { evaluateChecks } from '../../server/metrics/checks';
 import { BUCKET_COUNT, bucketOf } from '@retrysafe/store';
 
@@ -51,6 +51,35 @@ describe('alerts', () => {
   it('fires stale_claims when one is 10 minutes past its lease', () => {
     expect(names({ ...quiet, store: store(20, (m) => ({ oldestStaleSeconds: m === 0 ? 660 : 0 })) })).toEqual(['stale_claims']);
     expect(names({ ...quiet, store: store(20, (m) => ({ oldestStaleSeconds: m === 0 ? 300 : 0 })) })).toEqual([]);
+  });
+
+  it("fires stale_claims for a Redis- or MySQL-kept service on its backend's claims, and for one whose backend did not answer", () => {
+    const staleElsewhere: NonNullable<AlertInputs['staleElsewhere']> = [
+      { service: 'cart', backend: 'redis', claims: { count: 2, atLeast: false, oldestPastLeaseSeconds: 660 } },
+      { service: 'orders', backend: 'mysql', claims: { count: 1, atLeast: false, oldestPastLeaseSeconds: 300 } },
+      { service: 'shop', backend: 'mysql', claims: null },
+      { service: 'idle', backend: 'redis', claims: { count: 0, atLeast: false, oldestPastLeaseSeconds: null } },
+    ];
+    const alerts = evaluateAlerts({ ...quiet, staleElsewhere });
+    expect(alerts.map((alert) => [alert.name, alert.service, alert.scope, alert.storeWide, alert.summary])).toEqual([
+      ['stale_claims', 'cart', null, false, 'A claim of cart (Redis) has been past its lease for 11 min'],
+      ['stale_claims', 'shop', null, false, 'The stale claims of shop (MySQL) could not be read: its key backend did not answer'],
+    ]);
+    expect(alerts[0]?.since).toEqual(new Date(now.getTime() - 660_000));
+    expect(alerts[1]?.since).toBeNull();
+    expect(alerts[1]?.action).toMatch(/DASHBOARD_KEYS_MYSQL/);
+    // The Stale claims check's value: every backend's with none chosen, a chosen kept-elsewhere service's own, never "none" for one unread.
+    const staleValue = (service?: string) => evaluateChecks({ ...quiet, staleElsewhere }, [], alertThresholds, { service }).find((check) => check.name === 'stale_claims')?.value;
+    expect(staleValue()).toBe(
+      'Postgres: none past its lease; cart (Redis): 2, oldest 11 min past its lease; orders (MySQL): 1, oldest 5 min past its lease; shop (MySQL): not answered (its key backend did not answer); idle (Redis): none past its lease',
+    );
+    expect(staleValue('shop')).toBe('shop (MySQL): not answered (its key backend did not answer)');
+    expect(staleValue('demo')).toBe('none past its lease');
+    // A firing one's value is its service's.
+    expect(evaluateChecks({ ...quiet, staleElsewhere }, alerts, alertThresholds).filter((check) => check.name === 'stale_claims').map((check) => [check.state, check.service, check.value])).toEqual([
+      ['firing', 'cart', 'cart (Redis): 2, oldest 11 min past its lease'],
+      ['firing', 'shop', 'shop (MySQL): not answered (its key backend did not answer)'],
+    ]);
   });
 
   it('fires claim_p99 over the objective for 5 minutes', () => {

@@ -4,9 +4,10 @@
 // statement names its columns and walks one index, bounded: a lookup probes the primary key once
 // per (service, scope) the Postgres policies know, a principal's list walks
 // (principal_id, created_at) backwards from its cursor at most KEY_LIST_SCAN_ROWS rows, stale claims
-// walk (state, lease_expires_at) (mysql-migrations/0003). Times are the server's UTC_TIMESTAMP(6).
-// Not answered here: a correlation id (no index by it in MySQL: none found), and a release of a
-// stale claim (the dashboard's user writes nothing; the service's sweep releases stale claims).
+// walk (state, lease_expires_at) (mysql-migrations/0003), a correlation id (correlation_id)
+// (mysql-migrations/0004). Times are the server's UTC_TIMESTAMP(6).
+// Not answered here: a release of a stale claim (the dashboard's user writes nothing; the
+// service's sweep releases stale claims).
 import type { RowDataPacket } from 'mysql2/promise';
 import {
   KEY_LIST_SCAN_ROWS,
@@ -89,14 +90,14 @@ export async function mysqlReaderAccess(db: MysqlQueryable): Promise<'metadata' 
   return (await attempt('response_body')) === null ? 'bodies' : 'metadata';
 }
 
-/** ER_KEY_DOES_NOT_EXITS: a FORCE INDEX named an index the table does not have (migration 0003 not applied). */
+/** ER_KEY_DOES_NOT_EXITS: a FORCE INDEX named an index the table does not have (migration 0003 or 0004 not applied). */
 export const ER_KEY_DOES_NOT_EXIST = 1176;
 
-/** The indexes the dashboard's reads force (mysql-migrations/0003_dashboard_reads). */
-export const MYSQL_DASHBOARD_INDEXES = ['retrysafe_idempotency_keys_principal_created', 'retrysafe_idempotency_keys_state_lease'] as const;
+/** The indexes the dashboard's reads force (mysql-migrations/0003_dashboard_reads, 0004_correlation_lookup). */
+export const MYSQL_DASHBOARD_INDEXES = ['retrysafe_idempotency_keys_principal_created', 'retrysafe_idempotency_keys_state_lease', 'retrysafe_idempotency_keys_correlation'] as const;
 
 /**
- * Which of MYSQL_DASHBOARD_INDEXES the key table lacks (migration 0003 not applied), asked by
+ * Which of MYSQL_DASHBOARD_INDEXES the key table lacks (migration 0003 or 0004 not applied), asked by
  * trying each as the reads do (FORCE INDEX, no row read): the dashboard's user may not read the
  * migration journal.
  */
@@ -132,6 +133,18 @@ function keyRecordsSql(pairs: number): string {
     WHERE principal_id = ? AND idempotency_key = ? AND (${probes})
     ORDER BY service, scope, expires_at DESC`;
 }
+
+/** Rows with one correlation id are at most a handful (a replay and a takeover keep it); this caps a pathological table, as on Postgres. */
+const MAX_CORRELATION_RECORDS = 20;
+
+/**
+ * The keys of a correlation id, newest first: an equality range of
+ * retrysafe_idempotency_keys_correlation (mysql-migrations/0004), then its few rows sorted.
+ */
+const CORRELATION_RECORDS_SQL = `SELECT principal_id, idempotency_key, ${RECORD_COLUMNS}
+    FROM ${MYSQL_KEY_TABLE} FORCE INDEX (retrysafe_idempotency_keys_correlation)
+    WHERE correlation_id = ?
+    ORDER BY created_at DESC LIMIT ${MAX_CORRELATION_RECORDS}`;
 
 /** Stale claims, oldest lease first: a range of retrysafe_idempotency_keys_state_lease. */
 function staleClaimsSql(service: boolean): string {
@@ -206,6 +219,7 @@ export interface MysqlStoreFigures {
 export const mysqlKeyReadStatementTexts = (): string[] => [
   keyRecordsSql(2),
   staleClaimsSql(true),
+  CORRELATION_RECORDS_SQL,
   mysqlPrincipalKeysStatement({ principalId: '', limit: 1, service: 's', scope: 's', state: 'completed', after: { createdAtMicros: '1', service: 's', scope: 's', key: 'k' } }).sql,
   TABLE_FIGURES_SQL,
   OLDEST_ROW_SQL,
@@ -220,6 +234,30 @@ const iso = (value: unknown): string => {
 };
 
 type Row = RowDataPacket & Record<string, unknown>;
+
+/** A row of RECORD_COLUMNS as the seam's record. */
+function toKeyRecord(row: Row): KeyRecord {
+  const attempts = Number(row.attempts);
+  return {
+    service: text(row.service),
+    scope: text(row.scope),
+    state: text(row.state) as KeyState,
+    statusCode: numberOrNull(row.response_status),
+    contentType: row.response_content_type === null ? null : text(row.response_content_type),
+    responseSize: numberOrNull(row.response_size),
+    storedAs: row.stored_as === null ? null : (text(row.stored_as) as 'body' | 'reference'),
+    correlationId: text(row.correlation_id),
+    createdAt: iso(row.created_at),
+    completedAt: isoOrNull(row.completed_at),
+    expiresAt: iso(row.expires_at),
+    secondsLeft: Math.round(Number(row.seconds_left)),
+    leaseExpiresAt: isoOrNull(row.lease_expires_at),
+    leasePassedSeconds: numberOrNull(row.lease_passed_seconds),
+    fingerprintPrefix: text(row.fingerprint_prefix),
+    attempts,
+    takeovers: Math.max(0, attempts - 1),
+  };
+}
 
 /** How long a dashboard read waits for MySQL before it answers unavailable (503), by default (mysql2's query timeout). */
 export const MYSQL_KEY_READ_TIMEOUT_MS = 5_000;
@@ -293,28 +331,7 @@ export class MysqlKeyReads implements KeyRecordReads {
     const scopes = await knownScopes(this.db, query.service);
     if (scopes.length === 0) return [];
     const rows = await this.rows(keyRecordsSql(scopes.length), [query.principalId, query.key, ...scopes.flatMap((pair) => [pair.service, pair.scope])]);
-    return rows.map((row) => {
-      const attempts = Number(row.attempts);
-      return {
-        service: text(row.service),
-        scope: text(row.scope),
-        state: text(row.state) as KeyState,
-        statusCode: numberOrNull(row.response_status),
-        contentType: row.response_content_type === null ? null : text(row.response_content_type),
-        responseSize: numberOrNull(row.response_size),
-        storedAs: row.stored_as === null ? null : (text(row.stored_as) as 'body' | 'reference'),
-        correlationId: text(row.correlation_id),
-        createdAt: iso(row.created_at),
-        completedAt: isoOrNull(row.completed_at),
-        expiresAt: iso(row.expires_at),
-        secondsLeft: Math.round(Number(row.seconds_left)),
-        leaseExpiresAt: isoOrNull(row.lease_expires_at),
-        leasePassedSeconds: numberOrNull(row.lease_passed_seconds),
-        fingerprintPrefix: text(row.fingerprint_prefix),
-        attempts,
-        takeovers: Math.max(0, attempts - 1),
-      };
-    });
+    return rows.map(toKeyRecord);
   }
 
   async principalKeys(query: KeyListQuery): Promise<KeyPage> {
@@ -347,9 +364,23 @@ export class MysqlKeyReads implements KeyRecordReads {
     };
   }
 
-  /** No index by correlation id in MySQL: none found here. */
-  correlationRecords(): Promise<CorrelationRecord[]> {
-    return Promise.resolve([]);
+  /**
+   * The keys whose claim had this id (CORRELATION_RECORDS_SQL: the correlation index), with their
+   * principals' names from Postgres (principal_names' primary key): at most 20 rows.
+   */
+  async correlationRecords(correlationId: string): Promise<CorrelationRecord[]> {
+    const rows = await this.rows(CORRELATION_RECORDS_SQL, [correlationId]);
+    if (rows.length === 0) return [];
+    const principals = [...new Set(rows.map((row) => text(row.principal_id)))];
+    const { rows: names } = await this.db.query<{ principal_id: string; name: string }>({
+      text: 'SELECT principal_id::text AS principal_id, name FROM retrysafe.principal_names WHERE principal_id = ANY($1::uuid[])',
+      values: [principals],
+    });
+    const nameOf = new Map(names.map((row) => [row.principal_id, row.name]));
+    return rows.map((row) => {
+      const principalId = text(row.principal_id);
+      return { principalId, principalName: nameOf.get(principalId) ?? null, key: text(row.idempotency_key), ...toKeyRecord(row) };
+    });
   }
 
   async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {

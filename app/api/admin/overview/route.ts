@@ -14,7 +14,7 @@ async function get(request: Request): Promise<Response> {
   const parsed = parseQuery(request, overviewQuery);
   if (parsed instanceof Response) return parsed;
   const { alertThresholds, sweepIntervalSeconds, databaseMemoryBytes } = await runtime();
-  return adminJson(await readOverview(dashboardReadPool(), parsed, alertThresholds, sweepIntervalSeconds, { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures }));
+  return adminJson(await readOverview(dashboardReadPool(), parsed, alertThresholds, sweepIntervalSeconds, { replicaLag: dashboardReplicaLag(), databaseMemoryBytes, storeFigures: dashboardKeys().storeFigures, staleElsewhere: dashboardKeys().staleElsewhere }));
 }
 
 export const GET = handled('/api/admin/overview', get);

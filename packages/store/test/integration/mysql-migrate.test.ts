@@ -23,12 +23,13 @@ describe.skipIf(!hasMariaDb)('MySQL/MariaDB migrations', () => {
       const [tables] = await pool.query<(mysql.RowDataPacket & { name: string })[]>('SELECT table_name AS name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1');
       expect(tables.map((row) => row.name)).toEqual(['orders', 'retrysafe_idempotency_keys', 'retrysafe_mysql_migrations', 'retrysafe_sweep_runs', 'retrysafe_sweep_run_scopes']);
       // The primary key is the scoped key; the sweep's and the stale claims' indexes exist, and the
-      // dashboard's (0003: a principal's recent keys, stale claims by lease).
+      // dashboard's (0003: a principal's recent keys, stale claims by lease; 0004: a correlation id).
       const [indexes] = await pool.query<(mysql.RowDataPacket & { name: string; columns: string })[]>(
         "SELECT index_name AS name, GROUP_CONCAT(column_name ORDER BY seq_in_index) AS columns FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'retrysafe_idempotency_keys' GROUP BY index_name ORDER BY 1",
       );
       expect(indexes.map((row) => [row.name, row.columns])).toEqual([
         ['PRIMARY', 'principal_id,service,scope,idempotency_key'],
+        ['retrysafe_idempotency_keys_correlation', 'correlation_id'],
         ['retrysafe_idempotency_keys_expires_at', 'expires_at'],
         ['retrysafe_idempotency_keys_principal_created', 'principal_id,created_at'],
         ['retrysafe_idempotency_keys_state_created', 'state,created_at'],
