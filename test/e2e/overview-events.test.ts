@@ -34,10 +34,10 @@ describe.skipIf(!hasChromium)('events and comparison on the overview', () => {
     );
     expect(drawn.length).toBeGreaterThan(2);
     expect(drawn).toEqual(drawn.map(() => 1));
-    // This server's own start is marked too, with the package version it runs.
+    // This server's own start is marked too (its demo service's instance, recorded by createRetrysafe), with the package version it runs.
     const started = page.locator('.chart-event-marker[data-kind="instance_start"] title').first();
     await started.waitFor({ state: 'attached' });
-    expect(await started.textContent()).toMatch(/Retrysafe server started \(.+:\d+\), @retrysafe\/store \d+\.\d+\.\d+/);
+    expect(await started.textContent()).toMatch(/Instance of demo started \(.+:\d+\), @retrysafe\/store \d+\.\d+\.\d+/);
     // No mark (nor anything else of a chart) is in the Tab order.
     const stops = await page.evaluate(() =>
       [...document.querySelectorAll('figure.chart svg, figure.chart [tabindex], .chart-event-marker, .chart-event-marker *')].filter((element) => (element as HTMLElement | SVGElement).tabIndex >= 0).length,
