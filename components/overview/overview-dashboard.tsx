@@ -264,7 +264,6 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
                 { key: 'new', label: 'New keys', color: colors.d, value: (point) => point.perSecond.new, dashed: true },
               ])}
               format={formatRate}
-              
               kind="number"
               axis={flowAxis}
               onZoom={zoom}

@@ -10,16 +10,10 @@ import { randomBytes } from 'node:crypto';
 import type { EmbeddedCluster } from '../../db/embedded';
 import { withDatabase } from '../../packages/store/test/helpers/database-url';
 
+// adminUrl, templateDatabase, partitionedTemplateDatabase and runPrefix are declared by the
+// package's setup (packages/store/test/setup/global.ts), whose helpers this run's files use too.
 declare module 'vitest' {
   export interface ProvidedContext {
-    /** Maintenance connection (superuser) to the test server. */
-    adminUrl: string;
-    /** Migrated database that test files copy with CREATE DATABASE ... TEMPLATE. */
-    templateDatabase: string;
-    /** The same, installed with the partitioned key-store layout. */
-    partitionedTemplateDatabase: string;
-    /** Prefix of every database this run creates, so teardown can drop them all. */
-    runPrefix: string;
     /** Password of the dashboard's login role (db/dashboard-access.ts) for this run. */
     dashboardPassword: string;
   }
