@@ -120,11 +120,31 @@ export function withSignInHashingSlot<T>(work: () => Promise<T>, knownDevice = f
   return withSlot(work, knownDevice ? 'refuse-when-busy' : 'unknown-device');
 }
 
+let argon2Operations = 0;
+
+/**
+ * The argon2id hashes and verifications this module copy has run. A sign-in for an unknown email
+ * must cost what one for a known email costs (one argon2id operation, same parameters), or the
+ * time it takes tells which emails exist; tests count it rather than time it.
+ */
+export function argon2OperationCount(): number {
+  return argon2Operations;
+}
+
+/** argon2id's parameters as PHC strings write them ("m=19456,t=2,p=1"). */
+export const ARGON2ID_PARAMETERS = `m=${ARGON2ID.memoryCost},t=${ARGON2ID.timeCost},p=${ARGON2ID.parallelism}`;
+
 /** Outside a sign-in (an admin creating an operator, the CLI): waits for a slot, never refused. */
 export function hashPassword(password: string): Promise<string> {
-  return withSlot(() => hash(password, ARGON2ID), 'wait');
+  return withSlot(() => {
+    argon2Operations += 1;
+    return hash(password, ARGON2ID);
+  }, 'wait');
 }
 
 export function verifyPassword(data: { hash: string; password: string }): Promise<boolean> {
-  return withSlot(() => verify(data.hash, data.password).catch(() => false), 'wait');
+  return withSlot(() => {
+    argon2Operations += 1;
+    return verify(data.hash, data.password).catch(() => false);
+  }, 'wait');
 }
