@@ -17,7 +17,7 @@ import { loadOrCreateLocalSecrets } from '../db/local-secrets';
 import { readEnvironment, requireDashboardSettings, requireStoreSecrets } from '../server/config';
 import { checkKeyBackends } from '../server/key-backends';
 import { ensureDashboardLogin } from '../db/dashboard-access';
-import { ensureFirstAdmin } from '../server/auth/bootstrap';
+import { ensureFirstAdmin, signInWords } from '../server/auth/bootstrap';
 import { checkDashboardRole, checkReadReplica } from '../server/dashboard-pools';
 import { createServerRuntime, type ServerRuntime } from '../server/runtime';
 import { buildIfStale } from './build';
@@ -189,14 +189,7 @@ async function main(): Promise<void> {
       void stop(normal ? 0 : 1);
     });
     await waitUntilHealthy(selfCheckTarget(environment), server, 60_000);
-    const signIn = !admin.email
-      ? 'no admin is enabled: create one with npm run cli -- user create --email E --password P --role admin'
-      : admin.created && admin.generatedPassword
-        ? `sign in as ${admin.email} with password ${admin.generatedPassword} (shown once: keep it)`
-        : admin.created
-          ? `sign in as ${admin.email} with ADMIN_PASSWORD`
-          : `sign in as ${admin.email} (password printed on the first start; npm run cli -- user create adds operators)`;
-    say(`Ready: open ${publicUrl(environment).origin} in your browser and ${signIn}`);
+    say(`Ready: open ${publicUrl(environment).origin} in your browser and ${signInWords(admin)}`);
   } catch (error) {
     say(`Start failed: ${error instanceof Error ? error.message : String(error)}`);
     await stop(1);

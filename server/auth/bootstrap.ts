@@ -25,3 +25,15 @@ export async function ensureFirstAdmin(pool: Queryable, configured: { email?: st
   const { rows } = await pool.query<{ email: string }>("SELECT email FROM operators WHERE role = 'admin' AND NOT banned ORDER BY created_at LIMIT 1");
   return { created: false, email: rows[0]?.email ?? null };
 }
+
+/**
+ * How the start's last line tells an operator to sign in. Without an enabled admin it names the
+ * CLI with the password on stdin (or its prompt), never `--password P`, which would leave the
+ * password in the shell history and the process list.
+ */
+export function signInWords(admin: FirstAdmin): string {
+  if (!admin.email) return 'no admin is enabled: create one with printf "%s\\n" "$PASSWORD" | npm run cli -- user create --email E --role admin (or type the password at its prompt)';
+  if (admin.created && admin.generatedPassword) return `sign in as ${admin.email} with password ${admin.generatedPassword} (shown once: keep it)`;
+  if (admin.created) return `sign in as ${admin.email} with ADMIN_PASSWORD`;
+  return `sign in as ${admin.email} (password printed on the first start; npm run cli -- user create adds operators)`;
+}
