@@ -119,11 +119,15 @@ export async function boot(runtime: ServerRuntime): Promise<Booted> {
     await Promise.allSettled([storePool.end(), replicaLag?.end()]);
     throw error;
   }
+  const quota = retrysafe.quota;
+  if (!quota) {
+    // (createRetrysafe with a pool always makes one; a boot without it leaves nothing open either.)
+    await Promise.allSettled([retrysafe.stop(), storePool.end(), replicaLag?.end()]);
+    throw new Error('the dashboard runs with the live-key quota');
+  }
   const { store, recorder, policies } = retrysafe;
   storeCounters.of = store;
   storeCounters.recorder = recorder;
-  const quota = retrysafe.quota;
-  if (!quota) throw new Error('the dashboard runs with the live-key quota');
   const sweeper = sweeperPool && new Sweeper(
     sweeperPool,
     environment.SWEEP_INTERVAL_SECONDS * 1000,
