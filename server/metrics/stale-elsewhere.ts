@@ -6,7 +6,7 @@
 // awaited at most `budgetMs`, shared by concurrent callers, and while a backend that did not answer
 // last time is still being asked, it is reported unanswered at once. Unanswered is null, never 0.
 import type { KeyRecordReads } from '@retrysafe/store';
-import { STALE_COUNTED } from './store-elsewhere';
+import { STALE_COUNTED, summariseStale } from './store-elsewhere';
 
 /** How long a caller waits for a backend's stale claims before it reports them unanswered, by default. */
 export const STALE_ELSEWHERE_BUDGET_MS = 1_000;
@@ -48,8 +48,7 @@ export function staleElsewhereReader(sources: ReadonlyMap<string, StaleElsewhere
       .then(
         (claims) => {
           own.answering = true;
-          // Oldest lease first: the first is the oldest.
-          return { count: claims.length, atLeast: claims.length >= STALE_COUNTED, oldestPastLeaseSeconds: claims[0]?.pastLeaseSeconds ?? null };
+          return summariseStale(claims, claims.length);
         },
         () => {
           own.answering = false;

@@ -16,6 +16,15 @@ import { readBaseline } from './sampler';
 /** Stale claims counted at most (the overview says "at least" beyond): each is a record read. */
 export const STALE_COUNTED = 1_000;
 
+/**
+ * A backend's stale claims as the checks and panels show them: how many (at least, when the read
+ * reached STALE_COUNTED, `read` being how many it returned before any filter) and the oldest's
+ * time past its lease (a backend lists them oldest lease first).
+ */
+export function summariseStale(claims: readonly { pastLeaseSeconds: number }[], read: number): { count: number; atLeast: boolean; oldestPastLeaseSeconds: number | null } {
+  return { count: claims.length, atLeast: read >= STALE_COUNTED, oldestPastLeaseSeconds: claims[0]?.pastLeaseSeconds ?? null };
+}
+
 export type BackendStoreFigures = ({ backend: 'redis' } & RedisStoreFigures) | ({ backend: 'mysql' } & MysqlStoreFigures);
 
 /** A key backend's figures, and every service whose keys it holds (its figures are theirs together). */
@@ -70,7 +79,6 @@ export async function readStoreElsewhere(db: Queryable, choice: { service: strin
     figures,
     ratio: held !== null && baselineRecords > 0 ? held / baselineRecords : null,
     bytesPerRecord: figures?.backend === 'redis' && baselineRecords > 0 ? figures.usedMemoryBytes / baselineRecords : null,
-    // Oldest lease first: the first is the oldest.
-    staleClaims: stale === null ? null : { count: stale.length, oldestPastLeaseSeconds: stale[0]?.pastLeaseSeconds ?? null, atLeast: claims?.length === STALE_COUNTED },
+    staleClaims: stale === null || claims === null ? null : summariseStale(stale, claims.length),
   };
 }
