@@ -54,8 +54,6 @@ export interface ServerRuntime {
   sessionPool(duty: string): pg.Pool;
   /** Closes everything this runtime opened, in order (the module's comment); later calls share the first. */
   stop(): Promise<RuntimeStopped>;
-  /** True once stop() was called: services() and dashboard() refuse from then on. */
-  readonly stopping: boolean;
 }
 
 export interface RuntimeStopped {
@@ -125,9 +123,6 @@ export function createServerRuntime(options: ServerRuntimeOptions = {}): ServerR
     environment,
     ownerPool,
     databaseUrl,
-    get stopping() {
-      return stopping !== undefined;
-    },
     async services() {
       if (stopping) throw new RuntimeStopping();
       // The store, the demo API and the duties load on first use: the CLI and the launcher never need them.

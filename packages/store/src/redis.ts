@@ -423,9 +423,10 @@ export class RedisBackend implements IdempotencyBackend {
    * A claim or a takeover of attempt `attempts` that fewer than waitReplicas replicas acknowledged:
    * marks the attempt failed (a retry may take it over at once) and refuses the request (503).
    */
-  private async shortOfReplicas(operation: 'claim' | 'takeover', id: KeyIdentity, attempts: number, correlationId: string, acknowledged: number): Promise<never> {
+  private async shortOfReplicas(operation: 'claim' | 'takeover', claim: ClaimValues, attempts: number, acknowledged: number): Promise<never> {
     this.options.onWaitShortfall?.(operation, acknowledged);
-    await this.fail({ ...id, correlationId }, attempts).catch(() => undefined);
+    // Fenced by the claim's correlation id too (FENCE), so it can fail only this claim.
+    await this.fail(claim, attempts).catch(() => undefined);
     throw new RedisUnavailableError('timeout', new ReplicationShortfallError(this.waitReplicas, acknowledged, this.waitTimeoutMs));
   }
 
@@ -443,7 +444,7 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = (await this.runReplicated(CLAIM, keys, args)) as [unknown[], number];
     if (reply[0] !== 1) return { claimed: false, existing: toExisting(reply) };
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', claim, 1, claim.correlationId, acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('claim', claim, 1, acknowledged);
     return { claimed: true, attempts: 1 };
   }
 
@@ -465,7 +466,7 @@ export class RedisBackend implements IdempotencyBackend {
     }
     const [reply, acknowledged] = await this.runReplicated(TAKE_OVER, key, args);
     if (reply === null) return null;
-    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', claim, int(reply), claim.correlationId, acknowledged);
+    if (acknowledged < this.waitReplicas) await this.shortOfReplicas('takeover', claim, int(reply), acknowledged);
     return int(reply);
   }
 
