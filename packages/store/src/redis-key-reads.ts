@@ -11,7 +11,7 @@
 // the dashboard holds no write to Redis.
 import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
 import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
-import { infoFields, type RedisCommands } from './redis-memory.js';
+import { infoFields, memoryOf, type RedisCommands } from './redis-memory.js';
 import {
   correlationIndexKey,
   inFlightIndexKey,
@@ -293,11 +293,7 @@ export class RedisKeyReads implements KeyRecordReads {
   /** The server's keys and memory in one INFO (memory, stats, keyspace): no key is read. */
   async storeFigures(): Promise<RedisStoreFigures> {
     const fields = infoFields(await this.send(['INFO', 'memory', 'stats', 'keyspace']));
-    const number = (name: string) => {
-      const value = Number(fields.get(name));
-      if (!Number.isFinite(value)) throw new Error(`Redis INFO has no ${name}`);
-      return value;
-    };
+    const memory = memoryOf(fields);
     let keys = 0;
     let keysWithExpiry = 0;
     for (const [name, value] of fields) {
@@ -305,7 +301,7 @@ export class RedisKeyReads implements KeyRecordReads {
       keys += Number(/(?:^|,)keys=(\d+)/.exec(value)?.[1] ?? 0);
       keysWithExpiry += Number(/(?:^|,)expires=(\d+)/.exec(value)?.[1] ?? 0);
     }
-    return { keys, keysWithExpiry, usedMemoryBytes: number('used_memory'), maxmemoryBytes: number('maxmemory'), policy: fields.get('maxmemory_policy') ?? 'unknown', evictedKeys: number('evicted_keys') };
+    return { keys, keysWithExpiry, ...memory, policy: memory.policy ?? 'unknown' };
   }
 
   /** The dashboard holds no write to Redis: a stale claim there is taken over by the next retry once its lease has passed. */

@@ -71,17 +71,21 @@ export function infoFields(reply: unknown): Map<string, string> {
   return fields;
 }
 
-/** Reads maxmemory-policy, maxmemory, used_memory and evicted_keys in one INFO (sections memory and stats). */
-export async function readRedisMemory(redis: RedisCommands): Promise<RedisMemory> {
-  const fields = infoFields(await redis.sendCommand(['INFO', 'memory', 'stats']));
+/** The memory figures of INFO's memory and stats sections (the policy undefined when INFO has none); a missing number throws. */
+export function memoryOf(fields: Map<string, string>): Omit<RedisMemory, 'policy'> & { policy: string | undefined } {
   const number = (name: string): number => {
     const value = Number(fields.get(name));
     if (!Number.isFinite(value)) throw new Error(`Redis INFO has no ${name}`);
     return value;
   };
-  const policy = fields.get('maxmemory_policy');
+  return { policy: fields.get('maxmemory_policy') || undefined, maxmemoryBytes: number('maxmemory'), usedMemoryBytes: number('used_memory'), evictedKeys: number('evicted_keys') };
+}
+
+/** Reads maxmemory-policy, maxmemory, used_memory and evicted_keys in one INFO (sections memory and stats). */
+export async function readRedisMemory(redis: RedisCommands): Promise<RedisMemory> {
+  const { policy, ...memory } = memoryOf(infoFields(await redis.sendCommand(['INFO', 'memory', 'stats'])));
   if (!policy) throw new Error('Redis INFO has no maxmemory_policy');
-  return { policy, maxmemoryBytes: number('maxmemory'), usedMemoryBytes: number('used_memory'), evictedKeys: number('evicted_keys') };
+  return { policy, ...memory };
 }
 
 /** One server's reading; `node` is its host:port on a cluster, '' for one server. */
