@@ -33,7 +33,7 @@ export function recordKey(id: KeyIdentity): string {
 
 /** A record's name within its principal's service: `<scope length>:<scope>:<key>` (its member in principalIndexKey). */
 export function recordMember(scope: string, key: string): string {
-  return `${scope.length}:${scope}:${key}`;
+  return lengthPrefixed(scope, key);
 }
 
 /**
@@ -62,15 +62,13 @@ export function inFlightIndexKey(service: string, scope: string): string {
 
 /** A claim's member in inFlightIndexKey: `<principal length>:<principal>:<key>`. */
 export function inFlightMember(principalId: string, key: string): string {
-  return `${principalId.length}:${principalId}:${key}`;
+  return lengthPrefixed(principalId, key);
 }
 
 /** Parses inFlightMember back into principal and key. */
 export function parseInFlightMember(member: string): { principalId: string; key: string } | null {
-  const colon = member.indexOf(':');
-  const length = Number(member.slice(0, colon));
-  if (colon < 1 || !Number.isInteger(length) || member[colon + 1 + length] !== ':') return null;
-  return { principalId: member.slice(colon + 1, colon + 1 + length), key: member.slice(colon + 2 + length) };
+  const parts = splitLengthPrefixed(member);
+  return parts && { principalId: parts[0], key: parts[1] };
 }
 
 /**
@@ -85,35 +83,34 @@ export function correlationIndexKey(correlationId: string): string {
 
 /** What correlationIndexKey holds: the record's identity, each part after its length. */
 export function correlationTarget(id: KeyIdentity): string {
-  return `${id.principalId.length}:${id.principalId}:${id.service.length}:${id.service}:${recordMember(id.scope, id.key)}`;
+  return lengthPrefixed(id.principalId, lengthPrefixed(id.service, recordMember(id.scope, id.key)));
 }
 
 /** Parses correlationTarget back into the record's identity. */
 export function parseCorrelationTarget(target: string): KeyIdentity | null {
-  const parts: string[] = [];
-  let at = 0;
-  for (let i = 0; i < 3; i += 1) {
-    const colon = target.indexOf(':', at);
-    const length = Number(target.slice(at, colon));
-    if (colon <= at || !Number.isInteger(length) || length < 0) return null;
-    const end = colon + 1 + length;
-    // The last part (the scope) is followed by its key.
-    if (target[end] !== ':') return null;
-    parts.push(target.slice(colon + 1, end));
-    at = end + 1;
-  }
-  const [principalId, service, scope] = parts as [string, string, string];
-  return { principalId, service, scope, key: target.slice(at) };
+  const principal = splitLengthPrefixed(target);
+  const service = principal && splitLengthPrefixed(principal[1]);
+  const record = service && parseRecordMember(service[1]);
+  return principal && service && record && { principalId: principal[0], service: service[0], ...record };
 }
 
 /** Parses recordMember back into scope and key. */
 export function parseRecordMember(member: string): { scope: string; key: string } | null {
-  const colon = member.indexOf(':');
-  const length = Number(member.slice(0, colon));
-  if (colon < 1 || !Number.isInteger(length)) return null;
-  const scope = member.slice(colon + 1, colon + 1 + length);
-  if (member[colon + 1 + length] !== ':') return null;
-  return { scope, key: member.slice(colon + 2 + length) };
+  const parts = splitLengthPrefixed(member);
+  return parts && { scope: parts[0], key: parts[1] };
+}
+
+/** `<first's length>:<first>:<rest>`: the members' and targets' encoding (a scope or id may hold ':'). */
+function lengthPrefixed(first: string, rest: string): string {
+  return `${first.length}:${first}:${rest}`;
+}
+
+/** Splits lengthPrefixed back into first and rest; null for anything else. */
+function splitLengthPrefixed(text: string): [string, string] | null {
+  const colon = text.indexOf(':');
+  const length = Number(text.slice(0, colon));
+  if (colon < 1 || !Number.isInteger(length) || length < 0 || text[colon + 1 + length] !== ':') return null;
+  return [text.slice(colon + 1, colon + 1 + length), text.slice(colon + 2 + length)];
 }
 
 /** A Lua script, by its SHA-1 (EVALSHA) and its text (EVAL, when the server's script cache lacks it). */
