@@ -66,7 +66,7 @@ export interface KeptElsewherePoint {
 }
 
 /** The overview's read of one service's samples: the last of each step, one backward probe of the primary key per step. */
-export const keptElsewhereSeriesText = `SELECT g.t, s.keys, s.bytes, s.stale_claims, s.oldest_stale_seconds
+const keptElsewhereSeriesText = `SELECT g.t, s.keys, s.bytes, s.stale_claims, s.oldest_stale_seconds
            FROM generate_series($2::timestamptz, $3::timestamptz - $4::int * interval '1 second', $4::int * interval '1 second') AS g(t)
            CROSS JOIN LATERAL (
              SELECT keys, bytes, stale_claims, oldest_stale_seconds FROM retrysafe_server.kept_elsewhere_samples

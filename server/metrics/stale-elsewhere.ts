@@ -9,7 +9,7 @@ import type { KeyRecordReads } from '@retrysafe/store';
 import { STALE_COUNTED, summariseStale } from './store-elsewhere';
 
 /** How long a caller waits for a backend's stale claims before it reports them unanswered, by default. */
-export const STALE_ELSEWHERE_BUDGET_MS = 1_000;
+const STALE_ELSEWHERE_BUDGET_MS = 1_000;
 
 export interface StaleElsewhere {
   service: string;
@@ -26,7 +26,7 @@ export interface StaleElsewhere {
 export type StaleElsewhereReader = () => Promise<StaleElsewhere[]>;
 
 /** A kept-elsewhere service's backend, as KeyBackends has it. */
-export interface StaleElsewhereSource {
+interface StaleElsewhereSource {
   backend: StaleElsewhere['backend'];
   reads: Pick<KeyRecordReads, 'staleClaims'>;
 }
