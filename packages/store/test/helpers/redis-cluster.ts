@@ -103,8 +103,6 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
         );
         child.stdout.on('data', keep);
         child.stderr.on('data', keep);
-        child.stdout.on('data', keep);
-        child.stderr.on('data', keep);
         return child;
       };
     launched.set(port, start);
@@ -229,24 +227,47 @@ export async function startRedisCluster(args: string[] = [], { nodeTimeoutMs = 5
   };
 
   try {
+    // Every port of this cluster differs from the others (a node's port and bus port alike), and a
+    // node that finds its port taken after all (another test's server bound it between freePort
+    // closing it and redis-server binding it) starts again on other ports.
+    const taken = new Set<number>();
+    const pick = async (): Promise<number> => {
+      for (;;) {
+        const port = await freePort();
+        if (!taken.has(port)) {
+          taken.add(port);
+          return port;
+        }
+      }
+    };
     for (let index = 0; index < 3 * (1 + replicas); index += 1) {
-      const port = await freePort();
-      let busPort = await freePort();
-      while (busPort === port) busPort = await freePort();
-      const nodeDir = join(dir, String(port));
-      await run('mkdir', ['-p', nodeDir]);
-      const child = launch(port, busPort, nodeDir);
-      children.set(port, child);
-      nodes.push({ port, url: `redis://127.0.0.1:${port}`, alive: true });
+      for (let attempt = 1; ; attempt += 1) {
+        const port = await pick();
+        const busPort = await pick();
+        const nodeDir = join(dir, String(port));
+        await run('mkdir', ['-p', nodeDir]);
+        const child = launch(port, busPort, nodeDir);
+        let own = '';
+        child.stdout?.on('data', (chunk: Buffer) => {
+          own += chunk.toString();
+        });
+        children.set(port, child);
+        const answered = await until(`redis-server on ${port} answering PING`, 20_000, async () => {
+          if (child.exitCode !== null || child.signalCode !== null) {
+            if (attempt < 5 && own.includes('Address already in use')) return false;
+            throw new Error(`redis-server ${port} exited: ${output}`);
+          }
+          return (await command(port, 'PING')).trim() === 'PONG' ? true : null;
+        });
+        if (answered) {
+          nodes.push({ port, url: `redis://127.0.0.1:${port}`, alive: true });
+          break;
+        }
+        children.delete(port);
+        launched.delete(port);
+      }
     }
     cluster.rootNodes = nodes.map((node) => ({ url: node.url }));
-    for (const node of nodes) {
-      await until(`redis-server on ${node.port} answering PING`, 20_000, async () => {
-        const child = children.get(node.port);
-        if (child && (child.exitCode !== null || child.signalCode !== null)) throw new Error(`redis-server ${node.port} exited: ${output}`);
-        return (await command(node.port, 'PING')).trim() === 'PONG' ? true : null;
-      });
-    }
     await run(redisCliPath, ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 60_000 });
     await cluster.waitUntilOk({ timeoutMs: 60_000 });
     return cluster;

@@ -57,10 +57,22 @@ async function listening(port: number, child: ChildProcess, output: () => string
   }
 }
 
-/** Starts a redis-server; `args` are further settings, e.g. ['--maxmemory', '2mb', '--maxmemory-policy', 'allkeys-lru']. */
+/**
+ * Starts a redis-server; `args` are further settings, e.g. ['--maxmemory', '2mb', '--maxmemory-policy', 'allkeys-lru'].
+ * A port another test's server bound between freePort closing it and redis-server binding it: again on another.
+ */
 export async function startRedis(args: string[] = []): Promise<TestRedis> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startRedisOn(await freePort(), args);
+    } catch (error) {
+      if (attempt >= 5 || !(error instanceof Error) || !error.message.includes('Address already in use')) throw error;
+    }
+  }
+}
+
+async function startRedisOn(port: number, args: string[]): Promise<TestRedis> {
   if (!redisServerPath) throw new Error('redis-server is not installed (apt-get install redis-server, or set REDIS_SERVER_PATH)');
-  const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'retrysafe-redis-'));
   const binary = redisServerPath;
   let output = '';
