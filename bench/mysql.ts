@@ -13,7 +13,7 @@
 // (Postgres) are not in this figure. Target: store / raw >= 0.85x.
 import { randomBytes, randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { IdempotencyStore, ResponseKeyRing, newCorrelationId, type ExecutionMode, type IdempotentCall } from '@retrysafe/store';
+import { IdempotencyStore, ResponseKeyRing, newCorrelationId, problemFor, type ExecutionMode, type IdempotentCall } from '@retrysafe/store';
 import { MysqlBackend, mysqlStatementTexts, type MysqlQueryable } from '@retrysafe/store/mysql';
 import { startMariaDb } from '../packages/store/test/helpers/mariadb-server';
 import { BENCH_ENDPOINT, BENCH_SERVICE, benchBody, benchPolicy, benchResponse } from './fixtures';
@@ -38,6 +38,11 @@ export interface MysqlBenchCase {
   storeCpuMicros: number;
   rawCpuMicros: number;
   rawUntracedCpuMicros: number;
+  /**
+   * Requests that ended in what a client gets as 503 and retries (problemFor: a transaction InnoDB
+   * rolled back to break a deadlock, 1213), per side, over every round: counted, never timed.
+   */
+  retryable: { store: number; raw: number; rawUntraced: number };
 }
 
 export interface MysqlBenchReport {
@@ -71,6 +76,21 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
     };
     const pk = (worker: number, key: string): [string, string, Buffer, Buffer] => [principalOf(worker), BENCH_SERVICE, scope, Buffer.from(key)];
 
+    // A request that ends in a 503 a client retries (a deadlock's rollback) is counted, not timed
+    // as a success; anything else ends the bench.
+    const retryable = { store: 0, raw: 0, rawUntraced: 0 };
+    const counting =
+      (side: keyof typeof retryable, request: (worker: number) => Promise<void>) =>
+      async (worker: number): Promise<void> => {
+        try {
+          await request(worker);
+        } catch (error) {
+          if (problemFor(error)?.status !== 503) throw error;
+          retryable[side] += 1;
+          // The raw side's connection may still be in its transaction (a deadlock ends it; other 503s may not).
+          if (side !== 'store') await (side === 'raw' ? rawConnections : untracedConnections)[worker]?.query('ROLLBACK');
+        }
+      };
     const storeRequest = (mode: ExecutionMode) => async (worker: number) => {
       const call: IdempotentCall<MysqlQueryable> = {
         principalId: principalOf(worker),
@@ -105,6 +125,7 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
 
     for (const mode of MODES) {
       for (const callers of CALLERS) {
+        Object.assign(retryable, { store: 0, raw: 0, rawUntraced: 0 });
         const storeRuns: RunResult[] = [];
         const rawRuns: RunResult[] = [];
         const storeCpu: number[] = [];
@@ -112,13 +133,13 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
         const untracedRuns: RunResult[] = [];
         const untracedCpu: number[] = [];
         for (let round = 0; round < ROUNDS; round += 1) {
-          const raw = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, rawRequest(mode));
+          const raw = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('raw', rawRequest(mode)));
           rawRuns.push(raw.run);
           rawCpu.push(raw.cpuMicrosPerRequest);
-          const untraced = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, rawRequest(mode, untracedConnections));
+          const untraced = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('rawUntraced', rawRequest(mode, untracedConnections)));
           untracedRuns.push(untraced.run);
           untracedCpu.push(untraced.cpuMicrosPerRequest);
-          const ours = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, storeRequest(mode));
+          const ours = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('store', storeRequest(mode)));
           storeRuns.push(ours.run);
           storeCpu.push(ours.cpuMicrosPerRequest);
         }
@@ -131,11 +152,14 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
         const storeCpuMicros = mean(storeCpu);
         const rawCpuMicros = mean(rawCpu);
         const rawUntracedCpuMicros = mean(untracedCpu);
-        report.cases.push({ mode, callers, store: storeRun, raw: rawRun, rawUntraced: untracedRun, ratio, ratioUntraced, storeCpuMicros, rawCpuMicros, rawUntracedCpuMicros });
+        report.cases.push({ mode, callers, store: storeRun, raw: rawRun, rawUntraced: untracedRun, ratio, ratioUntraced, storeCpuMicros, rawCpuMicros, rawUntracedCpuMicros, retryable: { ...retryable } });
         log(`${formatRun(`${mode}, ${callers} callers, store`, storeRun)}   ${storeCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
         log(`${formatRun(`${mode}, ${callers} callers, raw mysql2`, rawRun)}   ${rawCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
         log(`${formatRun(`${mode}, ${callers} callers, raw, trace off`, untracedRun)}   ${rawUntracedCpuMicros.toFixed(0).padStart(4)} us Node CPU/request`);
         log(`  store / raw: ${ratio.toFixed(2)}x (target >= 0.85x); store / raw with trace off: ${ratioUntraced.toFixed(2)}x`);
+        if (retryable.store + retryable.raw + retryable.rawUntraced > 0) {
+          log(`  answered 503 (a deadlock's rollback; a client retries): store ${retryable.store}, raw ${retryable.raw}, raw with trace off ${retryable.rawUntraced}`);
+        }
       }
     }
     await Promise.all([...rawConnections, ...untracedConnections].map((connection) => connection.end()));

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { FingerprintMismatchError, KeyInUseError, type IdempotentCall } from '@retrysafe/store';
+import { FingerprintMismatchError, KeyInUseError, problemFor, UNAVAILABLE_RETRY_AFTER_SECONDS, type IdempotentCall } from '@retrysafe/store';
 import type { MysqlQueryable } from '@retrysafe/store/mysql';
 import { createMysqlTestStore, hasMariaDb, useMariaDb } from '../helpers/mariadb';
 import { jsonResult, principal, sleep, testPolicy } from '../helpers/store';
@@ -178,6 +178,48 @@ describe.skipIf(!hasMariaDb)('store on MariaDB, transactional mode', () => {
     const retry = await store.execute(call({ principalId: p, key: 'k' }));
     expect(retry.replayed).toBe(false);
     expect(await thingsOf(p)).toBe(1);
+  });
+
+  it('a transaction InnoDB rolls back to break a deadlock (1213) answers 503 with Retry-After, keeps nothing, and the retry runs', async () => {
+    const { store } = createMysqlTestStore(pool);
+    const p = principal();
+    const table = `accounts_${p.slice(0, 8)}`;
+    await pool.query(`CREATE TABLE ${table} (id INT PRIMARY KEY, n INT NOT NULL) ENGINE = InnoDB`);
+    await pool.query(`INSERT INTO ${table} (id, n) VALUES ${Array.from({ length: 30 }, (_, index) => `(${index + 1}, 0)`).join(', ')}`);
+    // Another transaction holds rows 2-30 (29 rows changed: InnoDB rolls back the smaller of the two).
+    const other = await pool.getConnection();
+    await other.query('START TRANSACTION');
+    await other.query(`UPDATE ${table} SET n = n + 1 WHERE id >= 2`);
+    let otherWaits: Promise<unknown> = Promise.resolve();
+    const deadlocking = call({
+      principalId: p,
+      key: 'k',
+      work: async ({ db: tx }) => {
+        await tx.execute('INSERT INTO things (id, principal_id) VALUES (?, ?)', [randomUUID(), p]);
+        await tx.execute(`UPDATE ${table} SET n = n + 1 WHERE id = 1`);
+        // The other transaction now waits for row 1, held here; this one then waits for row 2: a deadlock.
+        otherWaits = other.query(`UPDATE ${table} SET n = n + 1 WHERE id = 1`);
+        await sleep(300);
+        await tx.execute(`UPDATE ${table} SET n = n + 1 WHERE id = 2`);
+        return jsonResult(201, { id: 'never committed' });
+      },
+    });
+    const failure: unknown = await store.execute(deadlocking).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ errno: 1213 });
+    expect(problemFor(failure)).toMatchObject({ status: 503, headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+    await otherWaits;
+    await other.query('COMMIT');
+    other.release();
+    await sleep(100);
+    expect(await thingsOf(p)).toBe(0);
+    expect(await keysOf(p)).toEqual([]);
+    const retry = await store.execute(call({ principalId: p, key: 'k' }));
+    expect(retry.replayed).toBe(false);
+    expect(await thingsOf(p)).toBe(1);
+    await pool.query(`DROP TABLE ${table}`);
   });
 
   it('makes a concurrent duplicate wait for the original and then replay it', async () => {

@@ -5,6 +5,8 @@ import { databaseUnavailableReason, problemFor, UNAVAILABLE_RETRY_AFTER_SECONDS 
 import { isTransientFailure } from '@retrysafe/store/postgres';
 
 const withCode = (code: string, message = 'failed') => Object.assign(new Error(message), { code });
+/** The fields mysql2 sets on a server's error. */
+const mysqlError = (errno: number, code: string, sqlState: string, message: string) => Object.assign(new Error(message), { errno, code, sqlState, sqlMessage: message });
 
 describe('databaseUnavailableReason', () => {
   it.each([
@@ -27,6 +29,16 @@ describe('databaseUnavailableReason', () => {
     [new Error('Query read timeout'), 'timeout'],
     [new Error('Connection terminated unexpectedly'), 'connection'],
     [new Error('Client has encountered a connection error and is not queryable'), 'connection'],
+    // A transaction the database rolled back whole (a transactional request's work or completion).
+    [withCode('40P01', 'deadlock detected'), 'rollback'],
+    [withCode('40001', 'could not serialize access due to concurrent update'), 'rollback'],
+    // MySQL/MariaDB, as mysql2 raises them: the server's errno and SQLSTATE, or mysql2's own code.
+    [mysqlError(1213, 'ER_LOCK_DEADLOCK', '40001', 'Deadlock found when trying to get lock; try restarting transaction'), 'rollback'],
+    [mysqlError(1040, 'ER_CON_COUNT_ERROR', '08004', 'Too many connections'), 'capacity'],
+    [mysqlError(1053, 'ER_SERVER_SHUTDOWN', '08S01', 'Server shutdown in progress'), 'shutdown'],
+    [mysqlError(1927, 'ER_CONNECTION_KILLED', '70100', 'Connection was killed'), 'connection'],
+    [withCode('PROTOCOL_CONNECTION_LOST', 'Connection lost: The server closed the connection.'), 'connection'],
+    [withCode('PROTOCOL_SEQUENCE_TIMEOUT', 'Query inactivity timeout'), 'timeout'],
   ])('%s is %s', (error, reason) => {
     expect(databaseUnavailableReason(error)).toBe(reason);
   });
@@ -41,6 +53,8 @@ describe('databaseUnavailableReason', () => {
     ['a unique violation', withCode('23505', 'duplicate key value violates unique constraint')],
     ['a lock timeout (the store answers 409 for it)', withCode('55P03', 'canceling statement due to lock timeout')],
     ['a syntax error', withCode('42601', 'syntax error at or near')],
+    ['a MySQL lock wait timeout (the statement alone undone; the store answers 409 for a claim)', mysqlError(1205, 'ER_LOCK_WAIT_TIMEOUT', 'HY000', 'Lock wait timeout exceeded; try restarting transaction')],
+    ['a MySQL duplicate key', mysqlError(1062, 'ER_DUP_ENTRY', '23000', "Duplicate entry 'x' for key 'PRIMARY'")],
     ['a plain error', new Error('Query read timeout happened in my own code, with more words')],
     ['a non-error', 'ECONNREFUSED'],
     ['null', null],
