@@ -2,8 +2,8 @@
 // (IdempotencyStore.execute with MysqlBackend: fingerprint, claim, trivial work, sealing,
 // completion) beside the same statements issued raw with mysql2 in the same run, one connection
 // per caller, new keys, in both modes, at 8 and 32 callers (BENCH_MYSQL_CALLERS), on a MariaDB
-// server of its own (packages/store/test/helpers/mariadb-server.ts). Alternating rounds, so both sides see the
-// same machine. Raw, per request:
+// server of its own (packages/store/test/helpers/mariadb-server.ts). Alternating rounds, so every side sees the
+// same machine (each round in another order). Raw, per request:
 //   claim-first   INSERT (claim), UPDATE (completion)                              two commits
 //   transactional SELECT (no committed row), START TRANSACTION, INSERT, UPDATE, COMMIT
 // Raw is mysql2 as an application uses it by default (its promise API, `trace` on: the caller's
@@ -132,16 +132,27 @@ export async function benchMysql(log: (line: string) => void): Promise<MysqlBenc
         const rawCpu: number[] = [];
         const untracedRuns: RunResult[] = [];
         const untracedCpu: number[] = [];
+        // Each round runs the three sides in another order (rotated), so none always follows the
+        // same one (InnoDB's purge of the side before, the machine's other work) more than another.
+        const sides = [
+          async () => {
+            const raw = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('raw', rawRequest(mode)));
+            rawRuns.push(raw.run);
+            rawCpu.push(raw.cpuMicrosPerRequest);
+          },
+          async () => {
+            const untraced = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('rawUntraced', rawRequest(mode, untracedConnections)));
+            untracedRuns.push(untraced.run);
+            untracedCpu.push(untraced.cpuMicrosPerRequest);
+          },
+          async () => {
+            const ours = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('store', storeRequest(mode)));
+            storeRuns.push(ours.run);
+            storeCpu.push(ours.cpuMicrosPerRequest);
+          },
+        ];
         for (let round = 0; round < ROUNDS; round += 1) {
-          const raw = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('raw', rawRequest(mode)));
-          rawRuns.push(raw.run);
-          rawCpu.push(raw.cpuMicrosPerRequest);
-          const untraced = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('rawUntraced', rawRequest(mode, untracedConnections)));
-          untracedRuns.push(untraced.run);
-          untracedCpu.push(untraced.cpuMicrosPerRequest);
-          const ours = await runClosedLoopWithCpu(callers, DURATION_MS / ROUNDS, counting('store', storeRequest(mode)));
-          storeRuns.push(ours.run);
-          storeCpu.push(ours.cpuMicrosPerRequest);
+          for (let index = 0; index < sides.length; index += 1) await sides[(round + index) % sides.length]?.();
         }
         const storeRun = meanRun(storeRuns);
         const rawRun = meanRun(rawRuns);
