@@ -183,6 +183,26 @@ describe.runIf(hasRedis)('key reads of records in a Redis Cluster', () => {
     }
   });
 
+  it("connects to every node as the user of the nodes' URL, not only to the one it discovered the cluster through", async () => {
+    const { cluster } = live();
+    const password = randomBytes(12).toString('hex');
+    for (const node of cluster.nodes) {
+      await cluster.command(node.port, 'ACL', 'SETUSER', 'retrysafe_reader', 'on', `>${password}`, 'resetkeys', '~retrysafe:*', '-@all', '+hmget', '+acl|whoami', '+cluster|slots', '+info', '+time');
+    }
+    const [first] = cluster.nodes;
+    const reader = await connectRedisCluster([{ url: `redis://retrysafe_reader:${password}@127.0.0.1:${first?.port}` }]);
+    try {
+      const masters = (await reader.commands.eachMaster?.()) ?? [];
+      expect(masters).toHaveLength(3);
+      const users = await Promise.all(masters.map(async (master) => String(await master.commands.sendCommand(['ACL', 'WHOAMI']))));
+      expect(users).toEqual(['retrysafe_reader', 'retrysafe_reader', 'retrysafe_reader']);
+      // A command routed by key goes through the same clients: this user may not write.
+      await expect(reader.commands.sendCommand(['HSET', 'retrysafe:{x:y}:k', 'state', 'x'])).rejects.toThrow(/^NOPERM/);
+    } finally {
+      await reader.close();
+    }
+  });
+
   it('says the correlation-id lookup is not kept for a Redis Cluster, never "not found"', async () => {
     const { connection } = live();
     const reads = new RedisKeyReads(connection.commands, db.pool);
