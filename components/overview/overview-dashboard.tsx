@@ -431,7 +431,9 @@ function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['store
             <Stat
               label="Redis keys"
               value={formatCount(figures.keys)}
-              detail={`baseline ${formatCount(store.baselineRecords)} records${ratio} (a record and its correlation id each: about 2x, plus an index per principal)`}
+              detail={`baseline ${formatCount(store.baselineRecords)} records${ratio} (${
+                figures.masters ? `a Redis Cluster of ${figures.masters.length} masters: a record each, plus an index per principal` : 'a record and its correlation id each: about 2x, plus an index per principal'
+              })`}
             />
             <Stat
               label="Redis memory"
