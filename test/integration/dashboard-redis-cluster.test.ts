@@ -5,6 +5,7 @@
 // backends the server opens read the cluster's records; the correlation-id lookup says the cluster
 // keeps no index by correlation id (not "not found").
 import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRetrysafe, type Retrysafe } from '@retrysafe/store';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
@@ -15,7 +16,7 @@ import { checkKeyBackends, openKeyBackends, routedKeyReads } from '../../server/
 import { useTestDatabase } from '../helpers/database';
 import { hasRedis, startRedis } from '../../packages/store/test/helpers/redis';
 import { startRedisCluster, type TestRedisCluster } from '../../packages/store/test/helpers/redis-cluster';
-import { jsonResult, testPolicy } from '../../packages/store/test/helpers/store';
+import { jsonResult, sleep, testPolicy } from '../../packages/store/test/helpers/store';
 
 const SERVICE = 'orders-cluster';
 const ENDPOINT = 'POST /orders';
@@ -76,25 +77,33 @@ describe.runIf(hasRedis)('the dashboard on a Redis Cluster', () => {
     }
   });
 
-  it("reads the cluster's records through the backends the server opens, and says the correlation-id lookup is not kept there", async () => {
+  it("reads the cluster's records through the backends the server opens, on the dashboard's role, and says the correlation-id lookup is not kept there", async () => {
     if (!cluster || !retrysafe) throw new Error('no cluster');
     const principalId = randomUUID();
     const answer = await retrysafe.store.execute({ principalId, key: 'k1', endpoint: ENDPOINT, method: 'POST', body: { n: 1 }, policy: testPolicy, mode: 'claim-first', work: () => Promise.resolve(jsonResult(201, { secret: 'cluster body' })) });
-    const backends = openKeyBackends({ redis: new Map([[SERVICE, nodesOf(cluster, `retrysafe_dashboard:${password}@`)]]) }, db.pool);
+    // A claim that crashed (its lease passed, never completed), counted in Postgres's quota counters.
+    expect((await retrysafe.store.begin({ principalId, key: 'crashed', endpoint: ENDPOINT, method: 'POST', body: { n: 2 }, policy: { ...testPolicy, leaseMs: 50 } })).claimed).toBe(true);
+    await retrysafe.quota?.flush();
+    await sleep(100);
+    // The policies and the quota counters read as the server reads them: the dashboard's restricted role.
+    const dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    const backends = openKeyBackends({ redis: new Map([[SERVICE, nodesOf(cluster, `retrysafe_dashboard:${password}@`)]]) }, dashboard);
     try {
-      const reads = routedKeyReads(new PostgresKeyReads(db.pool), backends.byService);
+      expect((await backends.byService.get(SERVICE)?.staleClaims(10, SERVICE))?.map((claim) => [claim.principalId, claim.key])).toEqual([[principalId, 'crashed']]);
+      const reads = routedKeyReads(new PostgresKeyReads(dashboard), backends.byService);
       const found = await reads.keyRecords({ principalId, key: 'k1' });
       expect(found.map((record) => [record.service, record.state, record.statusCode])).toEqual([[SERVICE, 'completed', 201]]);
       expect(JSON.stringify(found)).not.toContain('cluster body');
-      expect((await reads.principalKeys({ principalId, limit: 5 })).keys.map((key) => key.key)).toEqual(['k1']);
+      expect((await reads.principalKeys({ principalId, limit: 5 })).keys.map((key) => key.key)).toEqual(['crashed', 'k1']);
       const figures = await backends.storeFigures.get(SERVICE)?.read();
       expect(figures?.backend === 'redis' ? figures.masters?.length : null).toBe(3);
 
-      const lookup = await lookUpCorrelation({ reads, audit: db.pool, trace: db.pool }, { correlationId: answer.correlationId, reason: 'customer ticket 42' }, 'operator@example.com');
+      const lookup = await lookUpCorrelation({ reads, audit: db.pool, trace: dashboard }, { correlationId: answer.correlationId, reason: 'customer ticket 42' }, 'operator@example.com');
       expect(lookup.records).toEqual([]);
       expect(lookup.notKept).toEqual([{ service: SERVICE, reason: CLUSTER_CORRELATION_NOT_KEPT }]);
     } finally {
       await backends.end();
+      await dashboard.end();
     }
   });
 });
