@@ -1,6 +1,7 @@
 // Key records of services that keep them outside Postgres: DASHBOARD_KEYS_REDIS and
-// DASHBOARD_KEYS_MYSQL map each such service to where the dashboard reads its keys (a Redis URL;
-// a MySQL URL of a read-only user whose column grants exclude response_body). The dashboard's
+// DASHBOARD_KEYS_MYSQL map each such service to where the dashboard reads its keys (a Redis URL,
+// or a Redis Cluster's nodes as redis+cluster://; a MySQL URL of a read-only user whose column
+// grants exclude response_body). The dashboard's
 // KeyRecordReads routes each read by service: a named service to its backend, an unnamed one to
 // every backend, merged in the seam's order. Policies, metrics, the trace of attempts and the
 // audit log stay in Postgres, so a lookup is audited there exactly as for a Postgres service.
