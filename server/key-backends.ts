@@ -1,6 +1,7 @@
 // Key records of services that keep them outside Postgres: DASHBOARD_KEYS_REDIS and
-// DASHBOARD_KEYS_MYSQL map each such service to where the dashboard reads its keys (a Redis URL;
-// a MySQL URL of a read-only user whose column grants exclude response_body). The dashboard's
+// DASHBOARD_KEYS_MYSQL map each such service to where the dashboard reads its keys (a Redis URL,
+// or a Redis Cluster's nodes as redis+cluster://; a MySQL URL of a read-only user whose column
+// grants exclude response_body). The dashboard's
 // KeyRecordReads routes each read by service: a named service to its backend, an unnamed one to
 // every backend, merged in the seam's order. Policies, metrics, the trace of attempts and the
 // audit log stay in Postgres, so a lookup is audited there exactly as for a Postgres service.
@@ -18,19 +19,38 @@ import {
   type StaleClaim,
 } from '@retrysafe/store';
 import { createMysqlPool, MysqlKeyReads, mysqlMissingDashboardIndexes, mysqlReaderAccess } from '@retrysafe/store/mysql';
-import { connectRedis, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
+import { connectRedis, connectRedisCluster, RedisKeyReads, type RedisCommands, type RedisConnection } from '@retrysafe/store/redis';
+import { parseRedisTarget, type RedisTarget } from './key-backend-settings';
 import { ConfigurationError } from './config';
 import type { StoreFiguresSource } from './metrics/store-elsewhere';
 import { staleElsewhereReader, type StaleElsewhereReader } from './metrics/stale-elsewhere';
-import { markUnanswered } from './unanswered-services';
+import { markNotKept, markUnanswered } from './unanswered-services';
 
-/** A Redis connection opened on first use (the dashboard starts without waiting on it), again after a failed attempt. */
+/** A connection to a Redis or a Redis Cluster, as the dashboard opens it. */
+function connectTarget(target: RedisTarget): Promise<RedisConnection> {
+  return target.kind === 'cluster' ? connectRedisCluster(target.nodes.map((url) => ({ url }))) : connectRedis(target.url);
+}
+
+/**
+ * A Redis (or Redis Cluster) connection opened on first use (the dashboard starts without waiting
+ * on it), again after a failed attempt. A cluster's has eachMaster, which RedisKeyReads reads as "a cluster".
+ */
 class LazyRedis implements RedisCommands {
   private connection: Promise<RedisConnection> | null = null;
-  constructor(private readonly url: string) {}
+  readonly eachMaster?: RedisCommands['eachMaster'];
+
+  constructor(private readonly target: RedisTarget) {
+    if (target.kind === 'cluster') {
+      this.eachMaster = async () => {
+        const { commands } = await this.connect();
+        if (!commands.eachMaster) throw new Error('a Redis Cluster connection without eachMaster');
+        return commands.eachMaster();
+      };
+    }
+  }
 
   private connect(): Promise<RedisConnection> {
-    this.connection ??= connectRedis(this.url).catch((error: unknown) => {
+    this.connection ??= connectTarget(this.target).catch((error: unknown) => {
       this.connection = null;
       throw error;
     });
@@ -71,7 +91,10 @@ export function openKeyBackends(settings: { redis?: Map<string, string> | undefi
   for (const [service, url] of settings.redis ?? []) {
     let opened = redisByUrl.get(url);
     if (!opened) {
-      const redis = new LazyRedis(url);
+      const target = parseRedisTarget(url);
+      // (server/key-backend-settings.ts validated it.)
+      if (!target) throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): not a Redis URL or redis+cluster:// nodes`);
+      const redis = new LazyRedis(target);
       closers.push(() => redis.close());
       const reads = new RedisKeyReads(redis, policies);
       opened = { reads, figures: { backend: 'redis', services: servicesOf(settings.redis, url), reads, read: async () => ({ backend: 'redis', ...(await reads.storeFigures()) }) } };
@@ -108,6 +131,8 @@ const placeOf = (url: string) => {
   const parsed = new URL(url);
   return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'mysql:' ? '3306' : '6379')}${parsed.pathname === '/' ? '' : parsed.pathname}`;
 };
+/** Where a Redis target points, for messages: its host:port, or its nodes' joined by `|`. */
+const placeOfTarget = (target: RedisTarget) => (target.kind === 'server' ? placeOf(target.url) : `the cluster ${target.nodes.map(placeOf).join('|')}`);
 const reasonOf = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0];
 
 /**
@@ -115,29 +140,45 @@ const reasonOf = (error: unknown) => (error instanceof Error ? error.message : S
  * could not use: a Redis that does not answer, a MySQL that does not, whose user may select
  * response_body (the grants must exclude it: mysqlDashboardGrants), that cannot read the key
  * table's metadata (no grant, or not migrated), or lacks the indexes of migration 0003; a Redis
- * Cluster node (the dashboard's client is single-node).
+ * Cluster node given as a redis:// URL (a single-node client meets MOVED for every slot another node
+ * holds: name it as redis+cluster://), or a redis+cluster:// node that is not one. A cluster's
+ * user is checked on every master.
  */
 export async function checkKeyBackends(settings: { redis?: Map<string, string> | undefined; mysql?: Map<string, string> | undefined }): Promise<void> {
   for (const [service, url] of settings.redis ?? []) {
+    const target = parseRedisTarget(url);
+    if (!target) throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): not a Redis URL or redis+cluster:// nodes`);
+    const place = placeOfTarget(target);
     let connection: RedisConnection | undefined;
     let cluster: boolean;
-    let missing: string[] = [];
+    const missing: string[] = [];
     try {
-      connection = await connectRedis(url);
-      const info = await connection.commands.sendCommand(['INFO', 'cluster']);
-      cluster = /^cluster_enabled:1\s*$/m.test(Buffer.isBuffer(info) ? info.toString('utf8') : String(info));
-      if (!cluster) missing = await missingRedisCommands(connection.commands);
+      connection = await connectTarget(target);
+      const { commands } = connection;
+      const masters = commands.eachMaster ? await commands.eachMaster() : [{ node: place, commands }];
+      const infos = await Promise.all(masters.map((master) => master.commands.sendCommand(['INFO', 'cluster'])));
+      cluster = infos.every((info) => /^cluster_enabled:1\s*$/m.test(Buffer.isBuffer(info) ? info.toString('utf8') : String(info)));
+      if (cluster === (target.kind === 'cluster')) {
+        // Each command once, with the masters that refuse it (an ACL is set node by node).
+        const refusedAt = new Map<string, string[]>();
+        for (const master of masters) {
+          for (const name of await missingRedisCommands(master.commands, target.kind === 'cluster')) refusedAt.set(name, [...(refusedAt.get(name) ?? []), master.node]);
+        }
+        for (const [name, nodes] of refusedAt) missing.push(target.kind === 'cluster' ? `${name} (on ${nodes.join(', ')})` : name);
+      }
     } catch (error) {
-      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${placeOf(url)}: ${reasonOf(error)}`);
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): cannot reach Redis at ${place}: ${reasonOf(error)}`);
     } finally {
       await connection?.close().catch(() => undefined);
     }
-    // Its single-node client would meet MOVED for every slot another node holds.
-    if (cluster) {
-      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${placeOf(url)} is a Redis Cluster node; the dashboard reads single-node Redis only for now`);
+    if (cluster && target.kind === 'server') {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${place} is a Redis Cluster node; name the cluster as ${service}=redis+cluster://host:port|host:port... (docs/deploying.md)`);
+    }
+    if (!cluster && target.kind === 'cluster') {
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): ${place} is not a Redis Cluster (cluster_enabled:0); name a single Redis as ${service}=redis://host:port`);
     }
     if (missing.length > 0) {
-      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): its user may not send ${missing.join(', ')} on retrysafe:* at ${placeOf(url)}; grant them as docs/redis.md says`);
+      throw new ConfigurationError(`DASHBOARD_KEYS_REDIS (${service}): its user may not send ${missing.join(', ')} on retrysafe:* at ${place}; grant them as docs/redis.md says`);
     }
   }
   for (const [service, url] of settings.mysql ?? []) {
@@ -174,22 +215,27 @@ export async function checkKeyBackends(settings: { redis?: Map<string, string> |
 
 /**
  * The read commands the dashboard sends besides those start already sent (INFO), which the user at
- * `commands` may not (an ACL's NOPERM), each tried once on a key no record has: an older
- * least-privilege user of docs/redis.md lacks GET (the correlation-id lookup).
+ * `commands` (one server, or one master of a cluster) may not (an ACL's NOPERM), each tried once
+ * on a key no record has: an older least-privilege user of docs/redis.md lacks GET (the
+ * correlation-id lookup, which a cluster has not: not asked of one). On a master that does not
+ * serve the probe's slot the answer is MOVED, which Redis checks after the ACL: the user may.
  */
-async function missingRedisCommands(commands: RedisCommands): Promise<string[]> {
+async function missingRedisCommands(commands: RedisCommands, cluster: boolean): Promise<string[]> {
   const probe = 'retrysafe:dashboard-start-check';
   const missing: string[] = [];
-  for (const [name, args] of [
+  const reads: [string, string[]][] = [
     ['HMGET', ['HMGET', probe, 'state']],
     ['ZRANGE', ['ZRANGE', probe, '0', '0']],
-    ['GET', ['GET', probe]],
+    ...(cluster ? [] : ([['GET', ['GET', probe]]] as [string, string[]][])),
     ['TIME', ['TIME']],
-  ] as const) {
+  ];
+  for (const [name, args] of reads) {
     try {
       await commands.sendCommand(args);
     } catch (error) {
-      if (!/^NOPERM/.test(reasonOf(error) ?? '')) throw error;
+      const reason = reasonOf(error) ?? '';
+      if (cluster && /^(MOVED|ASK) /.test(reason)) continue;
+      if (!/^NOPERM/.test(reason)) throw error;
       missing.push(name);
     }
   }
@@ -316,15 +362,29 @@ export function routedKeyReads(postgres: KeyRecordReads, elsewhere: Map<string, 
 
     async correlationRecords(correlationId) {
       const distinct = [...new Set(elsewhere.values())];
+      // A backend that keeps no index by correlation id (a Redis Cluster) says so
+      // (KeyReadUnsupportedError): its services are marked not kept, with why, never "not found".
+      const notKept: { service: string; reason: string }[] = [];
       const { answers, missing } = await settle([
         { services: null, read: () => postgres.correlationRecords(correlationId) },
-        ...distinct.map((reads) => ({ services: services.filter((service) => elsewhere.get(service) === reads), read: () => reads.correlationRecords(correlationId) })),
+        ...distinct.map((reads) => {
+          const of = services.filter((service) => elsewhere.get(service) === reads);
+          return {
+            services: of,
+            read: () =>
+              reads.correlationRecords(correlationId).catch((error: unknown) => {
+                if (!(error instanceof KeyReadUnsupportedError)) throw error;
+                notKept.push(...of.map((service) => ({ service, reason: error.message })));
+                return [] as CorrelationRecord[];
+              }),
+          };
+        }),
       ]);
       const found = answers
         .flatMap((records) => records ?? [])
         .sort((a: CorrelationRecord, b: CorrelationRecord) => Date.parse(b.createdAt) - Date.parse(a.createdAt))
         .slice(0, 20);
-      return markUnanswered(found, missing);
+      return markNotKept(markUnanswered(found, missing), notKept.sort((a, b) => byCode(a.service, b.service)));
     },
 
     async staleClaims(limit, service) {

@@ -19,3 +19,21 @@ export function markUnanswered<T extends object>(answer: T, services: readonly s
   if (services.length > 0) unanswered.set(answer, [...services]);
   return answer;
 }
+
+/** Per answer of a correlation-id lookup: the services whose backend keeps no index to answer it, and why. */
+const notKept = new WeakMap<object, readonly { service: string; reason: string }[]>();
+
+/**
+ * The services whose backend keeps nothing that could answer the read of `answer` (a Redis
+ * Cluster has no index by correlation id), each with why: their keys are not in it, which is not
+ * "not found". [] when every backend could answer.
+ */
+export function notKeptServices(answer: object): { service: string; reason: string }[] {
+  return [...(notKept.get(answer) ?? [])];
+}
+
+/** Marks `answer` as unanswerable for `services` (notKeptServices); returns it. */
+export function markNotKept<T extends object>(answer: T, services: readonly { service: string; reason: string }[]): T {
+  if (services.length > 0) notKept.set(answer, [...services]);
+  return answer;
+}

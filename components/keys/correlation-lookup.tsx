@@ -133,6 +133,11 @@ export function CorrelationLookup({ reason, onOpen }: { reason: string; onOpen: 
               </>
             )
           ) : null}
+          {lookup.data?.notKept?.map((entry) => (
+            <p key={entry.service} className="muted">
+              Requests of {entry.service}: {entry.reason}.
+            </p>
+          ))}
         </div>
       </div>
     </section>

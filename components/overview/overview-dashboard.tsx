@@ -402,6 +402,17 @@ function CopyLink({ search, window: shown }: { search: OverviewSearch; window: {
  * The chosen service's keys kept in Redis or MySQL (server/metrics/store-elsewhere.ts): that
  * backend's keys or rows and its memory or table size now, against the service's baseline.
  */
+/**
+ * A Redis Cluster's master closest to its maxmemory: it refuses (or evicts) the writes of its slots
+ * however empty the others are, so its own share is said beside the sums.
+ */
+function tightestMasterText(figures: { tightestMaster?: { node: string; usedMemoryBytes: number; maxmemoryBytes: number } | undefined; masters?: unknown[] | undefined }): string {
+  const master = figures.tightestMaster;
+  if (!master) return '';
+  const share = master.maxmemoryBytes > 0 ? `${formatPercent(master.usedMemoryBytes / master.maxmemoryBytes)} of its maxmemory` : `${formatBytes(master.usedMemoryBytes)}, no maxmemory`;
+  return `; ${figures.masters?.length ?? 0} masters, the fullest ${master.node}: ${share}`;
+}
+
 function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['storeElsewhere']> }) {
   const where = store.backend === 'redis' ? 'Redis' : 'MySQL';
   const shared = store.services.length > 1 ? ` (shared by ${store.services.join(', ')}: the figures count them all)` : '';
@@ -420,14 +431,16 @@ function StoreElsewhereStats({ store }: { store: NonNullable<OverviewJson['store
             <Stat
               label="Redis keys"
               value={formatCount(figures.keys)}
-              detail={`baseline ${formatCount(store.baselineRecords)} records${ratio} (a record and its correlation id each: about 2x, plus an index per principal)`}
+              detail={`baseline ${formatCount(store.baselineRecords)} records${ratio} (${
+                figures.masters ? `a Redis Cluster of ${figures.masters.length} masters: a record each, plus an index per principal` : 'a record and its correlation id each: about 2x, plus an index per principal'
+              })`}
             />
             <Stat
               label="Redis memory"
               value={figures.maxmemoryBytes > 0 ? `${formatBytes(figures.usedMemoryBytes)} of ${formatBytes(figures.maxmemoryBytes)}` : formatBytes(figures.usedMemoryBytes)}
               detail={`${figures.maxmemoryBytes > 0 ? `${formatPercent(figures.usedMemoryBytes / figures.maxmemoryBytes)}, ` : 'no maxmemory, '}${figures.policy}${
                 store.bytesPerRecord === null ? '' : `, ${formatBytes(store.bytesPerRecord)} a baseline record`
-              }`}
+              }${tightestMasterText(figures)}`}
             />
             <Stat label="Evicted keys" value={formatCount(figures.evictedKeys)} detail="since the Redis started: any is a record lost before its retention" />
           </>

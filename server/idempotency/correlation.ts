@@ -7,7 +7,7 @@ import type { CorrelationRecord } from '@retrysafe/store';
 import { storableText } from '../storable';
 import { writeAudit } from '../audit/log';
 import type { KeyAccess } from './key-metadata';
-import { unansweredServices } from '../unanswered-services';
+import { notKeptServices, unansweredServices } from '../unanswered-services';
 import { correlationAttempts, notFoundReason, withTraces, type CorrelationAttempt, type NotFound, type TracedCorrelationRecord, type TracedKeyRecord } from './attempts';
 
 export type { CorrelationRecord } from '@retrysafe/store';
@@ -32,6 +32,11 @@ export interface CorrelationAnswer {
   notFound: NotFound | null;
   /** Services whose key backend did not answer: their keys are not in `records`. Absent when all answered. */
   unavailable?: string[];
+  /**
+   * Services whose key backend keeps no index by correlation id (a Redis Cluster), each with why:
+   * their keys are not in `records`, which is not "not found". Absent when every backend keeps one.
+   */
+  notKept?: { service: string; reason: string }[];
 }
 
 /**
@@ -61,5 +66,6 @@ export async function lookUpCorrelation(access: KeyAccess, lookup: CorrelationLo
     details: { records: records.length, attempts: attempts.length, ...(first ? { principalId: first.principalId, service: first.service, scope: first.scope } : {}) },
   });
   const unavailable = unansweredServices(found);
-  return { records, attempts, notFound, ...(unavailable.length > 0 ? { unavailable } : {}) };
+  const notKept = notKeptServices(found);
+  return { records, attempts, notFound, ...(unavailable.length > 0 ? { unavailable } : {}), ...(notKept.length > 0 ? { notKept } : {}) };
 }

@@ -544,7 +544,7 @@ describe.runIf(hasRedis && hasMariaDb)('the dashboard on Redis- and MySQL-kept k
     try {
       const refusal = await checkKeyBackends({ redis: new Map([['cart', node.url]]) }).then(() => null, (error: unknown) => error as Error);
       expect(refusal).toBeInstanceOf(ConfigurationError);
-      expect(refusal?.message).toMatch(/^DASHBOARD_KEYS_REDIS \(cart\): 127\.0\.0\.1:\d+ is a Redis Cluster node; the dashboard reads single-node Redis only for now$/);
+      expect(refusal?.message).toMatch(/^DASHBOARD_KEYS_REDIS \(cart\): 127\.0\.0\.1:\d+ is a Redis Cluster node; name the cluster as cart=redis\+cluster:\/\/host:port\|host:port\.\.\. \(docs\/deploying\.md\)$/);
     } finally {
       await node.stop();
     }

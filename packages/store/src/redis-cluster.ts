@@ -16,6 +16,13 @@ export function routingKey(args: ReadonlyArray<string | Buffer>): string | Buffe
   return KEYLESS.has(name) ? undefined : args[1];
 }
 
+/** The user and password of a node's URL (percent-decoded), as node-redis client options. */
+function credentialsOf(url: string): { username?: string; password?: string } {
+  if (!URL.canParse(url)) return {};
+  const { username, password } = new URL(url);
+  return { ...(username ? { username: decodeURIComponent(username) } : {}), ...(password ? { password: decodeURIComponent(password) } : {}) };
+}
+
 export interface RedisClusterConnection {
   commands: RedisCommands;
   close(): Promise<void>;
@@ -23,7 +30,7 @@ export interface RedisClusterConnection {
 
 /**
  * Connects to a Redis Cluster through `nodes` (some or all of its nodes; the client discovers the
- * rest). As connectRedis for one server: bulk strings as Buffers, commands failing at once while
+ * rest), as the user, with the password and TLS (`rediss:`) of the first node's URL on every node. As connectRedis for one server: bulk strings as Buffers, commands failing at once while
  * a node is disconnected (the store answers 503, not a request queued for an unknown time),
  * reconnection in the background. While a node's connection is down the client asks the cluster
  * for its topology again every second, so a promoted replica is found soon after a failover.
@@ -41,8 +48,13 @@ export async function connectRedisCluster(
     ...options.clusterOptions,
     defaults: {
       disableOfflineQueue: true,
+      // node-redis applies a root node's URL only to its discovery connection: the clients of the
+      // nodes it discovers (every command's) get `defaults`, so the user, password and TLS of the
+      // first node's URL go there (else they would connect as the default user, or fail NOAUTH).
+      ...credentialsOf(nodes[0]?.url ?? ''),
       ...options.clusterOptions?.defaults,
       socket: {
+        ...(nodes[0]?.url.startsWith('rediss:') ? { tls: true as const } : {}),
         connectTimeout: 5_000,
         // Before the first connection: give up; after it: back off up to a second.
         reconnectStrategy: (retries: number, cause: Error) => (connected ? Math.min(50 * 2 ** retries, 1_000) : cause),

@@ -9,12 +9,18 @@
 // by lease expiry; correlationIndexKey, a string naming the record of a correlation id), each
 // record then confirmed by its own HMGET. A release of a stale claim is the store's own takeover:
 // the dashboard holds no write to Redis.
+// On a Redis Cluster (a connection with eachMaster) the same reads go through the cluster client,
+// each to its key's master; the stale claims come from each principal's in-flight set
+// (principalInFlightKey, in the record's slot), the principals from Postgres's quota counters;
+// there is no correlation-id index (it would sit outside the record's slot), and the store's
+// figures are each master's INFO, summed, with the tightest master named.
 import type { CorrelationRecord, KeyCursor, KeyListQuery, KeyLookupQuery, KeyPage, KeyRecord, KeyRecordReads, KeyState, KeySummary, StaleClaim, StaleClaimRelease } from './key-reads.js';
 import { KEY_LIST_SCAN_ROWS, KeyReadUnsupportedError } from './key-reads.js';
 import { infoFields, memoryOf, type RedisCommands } from './redis-memory.js';
 import {
   correlationIndexKey,
   inFlightIndexKey,
+  principalInFlightKey,
   parseCorrelationTarget,
   parseInFlightMember,
   parseRecordMember,
@@ -23,7 +29,7 @@ import {
   RedisUnavailableError,
   redisUnavailableReason,
 } from './redis.js';
-import { knownScopes, knownServices } from './key-scopes.js';
+import { knownScopes, knownServices, principalsWithLiveKeys } from './key-scopes.js';
 import type { Queryable } from './statements.js';
 
 /** The metadata fields of a record, in this order: never 'body' (test/integration/dashboard-key-backends.test.ts checks the commands sent). */
@@ -114,7 +120,60 @@ export interface RedisStoreFigures {
   policy: string;
   /** Since the server started (or CONFIG RESETSTAT). */
   evictedKeys: number;
+  /**
+   * A cluster: each master's own figures (the numbers above are their sums, the policy their
+   * distinct policies), and the one closest to its maxmemory. A master that fills refuses the
+   * writes of its slots (or evicts) however empty the others are, so it is the one to watch.
+   */
+  masters?: RedisMasterFigures[];
+  tightestMaster?: RedisMasterFigures;
 }
+
+/** One master's figures (RedisStoreFigures.masters). */
+export interface RedisMasterFigures {
+  /** host:port */
+  node: string;
+  keys: number;
+  usedMemoryBytes: number;
+  /** 0: no limit. */
+  maxmemoryBytes: number;
+  policy: string;
+  evictedKeys: number;
+}
+
+/** Principals whose in-flight sets a cluster's stale-claims read reads at most, per service (the most recently active first). */
+export const CLUSTER_STALE_PRINCIPALS_MAX = 1_000;
+
+/** What a cluster's correlation-id lookup answers (KeyReadUnsupportedError's message). */
+export const CLUSTER_CORRELATION_NOT_KEPT =
+  "not kept for a Redis Cluster: the claim may write only its record's hash slot in its one round trip, and an index by correlation id would sit in another slot; look the key up by principal and key";
+
+/** The keys of a server's INFO keyspace section, every database. */
+function keyspaceOf(fields: Map<string, string>): { keys: number; keysWithExpiry: number } {
+  let keys = 0;
+  let keysWithExpiry = 0;
+  for (const [name, value] of fields) {
+    if (!/^db\d+$/.test(name)) continue;
+    keys += Number(/(?:^|,)keys=(\d+)/.exec(value)?.[1] ?? 0);
+    keysWithExpiry += Number(/(?:^|,)expires=(\d+)/.exec(value)?.[1] ?? 0);
+  }
+  return { keys, keysWithExpiry };
+}
+
+/** used/max of a master, 0 without a limit. */
+const fullness = (master: RedisMasterFigures) => (master.maxmemoryBytes > 0 ? master.usedMemoryBytes / master.maxmemoryBytes : 0);
+
+/** A claim in flight as an index names it (its record not read yet). */
+interface InFlight {
+  service: string;
+  scope: string;
+  principalId: string;
+  key: string;
+  leaseMs: number;
+}
+
+/** A cluster's in-flight sets read at once (the client pipelines each master's share). */
+const CLUSTER_READ_CHUNK = 200;
 
 /** How long a dashboard read waits for Redis before it answers unavailable (503), by default. */
 export const REDIS_KEY_READ_TIMEOUT_MS = 5_000;
@@ -127,6 +186,8 @@ const cursorOf = (candidate: Candidate): KeyCursor => ({ createdAtMicros: String
  */
 export class RedisKeyReads implements KeyRecordReads {
   private readonly timeoutMs: number;
+  /** A Redis Cluster (its commands have eachMaster): see the module's comment. */
+  private readonly cluster: boolean;
 
   constructor(
     private readonly redis: RedisCommands,
@@ -134,6 +195,7 @@ export class RedisKeyReads implements KeyRecordReads {
     options: { timeoutMs?: number } = {},
   ) {
     this.timeoutMs = options.timeoutMs ?? REDIS_KEY_READ_TIMEOUT_MS;
+    this.cluster = redis.eachMaster !== undefined;
   }
 
   /**
@@ -141,13 +203,17 @@ export class RedisKeyReads implements KeyRecordReads {
    * cannot take commands now (offline, connection cut, LOADING...), is a RedisUnavailableError
    * (the route's 503 with Retry-After), not the driver's own error (a 500).
    */
-  private async send(args: string[]): Promise<unknown> {
+  private send(args: string[]): Promise<unknown> {
+    return this.bounded(() => this.redis.sendCommand(args));
+  }
+
+  private async bounded<T>(read: () => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new RedisUnavailableError('timeout', new Error(`no answer in ${this.timeoutMs} ms`))), this.timeoutMs);
     });
     try {
-      return await Promise.race([this.redis.sendCommand(args), timeout]);
+      return await Promise.race([read(), timeout]);
     } catch (error) {
       const reason = redisUnavailableReason(error);
       throw reason === null || error instanceof RedisUnavailableError ? error : new RedisUnavailableError(reason, error);
@@ -233,6 +299,7 @@ export class RedisKeyReads implements KeyRecordReads {
    * the record a new one), with its principal's name from Postgres: at most one record.
    */
   async correlationRecords(correlationId: string): Promise<CorrelationRecord[]> {
+    if (this.cluster) throw new KeyReadUnsupportedError(CLUSTER_CORRELATION_NOT_KEPT);
     const target = (await this.send(['GET', correlationIndexKey(correlationId)])) as Buffer | null;
     const id = target ? parseCorrelationTarget(target.toString('utf8')) : null;
     if (!id) return [];
@@ -250,21 +317,8 @@ export class RedisKeyReads implements KeyRecordReads {
    * an entry whose record has expired, completed or moved on to a later lease is passed over.
    */
   async staleClaims(limit: number, service?: string): Promise<StaleClaim[]> {
-    const [scopes, now] = await Promise.all([knownScopes(this.db, service), this.now()]);
-    const ranges = await Promise.all(
-      scopes.map(
-        (pair) => this.send(['ZRANGE', inFlightIndexKey(pair.service, pair.scope), '-inf', `(${now}`, 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES']) as Promise<unknown[]>,
-      ),
-    );
-    const candidates: { service: string; scope: string; principalId: string; key: string; leaseMs: number }[] = [];
-    ranges.forEach((reply, i) => {
-      const pair = scopes[i];
-      if (!pair) return;
-      for (const [memberText, leaseMs] of withScores(reply)) {
-        const member = parseInFlightMember(memberText);
-        if (member) candidates.push({ ...pair, ...member, leaseMs });
-      }
-    });
+    const now = await this.now();
+    const candidates = this.cluster ? await this.clusterInFlight(limit, now, service) : await this.serverInFlight(limit, now, service);
     candidates.sort((a, b) => a.leaseMs - b.leaseMs);
     const claims: StaleClaim[] = [];
     const chunk = Math.max(16, limit);
@@ -290,18 +344,84 @@ export class RedisKeyReads implements KeyRecordReads {
     return claims;
   }
 
-  /** The server's keys and memory in one INFO (memory, stats, keyspace): no key is read. */
-  async storeFigures(): Promise<RedisStoreFigures> {
-    const fields = infoFields(await this.send(['INFO', 'memory', 'stats', 'keyspace']));
-    const memory = memoryOf(fields);
-    let keys = 0;
-    let keysWithExpiry = 0;
-    for (const [name, value] of fields) {
-      if (!/^db\d+$/.test(name)) continue;
-      keys += Number(/(?:^|,)keys=(\d+)/.exec(value)?.[1] ?? 0);
-      keysWithExpiry += Number(/(?:^|,)expires=(\d+)/.exec(value)?.[1] ?? 0);
+  /** One server: each scope's in-flight index up to now (inFlightIndexKey), at most `limit` entries each. */
+  private async serverInFlight(limit: number, now: number, service: string | undefined): Promise<InFlight[]> {
+    const scopes = await knownScopes(this.db, service);
+    const ranges = await Promise.all(
+      scopes.map(
+        (pair) => this.send(['ZRANGE', inFlightIndexKey(pair.service, pair.scope), '-inf', `(${now}`, 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES']) as Promise<unknown[]>,
+      ),
+    );
+    const candidates: InFlight[] = [];
+    ranges.forEach((reply, i) => {
+      const pair = scopes[i];
+      if (!pair) return;
+      for (const [memberText, leaseMs] of withScores(reply)) {
+        const member = parseInFlightMember(memberText);
+        if (member) candidates.push({ ...pair, ...member, leaseMs });
+      }
+    });
+    return candidates;
+  }
+
+  /**
+   * A cluster: of each service (the one named, or every one with a policy), the principals with
+   * live keys from Postgres (principalsWithLiveKeys, at most CLUSTER_STALE_PRINCIPALS_MAX), then
+   * each principal's in-flight set up to now (principalInFlightKey: ZRANGE by score, at most
+   * `limit` entries each). The cluster client pipelines the ZRANGEs of one master on its
+   * connection; sent a chunk at a time, so the read stays bounded however many principals.
+   */
+  private async clusterInFlight(limit: number, now: number, service: string | undefined): Promise<InFlight[]> {
+    const services = service !== undefined ? [service] : await knownServices(this.db);
+    const sets = (await Promise.all(services.map(async (name) => (await principalsWithLiveKeys(this.db, name, CLUSTER_STALE_PRINCIPALS_MAX)).map((principalId) => ({ service: name, principalId }))))).flat();
+    const candidates: InFlight[] = [];
+    for (let read = 0; read < sets.length; read += CLUSTER_READ_CHUNK) {
+      const part = sets.slice(read, read + CLUSTER_READ_CHUNK);
+      const ranges = await Promise.all(
+        part.map((set) => this.send(['ZRANGE', principalInFlightKey(set.principalId, set.service), '-inf', `(${now}`, 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES']) as Promise<unknown[]>),
+      );
+      ranges.forEach((reply, i) => {
+        const set = part[i];
+        if (!set) return;
+        for (const [memberText, leaseMs] of withScores(reply)) {
+          const member = parseRecordMember(memberText);
+          if (member) candidates.push({ service: set.service, principalId: set.principalId, ...member, leaseMs });
+        }
+      });
     }
-    return { keys, keysWithExpiry, ...memory, policy: memory.policy ?? 'unknown' };
+    return candidates;
+  }
+
+  /** The server's keys and memory in one INFO (memory, stats, keyspace), each master's on a cluster: no key is read. */
+  async storeFigures(): Promise<RedisStoreFigures> {
+    if (!this.redis.eachMaster) {
+      const fields = infoFields(await this.send(['INFO', 'memory', 'stats', 'keyspace']));
+      const memory = memoryOf(fields);
+      return { ...keyspaceOf(fields), ...memory, policy: memory.policy ?? 'unknown' };
+    }
+    const eachMaster = this.redis.eachMaster.bind(this.redis);
+    const masters = await this.bounded(async () =>
+      Promise.all(
+        (await eachMaster()).map(async (master) => {
+          const fields = infoFields(await master.commands.sendCommand(['INFO', 'memory', 'stats', 'keyspace']));
+          const memory = memoryOf(fields);
+          return { node: master.node, ...keyspaceOf(fields), ...memory, policy: memory.policy ?? 'unknown' };
+        }),
+      ),
+    );
+    const sum = (field: 'keys' | 'keysWithExpiry' | 'usedMemoryBytes' | 'maxmemoryBytes' | 'evictedKeys') => masters.reduce((total, master) => total + master[field], 0);
+    const figures = masters.map(({ keysWithExpiry: _, ...master }): RedisMasterFigures => master);
+    const tightest = [...figures].sort((a, b) => fullness(b) - fullness(a) || b.usedMemoryBytes - a.usedMemoryBytes)[0];
+    return {
+      keys: sum('keys'),
+      keysWithExpiry: sum('keysWithExpiry'),
+      usedMemoryBytes: sum('usedMemoryBytes'),
+      maxmemoryBytes: sum('maxmemoryBytes'),
+      evictedKeys: sum('evictedKeys'),
+      policy: [...new Set(figures.map((master) => master.policy))].sort().join(', ') || 'unknown',
+      masters: figures,
+      ...(tightest ? { tightestMaster: tightest } : {}),
+    };
   }
 
   /** The dashboard holds no write to Redis: a stale claim there is taken over by the next retry once its lease has passed. */

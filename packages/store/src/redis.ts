@@ -60,6 +60,19 @@ export function inFlightIndexKey(service: string, scope: string): string {
   return `retrysafe:inflight:${service.length}:${service}:${scope.length}:${scope}`;
 }
 
+/**
+ * The dashboard's index of one principal's claims in flight in one service, on a Redis Cluster: a
+ * sorted set of recordMember by lease expiry (ms), in the records' slot (hash tag
+ * `{principal:service}`), so the claim script writes it in its one round trip. The cluster's
+ * counterpart of inFlightIndexKey (which sits outside any principal's slot): written and trimmed
+ * by the same scripts, and with an expiry, as the principal's index, no shorter than the longest
+ * retention of the claims that wrote it (a principal that stops claiming leaves no set behind).
+ * The dashboard finds the principals to read from Postgres (the quota's counters).
+ */
+export function principalInFlightKey(principalId: string, service: string): string {
+  return `retrysafe:{${principalId}:${service}}:inflight`;
+}
+
 /** A claim's member in inFlightIndexKey: `<principal length>:<principal>:<key>`. */
 export function inFlightMember(principalId: string, key: string): string {
   return lengthPrefixed(principalId, key);
@@ -136,7 +149,9 @@ return out`;
  * The claim. KEYS[1] the record, KEYS[2] the principal's index (principalIndexKey), on one server
  * also KEYS[3] the scope's in-flight index (inFlightIndexKey) and KEYS[4] the correlation id's
  * (correlationIndexKey); ARGV fingerprint, correlation id, lease ms, retention ms, the record's
- * member, then with KEYS[3] the in-flight member and the correlation target. A new record: {1}, in
+ * member, then with KEYS[3] the in-flight member and the correlation target. On a cluster KEYS[3]
+ * is the principal's in-flight set (principalInFlightKey, in the record's slot) and there is no
+ * KEYS[4]: the set then expires as the principal's index does. A new record: {1}, in
  * progress with attempt 1, expiring after the retention, and in the indexes. An existing one: {0,
  * lease remaining ms, state, fingerprint, correlation id, attempts, status, content type, body,
  * key id, reference}.
@@ -154,7 +169,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if KEYS[3] then
     redis.call('ZADD', KEYS[3], lease, ARGV[6])
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - retention))
-    redis.call('SET', KEYS[4], ARGV[7], 'PX', retention)
+    if KEYS[4] then
+      redis.call('SET', KEYS[4], ARGV[7], 'PX', retention)
+    elseif redis.call('PTTL', KEYS[3]) < retention then
+      redis.call('PEXPIRE', KEYS[3], retention)
+    end
   end
   return {1}
 end
@@ -169,7 +188,9 @@ ${EXISTING}`);
  * The takeover of a failed record or one whose lease has passed, if its attempt number is still
  * ARGV[1] (of many concurrent takers exactly one succeeds). ARGV fingerprint, correlation id,
  * lease ms follow; on one server KEYS[2] the in-flight index and KEYS[3] the new correlation id's,
- * ARGV the in-flight member and the correlation target (see CLAIM). The record keeps its creation
+ * ARGV the in-flight member and the correlation target (see CLAIM); on a cluster KEYS[2] the
+ * principal's in-flight set (given an expiry no shorter than the record's: the failure mark may
+ * have removed its last entry, and the set with it) and ARGV the record's member. The record keeps its creation
  * time and expiry (the new correlation id's entry expires with it). The new attempt number, or nil.
  */
 const TAKE_OVER = new Script(`${NOW}
@@ -183,7 +204,11 @@ if r[1] == 'failed' or (r[1] == 'in_progress' and tonumber(r[3]) <= now) then
   if KEYS[2] then
     redis.call('ZADD', KEYS[2], lease, ARGV[5])
     local ttl = redis.call('PTTL', KEYS[1])
-    if ttl > 0 then redis.call('SET', KEYS[3], ARGV[6], 'PX', ttl) end
+    if KEYS[3] then
+      if ttl > 0 then redis.call('SET', KEYS[3], ARGV[6], 'PX', ttl) end
+    elseif ttl > 0 and redis.call('PTTL', KEYS[2]) < ttl then
+      redis.call('PEXPIRE', KEYS[2], ttl)
+    end
   end
   return attempts
 end
@@ -335,10 +360,12 @@ export interface RedisBackendOptions {
   /** Told each write that fewer than waitReplicas replicas acknowledged in time. */
   onWaitShortfall?: (operation: 'claim' | 'takeover' | 'complete', acknowledged: number) => void;
   /**
-   * Keep the dashboard's indexes of claims in flight and of correlation ids (inFlightIndexKey,
-   * correlationIndexKey), written by the same scripts: the stale-claims list and the lookup by
-   * correlation id read them. Default: on for one server, off on a cluster, where they would sit
-   * outside the record's hash slot (the dashboard reads single-node Redis only).
+   * Keep the dashboard's indexes, written by the same scripts (one round trip still). On one
+   * server: the claims in flight of each scope and the correlation ids (inFlightIndexKey,
+   * correlationIndexKey), which the stale-claims list and the lookup by correlation id read. On a
+   * cluster only each principal's claims in flight (principalInFlightKey, in the record's slot):
+   * the stale-claims list reads it; a correlation id's entry would sit outside the record's slot,
+   * so a cluster keeps none (docs/redis.md). Default: on.
    */
   dashboardIndexes?: boolean;
 }
@@ -366,7 +393,8 @@ export class RedisBackend implements IdempotencyBackend {
   readonly db: Queryable;
   private readonly waitReplicas: number;
   private readonly waitTimeoutMs: number;
-  private readonly dashboardIndexes: boolean;
+  /** Which dashboard indexes the scripts keep (dashboardIndexes): one server's, a cluster's, or none. */
+  private readonly indexes: 'server' | 'cluster' | 'none';
 
   constructor(
     private readonly redis: RedisCommands,
@@ -375,7 +403,7 @@ export class RedisBackend implements IdempotencyBackend {
     this.db = options.db ?? NO_DATABASE;
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitTimeoutMs = options.waitTimeoutMs ?? 100;
-    this.dashboardIndexes = options.dashboardIndexes ?? redis.eachMaster === undefined;
+    this.indexes = options.dashboardIndexes === false ? 'none' : redis.eachMaster === undefined ? 'server' : 'cluster';
     if (!Number.isInteger(this.waitReplicas) || this.waitReplicas < 0) throw new RangeError('waitReplicas must be a whole number, 0 or more');
     if (!Number.isInteger(this.waitTimeoutMs) || this.waitTimeoutMs < 1) throw new RangeError('waitTimeoutMs must be a whole number of milliseconds, 1 or more');
   }
@@ -431,9 +459,12 @@ export class RedisBackend implements IdempotencyBackend {
     const member = recordMember(claim.scope, claim.key);
     const keys = [`retrysafe:{${claim.principalId}:${claim.service}}:${member}`, principalIndexKey(claim.principalId, claim.service)];
     const args = [claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs)), String(Math.round(claim.retentionMs)), member];
-    if (this.dashboardIndexes) {
+    if (this.indexes === 'server') {
       keys.push(inFlightIndexKey(claim.service, claim.scope), correlationIndexKey(claim.correlationId));
       args.push(inFlightMember(claim.principalId, claim.key), correlationTarget(claim));
+    } else if (this.indexes === 'cluster') {
+      keys.push(principalInFlightKey(claim.principalId, claim.service));
+      args.push(member);
     }
     if (this.waitReplicas === 0) {
       const reply = (await this.run(CLAIM, keys, args)) as unknown[];
@@ -453,9 +484,12 @@ export class RedisBackend implements IdempotencyBackend {
   async takeOver(claim: ClaimValues, seenAttempts: number): Promise<number | null> {
     const key = [recordKey(claim)];
     const args = [String(seenAttempts), claim.fingerprint, claim.correlationId, String(Math.round(claim.leaseMs))];
-    if (this.dashboardIndexes) {
+    if (this.indexes === 'server') {
       key.push(inFlightIndexKey(claim.service, claim.scope), correlationIndexKey(claim.correlationId));
       args.push(inFlightMember(claim.principalId, claim.key), correlationTarget(claim));
+    } else if (this.indexes === 'cluster') {
+      key.push(principalInFlightKey(claim.principalId, claim.service));
+      args.push(recordMember(claim.scope, claim.key));
     }
     if (this.waitReplicas === 0) {
       const reply = await this.run(TAKE_OVER, key, args);
@@ -473,9 +507,9 @@ export class RedisBackend implements IdempotencyBackend {
       values.body !== null && values.keyId !== null ? ['body', values.body, values.keyId] : ['ref', values.reference ?? '', ''];
     const args = [String(values.attempts), values.correlationId ?? '', String(values.status), values.contentType, String(values.size), ...stored];
     const keys = [recordKey(values)];
-    if (this.dashboardIndexes) {
-      keys.push(inFlightIndexKey(values.service, values.scope));
-      args.push(inFlightMember(values.principalId, values.key));
+    if (this.indexes !== 'none') {
+      keys.push(this.inFlightKey(values));
+      args.push(this.inFlightEntry(values));
     }
     if (this.waitReplicas === 0) return (await this.run(COMPLETE, keys, args)) === 1;
     const [reply, acknowledged] = await this.runReplicated(COMPLETE, keys, args);
@@ -486,8 +520,18 @@ export class RedisBackend implements IdempotencyBackend {
 
   async fail(id: KeyIdentity & { correlationId?: string }, attempts: number): Promise<boolean> {
     const args = [String(attempts), id.correlationId ?? ''];
-    if (!this.dashboardIndexes) return (await this.run(FAIL, recordKey(id), args)) === 1;
-    return (await this.run(FAIL, [recordKey(id), inFlightIndexKey(id.service, id.scope)], [...args, inFlightMember(id.principalId, id.key)])) === 1;
+    if (this.indexes === 'none') return (await this.run(FAIL, recordKey(id), args)) === 1;
+    return (await this.run(FAIL, [recordKey(id), this.inFlightKey(id)], [...args, this.inFlightEntry(id)])) === 1;
+  }
+
+  /** The in-flight index a claim of `id` is in: its scope's on one server, its principal's on a cluster. */
+  private inFlightKey(id: KeyIdentity): string {
+    return this.indexes === 'cluster' ? principalInFlightKey(id.principalId, id.service) : inFlightIndexKey(id.service, id.scope);
+  }
+
+  /** The claim's member in inFlightKey(id). */
+  private inFlightEntry(id: KeyIdentity): string {
+    return this.indexes === 'cluster' ? recordMember(id.scope, id.key) : inFlightMember(id.principalId, id.key);
   }
 
   transaction(): Promise<BackendTransaction> {
@@ -549,7 +593,7 @@ export async function connectRedis(url: string, options: { onError?: (error: unk
   };
 }
 
-export { RedisKeyReads, type RedisStoreFigures } from './redis-key-reads.js';
+export { RedisKeyReads, CLUSTER_CORRELATION_NOT_KEPT, CLUSTER_STALE_PRINCIPALS_MAX, type RedisMasterFigures, type RedisStoreFigures } from './redis-key-reads.js';
 export { RedisReconciler, parseReconcileOptions, reconcileStatementTexts, type EffectQuery, type ReconcileOptions, type ReconcileRun, type ResolvedReconcileOptions } from './redis-reconcile.js';
 export { connectRedisCluster, routingKey, type RedisClusterConnection } from './redis-cluster.js';
 export { RedisMemoryWatch, readRedisMemory, readRedisMemoryOfEachServer, EvictingPolicyError, MEMORY_ALERT_RATIO, type RedisCommands, type RedisMemoryStatus, type RedisMemory, type RedisMemoryAlert, type RedisMemoryWatchOptions, type RedisNodeMemory } from './redis-memory.js';
