@@ -22,6 +22,7 @@ import { benchRedis } from './redis';
 import { benchRedisCluster } from './redis-cluster';
 import { hasRedis } from '../packages/store/test/helpers/redis';
 import { benchScale } from './scale';
+import { benchCleanup } from './cleanup';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -38,8 +39,13 @@ async function main(): Promise<void> {
   if (wanted('scale')) {
     log('\n== Scale: the key store up to BENCH_SCALE_ROWS keys in a memory-bound Postgres, both layouts ==');
     await benchScale(log);
-    if (process.argv.slice(2).every((name) => name === 'scale')) return;
   }
+  // The cleanup bench runs on a primary and a streaming standby of its own: only when named.
+  if (wanted('cleanup')) {
+    log('\n== Cleanup: steady state at a fixed rate, and expired keys removed by the sweeper, a partition drop and one unbounded DELETE, beside a streaming replica ==');
+    await benchCleanup(log);
+  }
+  if (process.argv.slice(2).every((name) => name === 'scale' || name === 'cleanup')) return;
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {

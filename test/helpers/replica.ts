@@ -84,7 +84,12 @@ async function query<T extends pg.QueryResultRow>(url: string, text: string): Pr
   }
 }
 
-export async function startStreamingReplica(binaries: ReplicaBinaries): Promise<StreamingReplica> {
+export interface ReplicaOptions {
+  /** Server settings for both servers (`-c name=value`), after and over the defaults (fsync off among them). */
+  settings?: Record<string, string>;
+}
+
+export async function startStreamingReplica(binaries: ReplicaBinaries, options: ReplicaOptions = {}): Promise<StreamingReplica> {
   const bin = (name: (typeof NEEDED)[number]) => join(binaries.dir, name);
   const osUser = await serverOsUser();
   const as = osUser ? { uid: osUser.uid, gid: osUser.gid } : {};
@@ -97,7 +102,8 @@ export async function startStreamingReplica(binaries: ReplicaBinaries): Promise<
   const env = { ...process.env, PGPASSWORD: password, LC_ALL: 'C' };
   // Loopback TCP only, no Unix socket (its path length limit bites in deep temp folders).
   const flags = (port: number) =>
-    [`-p ${port}`, '-c listen_addresses=127.0.0.1', "-c unix_socket_directories=''", '-c wal_level=replica', '-c max_wal_senders=5', '-c fsync=off', '-c hot_standby=on'].join(' ');
+    [`-p ${port}`, '-c listen_addresses=127.0.0.1', "-c unix_socket_directories=''", '-c wal_level=replica', '-c max_wal_senders=5', '-c fsync=off', '-c hot_standby=on',
+      ...Object.entries(options.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`)].join(' ');
   const start = async (server: typeof primary) => {
     try {
       await run(bin('pg_ctl'), ['start', '-D', server.data, '-l', server.log, '-w', '-t', '60', '-o', flags(server.port)], { ...as, env });
