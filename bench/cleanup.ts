@@ -112,6 +112,11 @@ export interface CleanupReport {
   cleanups: CleanupRun[];
 }
 
+/** The largest of `values` (0 for none), without spreading them into arguments (hundreds of thousands of claims overflow the stack). */
+function largest(values: readonly number[]): number {
+  return values.reduce((max, value) => (value > max ? value : max), 0);
+}
+
 function percentile(values: number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
@@ -231,8 +236,8 @@ class LagSampler {
   max(from: number, to: number): { bytes: number; seconds: number } {
     const window = this.samples.filter((sample) => sample.at >= from && sample.at <= to);
     return {
-      bytes: Math.max(0, ...window.map((sample) => (Number.isFinite(sample.bytes) ? sample.bytes : 0))),
-      seconds: Math.max(0, ...window.map((sample) => sample.seconds)),
+      bytes: largest(window.map((sample) => (Number.isFinite(sample.bytes) ? sample.bytes : 0))),
+      seconds: largest(window.map((sample) => sample.seconds)),
     };
   }
 
@@ -404,13 +409,13 @@ async function steadyState(owner: pg.Pool, store: IdempotencyStore, policy: Endp
     oldestWithinRetentionPlusSweep: maxOldestAgeSeconds <= RETENTION_SECONDS + SWEEP_SECONDS,
     sweeps,
     claimP99Ms: percentile(times, 99),
-    claimMaxMs: Math.max(0, ...times),
+    claimMaxMs: largest(times),
     failedClaims: traffic.claims.filter((claim) => claim.failed).length + traffic.dropped,
   };
   log(
     `  last window: rows ${minRows.toLocaleString('en')}-${maxRows.toLocaleString('en')} against rate x retention ${Math.round(expectedRows).toLocaleString('en')} (${achievedRate.toFixed(0)}/s achieved): ${result.rowsWithin10Percent ? 'within' : 'NOT within'} 10 %; oldest row ${maxOldestAgeSeconds.toFixed(0)} s against retention + sweep interval ${RETENTION_SECONDS + SWEEP_SECONDS} s: ${result.oldestWithinRetentionPlusSweep ? 'within' : 'NOT within'}`,
   );
-  log(`  ${sweeps.length} sweeps, up to ${Math.max(0, ...sweeps.map((sweep) => sweep.rowsDeleted)).toLocaleString('en')} rows each, longest chunk ${Math.max(0, ...sweeps.map((sweep) => sweep.longestChunkMs)).toFixed(0)} ms; claims p99 ${result.claimP99Ms.toFixed(1)} ms, max ${result.claimMaxMs.toFixed(0)} ms, ${result.failedClaims} failed or dropped`);
+  log(`  ${sweeps.length} sweeps, up to ${largest(sweeps.map((sweep) => sweep.rowsDeleted)).toLocaleString('en')} rows each, longest chunk ${largest(sweeps.map((sweep) => sweep.longestChunkMs)).toFixed(0)} ms; claims p99 ${result.claimP99Ms.toFixed(1)} ms, max ${result.claimMaxMs.toFixed(0)} ms, ${result.failedClaims} failed or dropped`);
   return result;
 }
 
@@ -469,10 +474,10 @@ async function measureCleanup(
       walBytesPerRow: walBytes / Math.max(1, rowsRemoved),
       baselineWalBytesPerSecond,
       baselineClaimP99Ms: percentile(baseline, 99),
-      baselineClaimMaxMs: Math.max(0, ...baseline),
+      baselineClaimMaxMs: largest(baseline),
       claimsDuring: during.length,
       claimP99MsDuring: percentile(times, 99),
-      longestClaimMsDuring: Math.max(0, ...times),
+      longestClaimMsDuring: largest(times),
       failedClaimsDuring: during.filter((claim) => claim.failed).length,
       maxReplayLagBytes: lagMax.bytes,
       maxReplayLagSeconds: lagMax.seconds,
