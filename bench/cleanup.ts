@@ -77,7 +77,11 @@ export interface SteadyState {
   sweeps: { rowsDeleted: number; chunks: number; longestChunkMs: number; partitionsDropped: number }[];
   claimP99Ms: number;
   claimMaxMs: number;
+  /** Claims that threw, by message. */
   failedClaims: number;
+  errors: Record<string, number>;
+  /** Arrivals not started because MAX_IN_FLIGHT claims were already running. */
+  droppedClaims: number;
 }
 
 export interface CleanupRun {
@@ -97,6 +101,9 @@ export interface CleanupRun {
   claimP99MsDuring: number;
   longestClaimMsDuring: number;
   failedClaimsDuring: number;
+  /** The run's failures by message, and its arrivals not started (MAX_IN_FLIGHT already running), before, during and after the cleanup. */
+  errors: Record<string, number>;
+  droppedClaims: number;
   maxReplayLagBytes: number;
   maxReplayLagSeconds: number;
   /** From the cleanup's end until the standby had replayed all of it. */
@@ -133,6 +140,8 @@ interface Claim {
 class Traffic {
   readonly claims: Claim[] = [];
   dropped = 0;
+  /** Each failure's message (never a key or a body: the store's errors name neither) and how often. */
+  readonly errors = new Map<string, number>();
   private inFlight = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
@@ -180,8 +189,10 @@ class Traffic {
       };
       const outcome = await this.store.execute(call);
       if (outcome.replayed) throw new Error('a new key was replayed');
-    } catch {
+    } catch (error) {
       failed = true;
+      const message = error instanceof Error ? `${error.name}: ${error.message}`.slice(0, 200) : String(error);
+      this.errors.set(message, (this.errors.get(message) ?? 0) + 1);
     } finally {
       this.inFlight -= 1;
       this.claims.push({ startedAt, ms: performance.now() - startedAt, failed });
@@ -410,12 +421,15 @@ async function steadyState(owner: pg.Pool, store: IdempotencyStore, policy: Endp
     sweeps,
     claimP99Ms: percentile(times, 99),
     claimMaxMs: largest(times),
-    failedClaims: traffic.claims.filter((claim) => claim.failed).length + traffic.dropped,
+    failedClaims: traffic.claims.filter((claim) => claim.failed).length,
+    errors: Object.fromEntries(traffic.errors),
+    droppedClaims: traffic.dropped,
   };
   log(
     `  last window: rows ${minRows.toLocaleString('en')}-${maxRows.toLocaleString('en')} against rate x retention ${Math.round(expectedRows).toLocaleString('en')} (${achievedRate.toFixed(0)}/s achieved): ${result.rowsWithin10Percent ? 'within' : 'NOT within'} 10 %; oldest row ${maxOldestAgeSeconds.toFixed(0)} s against retention + sweep interval ${RETENTION_SECONDS + SWEEP_SECONDS} s: ${result.oldestWithinRetentionPlusSweep ? 'within' : 'NOT within'}`,
   );
-  log(`  ${sweeps.length} sweeps, up to ${largest(sweeps.map((sweep) => sweep.rowsDeleted)).toLocaleString('en')} rows each, longest chunk ${largest(sweeps.map((sweep) => sweep.longestChunkMs)).toFixed(0)} ms; claims p99 ${result.claimP99Ms.toFixed(1)} ms, max ${result.claimMaxMs.toFixed(0)} ms, ${result.failedClaims} failed or dropped`);
+  log(`  ${sweeps.length} sweeps, up to ${largest(sweeps.map((sweep) => sweep.rowsDeleted)).toLocaleString('en')} rows each, longest chunk ${largest(sweeps.map((sweep) => sweep.longestChunkMs)).toFixed(0)} ms; claims p99 ${result.claimP99Ms.toFixed(1)} ms, max ${result.claimMaxMs.toFixed(0)} ms, ${result.failedClaims} failed, ${result.droppedClaims} not started (${MAX_IN_FLIGHT} already in flight)`);
+  for (const [message, count] of traffic.errors) log(`    failed ${count} times: ${message}`);
   return result;
 }
 
@@ -479,6 +493,8 @@ async function measureCleanup(
       claimP99MsDuring: percentile(times, 99),
       longestClaimMsDuring: largest(times),
       failedClaimsDuring: during.filter((claim) => claim.failed).length,
+      errors: Object.fromEntries(traffic.errors),
+      droppedClaims: traffic.dropped,
       maxReplayLagBytes: lagMax.bytes,
       maxReplayLagSeconds: lagMax.seconds,
       catchUpSeconds: (caughtUp - ended) / 1000,
@@ -487,8 +503,9 @@ async function measureCleanup(
       `  ${method}: ${rowsRemoved.toLocaleString('en')} rows in ${seconds.toFixed(1)} s; WAL ${mb(walBytes)} beyond the traffic's (${run.walBytesPerRow.toFixed(0)} B a row; traffic alone ${mb(baselineWalBytesPerSecond)}/s)`,
     );
     log(
-      `    claims during: ${run.claimsDuring}, p99 ${run.claimP99MsDuring.toFixed(1)} ms, longest ${run.longestClaimMsDuring.toFixed(0)} ms (before: p99 ${run.baselineClaimP99Ms.toFixed(1)} ms, longest ${run.baselineClaimMaxMs.toFixed(0)} ms), ${run.failedClaimsDuring} failed`,
+      `    claims during: ${run.claimsDuring}, p99 ${run.claimP99MsDuring.toFixed(1)} ms, longest ${run.longestClaimMsDuring.toFixed(0)} ms (before: p99 ${run.baselineClaimP99Ms.toFixed(1)} ms, longest ${run.baselineClaimMaxMs.toFixed(0)} ms), ${run.failedClaimsDuring} failed; ${run.droppedClaims} not started in the whole run`,
     );
+    for (const [message, count] of traffic.errors) log(`    failed ${count} times: ${message}`);
     log(`    replica: replay lag up to ${mb(run.maxReplayLagBytes)} / ${run.maxReplayLagSeconds.toFixed(2)} s; caught up ${run.catchUpSeconds.toFixed(1)} s after the cleanup ended`);
     return run;
   } finally {
