@@ -25,10 +25,9 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { IdempotencyStore, LiveKeyQuota, ResponseKeyRing, ignoreFlow, type EndpointPolicy, type IdempotentCall } from '@retrysafe/store';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
-import { migrateDatabase } from '../db/migrate';
 import { Sweeper, sweepOnce, type SweepResult } from '../server/retention/sweeper';
 import { findReplicaBinaries, startStreamingReplica, type StreamingReplica } from '../test/helpers/replica';
-import { loadScaleRows, registerScalePolicies, writeLoaderSecrets } from './scale-loader';
+import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from './scale-loader';
 import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
@@ -275,15 +274,7 @@ async function yesterdaysPartition(owner: pg.Pool): Promise<void> {
 
 async function benchLayout(replica: StreamingReplica, layout: Layout, report: CleanupReport, save: () => Promise<void>, log: (line: string) => void): Promise<void> {
   const name = `retrysafe_cleanup_${layout}`;
-  const admin = new pg.Client({ connectionString: replica.primaryAdminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
-  await admin.end();
-  const url = new URL(replica.primaryAdminUrl);
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString(), { layout });
+  const url = new URL(await createLayoutDatabase(replica.primaryAdminUrl, name, layout));
   const owner = new pg.Pool({ connectionString: url.toString(), max: 6 });
   owner.on('error', () => undefined);
   const pool = new pg.Pool({ connectionString: url.toString(), max: 16, ...STORE_POOL_SETTINGS });
@@ -345,10 +336,7 @@ async function benchLayout(replica: StreamingReplica, layout: Layout, report: Cl
     await pool.end();
     await owner.end();
   }
-  const admin2 = new pg.Client({ connectionString: replica.primaryAdminUrl });
-  await admin2.connect();
-  await admin2.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin2.end();
+  await dropDatabase(replica.primaryAdminUrl, name);
 }
 
 /** A folder the server's OS user reads files in: its data directory's parent. */

@@ -9,14 +9,43 @@ import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { chown, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import type { EndpointPolicy } from '@retrysafe/store';
+import { migrateDatabase } from '../db/migrate';
 import { ensurePolicies } from '../server/retention/policies';
 import { processCpuSeconds } from './scale-cluster';
 import { COPY_COLUMNS, COPY_OPTIONS, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from './scale-rows';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const ROW_PROGRAM = 'bench/scale-rows.ts';
+
+/** Drops `name` if it exists and creates it afresh, migrated in `layout` with the store's search path; returns its URL. */
+export async function createLayoutDatabase(adminUrl: string, name: string, layout: 'plain' | 'partitioned'): Promise<string> {
+  await dropDatabase(adminUrl, name);
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  await migrateDatabase(url.toString(), { layout });
+  return url.toString();
+}
+
+/** Drops `name` (WITH FORCE: a bench's idle connections do not hold it). */
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
 
 /** Fresh secrets for a load, written to `dir` where the database server's OS user can read them (and nobody else). */
 export async function writeLoaderSecrets(dir: string, secrets: LoaderSecrets = newLoaderSecrets()): Promise<{ file: string; secrets: LoaderSecrets }> {

@@ -18,9 +18,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { IdempotencyStore, LiveKeyQuota, ResponseKeyRing, ignoreFlow, type EndpointPolicy, type IdempotentCall } from '@retrysafe/store';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
-import { migrateDatabase } from '../db/migrate';
 import { startBoundedCluster, type BoundedCluster, type CgroupMemory } from './scale-cluster';
-import { loadScaleRows, registerScalePolicies, writeLoaderSecrets, type LoadTimes } from './scale-loader';
+import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets, type LoadTimes } from './scale-loader';
 import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
@@ -226,15 +225,7 @@ const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(0)} MB`;
 
 async function benchLayout(cluster: BoundedCluster, layout: Layout, report: ScaleReport, save: () => Promise<void>, log: (line: string) => void): Promise<void> {
   const name = `retrysafe_scale_${layout}`;
-  const admin = new pg.Client({ connectionString: cluster.adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.query(`ALTER DATABASE ${name} SET search_path = retrysafe, retrysafe_demo, retrysafe_server, public`);
-  await admin.end();
-  const url = new URL(cluster.adminUrl);
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString(), { layout });
+  const url = new URL(await createLayoutDatabase(cluster.adminUrl, name, layout));
   const owner = new pg.Pool({ connectionString: url.toString(), max: STREAMS + 2 });
   owner.on('error', () => undefined);
   try {
@@ -283,10 +274,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
   } finally {
     await owner.end();
   }
-  const admin2 = new pg.Client({ connectionString: cluster.adminUrl });
-  await admin2.connect();
-  await admin2.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin2.end();
+  await dropDatabase(cluster.adminUrl, name);
 }
 
 /** Where each layout's curve stands against its first step, and the step where the unique index outgrew memory. */
