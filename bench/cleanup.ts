@@ -103,6 +103,8 @@ export interface CleanupRun {
   /** The run's failures by message, and its arrivals not started (MAX_IN_FLIGHT already running), before, during and after the cleanup. */
   errors: Record<string, number>;
   droppedClaims: number;
+  /** The primary's active client backends by wait event, summed over the samples taken while the cleanup ran (every 100 ms). */
+  waitsDuring: Record<string, number>;
   maxReplayLagBytes: number;
   maxReplayLagSeconds: number;
   /** From the cleanup's end until the standby had replayed all of it. */
@@ -212,7 +214,8 @@ const RESPONSE = Buffer.from(JSON.stringify({ id: `pay_${randomUUID()}`, object:
 
 /** The standby's replay lag seen from the primary, sampled every LAG_SAMPLE_MS. */
 class LagSampler {
-  readonly samples: { at: number; bytes: number; seconds: number }[] = [];
+  /** Each sample also counts the primary's active client backends by wait event ('CPU' for none): what the claims waited on. */
+  readonly samples: { at: number; bytes: number; seconds: number; waits: Record<string, number> }[] = [];
   private stopped = false;
   private loop: Promise<void> | undefined;
 
@@ -228,8 +231,19 @@ class LagSampler {
             `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) AS bytes, extract(epoch FROM replay_lag)::float8 AS seconds
                FROM pg_stat_replication ORDER BY replay_lsn LIMIT 1`,
           );
+          const { rows: waiting } = await client.query<{ event: string; backends: number }>(
+            `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS event, count(*)::int AS backends
+               FROM pg_stat_activity
+              WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+              GROUP BY 1`,
+          );
           const row = rows[0];
-          this.samples.push({ at: performance.now(), bytes: Number(row?.bytes ?? Number.NaN), seconds: row?.seconds ?? 0 });
+          this.samples.push({
+            at: performance.now(),
+            bytes: Number(row?.bytes ?? Number.NaN),
+            seconds: row?.seconds ?? 0,
+            waits: Object.fromEntries(waiting.map((wait) => [wait.event, wait.backends])),
+          });
           await sleep(LAG_SAMPLE_MS);
         }
       } finally {
@@ -253,6 +267,16 @@ class LagSampler {
 
   latest(): number {
     return this.samples.at(-1)?.bytes ?? Number.NaN;
+  }
+
+  /** Backend-samples per wait event over a window, the most frequent first. */
+  waits(from: number, to: number): Record<string, number> {
+    const totals = new Map<string, number>();
+    for (const sample of this.samples) {
+      if (sample.at < from || sample.at > to) continue;
+      for (const [event, backends] of Object.entries(sample.waits)) totals.set(event, (totals.get(event) ?? 0) + backends);
+    }
+    return Object.fromEntries([...totals].sort((a, b) => b[1] - a[1]));
   }
 }
 
@@ -483,6 +507,7 @@ async function measureCleanup(
       failedClaimsDuring: during.filter((claim) => claim.failed).length,
       errors: Object.fromEntries(traffic.errors),
       droppedClaims: traffic.dropped,
+      waitsDuring: lag.waits(began, ended),
       maxReplayLagBytes: lagMax.bytes,
       maxReplayLagSeconds: lagMax.seconds,
       catchUpSeconds: (caughtUp - ended) / 1000,
@@ -494,6 +519,7 @@ async function measureCleanup(
       `    claims during: ${run.claimsDuring}, p99 ${run.claimP99MsDuring.toFixed(1)} ms, longest ${run.longestClaimMsDuring.toFixed(0)} ms (before: p99 ${run.baselineClaimP99Ms.toFixed(1)} ms, longest ${run.baselineClaimMaxMs.toFixed(0)} ms), ${run.failedClaimsDuring} failed; ${run.droppedClaims} not started in the whole run`,
     );
     for (const [message, count] of traffic.errors) log(`    failed ${count} times: ${message}`);
+    log(`    backends waiting, summed over the samples during it: ${Object.entries(run.waitsDuring).slice(0, 6).map(([event, count]) => `${event} ${count}`).join(', ') || 'none sampled'}`);
     log(`    replica: replay lag up to ${mb(run.maxReplayLagBytes)} / ${run.maxReplayLagSeconds.toFixed(2)} s; caught up ${run.catchUpSeconds.toFixed(1)} s after the cleanup ended`);
     return run;
   } finally {
