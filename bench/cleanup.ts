@@ -27,7 +27,8 @@ import { IdempotencyStore, LiveKeyQuota, ResponseKeyRing, ignoreFlow, type Endpo
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { Sweeper, sweepOnce, type SweepResult } from '../server/retention/sweeper';
 import { findReplicaBinaries, startStreamingReplica, type StreamingReplica } from '../test/helpers/replica';
-import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from './scale-loader';
+import { percentile } from './measure';
+import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, walPosition, writeLoaderSecrets } from './scale-loader';
 import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
@@ -125,11 +126,8 @@ function largest(values: readonly number[]): number {
   return values.reduce((max, value) => (value > max ? value : max), 0);
 }
 
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
+/** The p-th percentile of unsorted values. */
+const percentileOf = (values: readonly number[], p: number): number => percentile(Float64Array.from(values).sort(), p);
 
 interface Claim {
   startedAt: number;
@@ -280,8 +278,6 @@ class LagSampler {
   }
 }
 
-const walPosition = async (db: pg.Pool) => Number((await db.query<{ lsn: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS lsn")).rows[0]?.lsn ?? 0);
-
 const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
 
 /** Yesterday's day partition (UTC), made as retrysafe_ensure_partitions names them; the backlog's expiries fall in it. */
@@ -431,7 +427,7 @@ async function steadyState(owner: pg.Pool, store: IdempotencyStore, policy: Endp
     rowsWithin10Percent: maxRows <= expectedRows * 1.1 && minRows >= expectedRows * 0.9,
     oldestWithinRetentionPlusSweep: maxOldestAgeSeconds <= RETENTION_SECONDS + SWEEP_SECONDS,
     sweeps,
-    claimP99Ms: percentile(times, 99),
+    claimP99Ms: percentileOf(times, 99),
     claimMaxMs: largest(times),
     failedClaims: traffic.claims.filter((claim) => claim.failed).length,
     errors: Object.fromEntries(traffic.errors),
@@ -499,10 +495,10 @@ async function measureCleanup(
       walBytes,
       walBytesPerRow: walBytes / Math.max(1, rowsRemoved),
       baselineWalBytesPerSecond,
-      baselineClaimP99Ms: percentile(baseline, 99),
+      baselineClaimP99Ms: percentileOf(baseline, 99),
       baselineClaimMaxMs: largest(baseline),
       claimsDuring: during.length,
-      claimP99MsDuring: percentile(times, 99),
+      claimP99MsDuring: percentileOf(times, 99),
       longestClaimMsDuring: largest(times),
       failedClaimsDuring: during.filter((claim) => claim.failed).length,
       errors: Object.fromEntries(traffic.errors),

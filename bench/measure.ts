@@ -10,7 +10,8 @@ export interface RunResult {
   p99Ms: number;
 }
 
-function percentile(sorted: Float64Array, p: number): number {
+/** The p-th percentile of values sorted ascending (NaN for none). */
+export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }

@@ -127,7 +127,8 @@ export interface LoadTimes {
   vacuumWalBytes: number;
 }
 
-const walPosition = async (db: pg.Pool | pg.PoolClient) => Number((await db.query<{ lsn: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS lsn")).rows[0]?.lsn ?? 0);
+/** The server's WAL position in bytes (pg_current_wal_lsn from 0/0). */
+export const walPosition = async (db: pg.Pool | pg.PoolClient) => Number((await db.query<{ lsn: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS lsn")).rows[0]?.lsn ?? 0);
 
 export interface LoadOptions {
   batch: RowBatch;

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { IdempotencyStore, LiveKeyQuota, ResponseKeyRing, ignoreFlow, type EndpointPolicy, type IdempotentCall } from '@retrysafe/store';
 import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
+import { percentile } from './measure';
 import { startBoundedCluster, type BoundedCluster, type CgroupMemory } from './scale-cluster';
 import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets, type LoadTimes } from './scale-loader';
 import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
@@ -97,11 +98,6 @@ export interface ScaleReport {
   seconds: number;
   callers: number;
   steps: ScaleStep[];
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
