@@ -22,6 +22,16 @@ const CURRENCIES = ['EUR', 'USD', 'GBP'] as const;
 
 export type ScaleRowState = 'completed' | 'failed' | 'in_progress';
 
+/**
+ * How clients make their keys: `random` (a version-4 UUID, the demo's), or `time-ordered` (a
+ * UUIDv7: 48 bits of milliseconds first, so a principal's new keys sort after its old ones and its
+ * claims insert at the right edge of its range of the unique index). Row i's time-ordered key
+ * carries the instant KEY_EPOCH_MS + i: as if written at 1,000 a second, later rows later.
+ */
+export const KEY_ORDERS = ['random', 'time-ordered'] as const;
+export type KeyOrder = (typeof KEY_ORDERS)[number];
+const KEY_EPOCH_MS = 1_700_000_000_000;
+
 export interface ScaleRow {
   principalId: string;
   scope: string;
@@ -62,6 +72,21 @@ function uuidWords(seed: number, stream: number, n: number): [number, number, nu
 }
 
 const uuidText = ([a, b, c, d]: readonly number[]) => `${hex8(a ?? 0)}-${hex4((b ?? 0) >>> 16)}-${hex4((b ?? 0) & 0xffff)}-${hex4((c ?? 0) >>> 16)}-${hex4((c ?? 0) & 0xffff)}${hex8(d ?? 0)}`;
+
+/** A UUIDv7's four 32-bit words: 48 bits of `ms`, version 7, 12 bits of `a`, variant 8, then 30 bits of `b` and 32 of `c`. */
+export function uuidV7Words(ms: number, a: number, b: number, c: number): [number, number, number, number] {
+  const high = Math.floor(ms / 0x1_0000);
+  return [high >>> 0, (((ms - high * 0x1_0000) << 16) | 0x7000 | (a >>> 20)) >>> 0, ((0x8000_0000 | (b >>> 2)) & 0xbfff_ffff) >>> 0, c >>> 0];
+}
+
+/** A UUIDv7 of `ms` (random bits from `random`, e.g. crypto.randomBytes(12)), as text: what a client with time-ordered keys sends. */
+export function uuidV7(ms: number, random: Buffer): string {
+  return uuidText(uuidV7Words(ms, random.readUInt32BE(0), random.readUInt32BE(4), random.readUInt32BE(8)));
+}
+
+/** Row i's key's UUID: version 4 from (seed, i), or a UUIDv7 of KEY_EPOCH_MS + i. */
+const keyUuidOf = (seed: number, i: number, keys: KeyOrder) =>
+  keys === 'random' ? uuidOf(seed, 10, i) : uuidText(uuidV7Words(KEY_EPOCH_MS + i, mix(seed, 10, i), mix(seed, 11, i), mix(seed, 12, i)));
 
 /** A version-4-shaped UUID drawn from (seed, stream, n). */
 function uuidOf(seed: number, stream: number, n: number): string {
@@ -132,7 +157,7 @@ const principalIndex = (seed: number, i: number, principals: number) => {
   return Math.floor(principals * u * u);
 };
 
-export function scaleRow(seed: number, i: number, principals: number): ScaleRow {
+export function scaleRow(seed: number, i: number, principals: number, keys: KeyOrder = 'random'): ScaleRow {
   const principalId = principalsOf(seed).text(principalIndex(seed, i, principals));
   const kind = mix(seed, 2, i) / 0x1_0000_0000;
   const fate = mix(seed, 3, i) % 1000;
@@ -152,7 +177,7 @@ export function scaleRow(seed: number, i: number, principals: number): ScaleRow 
             `{"id":"pay_${uuidOf(seed, 20, i)}","object":"payment","amount":${amount},"currency":"${currency}","description":${description === null ? 'null' : `"${description}"`},"status":"succeeded","created":"${created}"}`,
           )
         : null;
-    return { principalId, scope: PAYMENTS_SCOPE, key: `order-${uuidOf(seed, 10, i)}`, body, canonicalBody, state, response };
+    return { principalId, scope: PAYMENTS_SCOPE, key: `order-${keyUuidOf(seed, i, keys)}`, body, canonicalBody, state, response };
   }
   const payment = `pay_${uuidOf(seed, 30, i)}`;
   const refundAmount = 1 + (amount % 50);
@@ -163,7 +188,7 @@ export function scaleRow(seed: number, i: number, principals: number): ScaleRow 
         )
       : null;
   const body = { amount: refundAmount, payment };
-  return { principalId, scope: REFUNDS_SCOPE, key: `refund-${uuidOf(seed, 10, i)}`, body, canonicalBody: `{"amount":${refundAmount},"payment":"${payment}"}`, state, response };
+  return { principalId, scope: REFUNDS_SCOPE, key: `refund-${keyUuidOf(seed, i, keys)}`, body, canonicalBody: `{"amount":${refundAmount},"payment":"${payment}"}`, state, response };
 }
 
 /** The secrets a load seals and fingerprints with, as the loader hands them to the row program (a file, never the command line). */
@@ -185,6 +210,8 @@ export interface RowBatch {
   windowMs: number;
   retentionMs: number;
   leaseMs: number;
+  /** Random by default. */
+  keys?: KeyOrder;
 }
 
 /** The columns the COPY names, in the order of each row's fields. */
@@ -305,7 +332,7 @@ export function printBatch(batch: RowBatch, secrets: LoaderSecrets, write: (chun
   out.int32(0); // no header extension
   for (let n = 0; n < batch.count; n += 1) {
     const i = batch.from + n;
-    const row = scaleRow(batch.seed, i, batch.principals);
+    const row = scaleRow(batch.seed, i, batch.principals, batch.keys);
     const expires = batch.windowStartMs + Math.floor(((n + 0.5) * batch.windowMs) / batch.count);
     const created = expires - batch.retentionMs;
     const sealed = row.state === 'completed' && row.response ? ring.seal(row.response, { principalId: row.principalId, service: SCALE_SERVICE, scope: row.scope, key: row.key }) : null;
@@ -341,15 +368,9 @@ export function printBatch(batch: RowBatch, secrets: LoaderSecrets, write: (chun
   out.end();
 }
 
-/** Row i's correlation id: 48 bits of milliseconds, version 7, 12 random bits, variant 8, 62 random bits (drawn from (seed, i)). */
+/** Row i's correlation id: a UUIDv7 of its creation instant, its random bits drawn from (seed, i). */
 export function correlationWords(seed: number, i: number, createdMs: number): [number, number, number, number] {
-  const high = Math.floor(createdMs / 0x1_0000);
-  return [
-    high >>> 0,
-    (((createdMs - high * 0x1_0000) << 16) | 0x7000 | (mix(seed, 50, i) >>> 20)) >>> 0,
-    ((0x8000 | (mix(seed, 51, i) >>> 20)) << 16 | (mix(seed, 52, i) >>> 16)) >>> 0,
-    (((mix(seed, 52, i) & 0xffff) << 16) | (mix(seed, 53, i) >>> 16)) >>> 0,
-  ];
+  return uuidV7Words(createdMs, mix(seed, 50, i), mix(seed, 51, i), mix(seed, 52, i));
 }
 
 /** Row i's correlation id as text. */
@@ -365,16 +386,17 @@ const batchArgs = z.object({
   windowMs: z.coerce.number().int().positive(),
   retentionMs: z.coerce.number().int().positive(),
   leaseMs: z.coerce.number().int().positive(),
+  keys: z.enum(KEY_ORDERS),
 });
 
 /** The program's command line, in the order main() reads it. */
 export function programArgs(batch: RowBatch, secretsFile: string): string[] {
-  return [secretsFile, batch.seed, batch.principals, batch.from, batch.count, batch.windowStartMs, batch.windowMs, batch.retentionMs, batch.leaseMs].map(String);
+  return [secretsFile, batch.seed, batch.principals, batch.from, batch.count, batch.windowStartMs, batch.windowMs, batch.retentionMs, batch.leaseMs, batch.keys ?? 'random'].map(String);
 }
 
 function main(argv: string[]): void {
-  const [secretsFile, seed, principals, from, count, windowStartMs, windowMs, retentionMs, leaseMs] = argv;
-  const batch = batchArgs.parse({ secretsFile, seed, principals, from, count, windowStartMs, windowMs, retentionMs, leaseMs });
+  const [secretsFile, seed, principals, from, count, windowStartMs, windowMs, retentionMs, leaseMs, keys] = argv;
+  const batch = batchArgs.parse({ secretsFile, seed, principals, from, count, windowStartMs, windowMs, retentionMs, leaseMs, keys });
   const secrets = loaderSecrets.parse(JSON.parse(readFileSync(batch.secretsFile, 'utf8')));
   // Synchronous writes to the pipe: COPY reads as fast as it parses, and memory stays flat.
   printBatch(batch, secrets, (chunk) => {

@@ -11,7 +11,7 @@
 // BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit ratio and the
 // blocks read per claim (pg_stat_database and the key table's pg_statio deltas over the measured
 // window). Results to artifacts/bench/scale.json, rewritten after every step.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { percentile } from './measure';
 import { startBoundedCluster, type BoundedCluster, type CgroupMemory } from './scale-cluster';
 import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets, type LoadTimes } from './scale-loader';
-import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
+import { KEY_ORDERS, PAYMENTS_SCOPE, principalOf, SCALE_SERVICE, uuidV7, type KeyOrder } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
 const GIB = 1024 ** 3;
@@ -52,6 +52,9 @@ const STREAMS = Number(process.env.BENCH_SCALE_LOAD_STREAMS ?? availableParallel
 const INDEX_WORKERS = Number(process.env.BENCH_SCALE_INDEX_WORKERS ?? Math.max(0, STREAMS - 1));
 /** The cgroup's limit while loading (its page cache of the written table throttles writeback under the measured limit); restored, and the cache emptied, before measuring. `off`: the load runs under the measured limit. */
 const LOAD_MEMORY = process.env.BENCH_SCALE_LOAD_MEMORY === 'off' ? null : parseBytes(process.env.BENCH_SCALE_LOAD_MEMORY ?? '8GiB');
+/** The keys' shape, loaded and claimed (bench/scale-rows.ts, KEY_ORDERS): random (UUIDv4, the demo's) or time-ordered (UUIDv7). */
+const KEYS = process.env.BENCH_SCALE_KEYS ?? 'random';
+const isKeyOrder = (name: string): name is KeyOrder => (KEY_ORDERS as readonly string[]).includes(name);
 const SEED = 33;
 
 const policy: EndpointPolicy = {
@@ -97,6 +100,8 @@ export interface ScaleReport {
   cgroup: string;
   seconds: number;
   callers: number;
+  /** How the loaded and the claimed keys were made (BENCH_SCALE_KEYS). */
+  keys: KeyOrder;
   steps: ScaleStep[];
 }
 
@@ -151,7 +156,7 @@ const response = Buffer.from(
 );
 
 /** Claim-first new keys through execute at CALLERS callers: warm-up, then the measured window with the counters read around it. */
-async function measureClaims(url: string, owner: pg.Pool, layout: Layout, secrets: { fingerprintSecret: Buffer; keyRing: ResponseKeyRing }) {
+async function measureClaims(url: string, owner: pg.Pool, layout: Layout, keys: KeyOrder, secrets: { fingerprintSecret: Buffer; keyRing: ResponseKeyRing }) {
   const pool = new pg.Pool({ connectionString: url, max: CALLERS, ...STORE_POOL_SETTINGS });
   // The database is dropped (WITH FORCE) and the server restarted after a layout: an idle
   // connection cut then is not a result.
@@ -166,7 +171,8 @@ async function measureClaims(url: string, owner: pg.Pool, layout: Layout, secret
       principalId: principalOf(SEED, Math.floor(PRINCIPALS * u * u)),
       endpoint: PAYMENTS_SCOPE,
       method: 'POST',
-      key: `order-${randomUUID()}`,
+      // Time-ordered: a UUIDv7 of now, after every loaded key of its principal.
+      key: `order-${keys === 'random' ? randomUUID() : uuidV7(Date.now(), randomBytes(12))}`,
       body: { amount: 100 + Math.floor(Math.random() * 250_000), currency: 'EUR' },
       policy,
       mode: 'claim-first',
@@ -236,7 +242,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       // Expiries over the 24 h from a minute from now: live keys, as a day of traffic leaves them.
       if (LOAD_MEMORY !== null) await cluster.setLoadLimit(Math.max(LOAD_MEMORY, MEMORY));
       const load = await loadScaleRows(owner, {
-        batch: { seed: SEED, principals: PRINCIPALS, from: loaded, count, windowStartMs: Date.now() + 60_000, windowMs: DAY_MS, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs },
+        batch: { seed: SEED, principals: PRINCIPALS, from: loaded, count, windowStartMs: Date.now() + 60_000, windowMs: DAY_MS, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs, keys: report.keys },
         secretsFile: file,
         streams: STREAMS,
         maintenanceWorkMem: `${Math.max(64, Math.floor(MEMORY / 8 / 1024 ** 2))}MB`,
@@ -254,7 +260,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
         `  COPY ${load.copySeconds.toFixed(0)} s (${(count / load.copySeconds).toFixed(0)} rows/s), indexes ${load.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${load.vacuumSeconds.toFixed(0)} s: ${load.rowsPerSecond.toFixed(0)} rows/s in all`,
       );
       const size = await sizes(owner);
-      const claims = await measureClaims(url.toString(), owner, layout, storeSecrets);
+      const claims = await measureClaims(url.toString(), owner, layout, report.keys, storeSecrets);
       const memory = await cluster.memory();
       const entry: ScaleStep = { layout, rows: step, ...size, ...claims, memory, load };
       report.steps.push(entry);
@@ -289,6 +295,7 @@ function summarise(report: ScaleReport, log: (line: string) => void): void {
 
 export async function benchScale(log: (line: string) => void): Promise<ScaleReport> {
   if (LAYOUTS.length !== LAYOUT_NAMES.length) throw new Error(`BENCH_SCALE_LAYOUTS: plain, partitioned (not ${LAYOUT_NAMES.join(', ')})`);
+  if (!isKeyOrder(KEYS)) throw new Error(`BENCH_SCALE_KEYS: ${KEY_ORDERS.join(' or ')} (not ${KEYS})`);
   if (!Number.isInteger(ROWS) || ROWS <= 0 || STEPS.some((step) => !Number.isInteger(step) || step <= 0)) throw new Error('BENCH_SCALE_ROWS and BENCH_SCALE_STEPS: positive whole numbers of keys');
   const cluster = await startBoundedCluster(MEMORY, log);
   const report: ScaleReport = {
@@ -300,6 +307,7 @@ export async function benchScale(log: (line: string) => void): Promise<ScaleRepo
     cgroup: cluster.cgroup,
     seconds: SECONDS,
     callers: CALLERS,
+    keys: KEYS,
     steps: [],
   };
   const save = async () => {
@@ -311,7 +319,7 @@ export async function benchScale(log: (line: string) => void): Promise<ScaleRepo
     await admin.connect();
     report.postgres = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? '?';
     await admin.end();
-    log(`steps: ${STEPS.map((step) => step.toLocaleString('en')).join(', ')} keys; layouts: ${LAYOUTS.join(', ')}; ${SECONDS} s of claims at ${CALLERS} callers per step`);
+    log(`steps: ${STEPS.map((step) => step.toLocaleString('en')).join(', ')} keys; layouts: ${LAYOUTS.join(', ')}; ${KEYS} keys; ${SECONDS} s of claims at ${CALLERS} callers per step`);
     for (const [n, layout] of LAYOUTS.entries()) {
       // Each layout starts cold: the server restarted, the cgroup's page cache emptied.
       if (n > 0) await cluster.restart();

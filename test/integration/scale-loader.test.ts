@@ -2,6 +2,7 @@
 // the rows it writes through COPY ... FROM PROGRAM are rows the store reads (metadata), replays
 // (same body: the sealed response, byte for byte; another body: a mismatch; a crashed claim: taken
 // over) and the sweeper removes once expired; the key table's indexes come back as they were.
+// With random keys (UUIDv4, the demo's) and time-ordered ones (UUIDv7, BENCH_SCALE_KEYS).
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalBody, fingerprint, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { keyTableIndexes, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from '../../bench/scale-loader';
-import { correlationOf, Fingerprinter, isoOf, scaleRow, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
+import { correlationOf, Fingerprinter, isoOf, KEY_ORDERS, scaleRow as scaleRowOf, SCALE_SERVICE, uuidV7, type KeyOrder, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { createTestDatabase, layouts } from '../helpers/database';
 
@@ -31,12 +32,15 @@ const policy: EndpointPolicy = {
 /** A seed whose first rows hold at least one crashed claim and one failed request (about 1 in 1,000 each). */
 function seedWithEveryState(rows: number): number {
   for (let seed = 1; ; seed += 1) {
-    const states = new Set(Array.from({ length: rows }, (_, i) => scaleRow(seed, EXPIRED_ROWS + i, PRINCIPALS).state));
+    const states = new Set(Array.from({ length: rows }, (_, i) => scaleRowOf(seed, EXPIRED_ROWS + i, PRINCIPALS).state));
     if (states.has('in_progress') && states.has('failed')) return seed;
   }
 }
 
-describe.each(layouts)('scale loader, %s layout', (layout) => {
+const KEY_VERSION: Record<KeyOrder, string> = { random: '4', 'time-ordered': '7' };
+
+describe.each(layouts.flatMap((layout) => KEY_ORDERS.map((keys) => [layout, keys] as const)))('scale loader, %s layout, %s keys', (layout, keys) => {
+  const scaleRow = (seed: number, i: number, principals: number) => scaleRowOf(seed, i, principals, keys);
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let pool: pg.Pool;
   let dir: string;
@@ -74,7 +78,7 @@ describe.each(layouts)('scale loader, %s layout', (layout) => {
       await pool.query(`CREATE TABLE retrysafe.${name} PARTITION OF retrysafe.idempotency_keys FOR VALUES FROM ('${from}') TO ('${new Date(day).toISOString()}')`);
     }
     const batch = (from: number, count: number, windowStartMs: number): RowBatch => ({
-      seed, principals: PRINCIPALS, from, count, windowStartMs, windowMs: HOUR, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs,
+      seed, principals: PRINCIPALS, from, count, windowStartMs, windowMs: HOUR, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs, keys,
     });
     await loadScaleRows(pool, { batch: batch(0, EXPIRED_ROWS, expiredFrom), secretsFile, streams: 2 });
     // Live rows: their expiries spread over the hour after the next minute.
@@ -126,7 +130,16 @@ describe.each(layouts)('scale loader, %s layout', (layout) => {
       const expected = fingerprint(Buffer.from(secrets.fingerprintSecret, 'hex'), { method: 'POST', endpoint: row.scope, body: row.body });
       expect(printer.of(row.scope, row.canonicalBody).equals(expected)).toBe(true);
       if (row.response) expect(JSON.stringify(JSON.parse(row.response.toString()))).toBe(row.response.toString());
-      expect(row.key).toMatch(/^(order|refund)-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(row.key).toMatch(new RegExp(`^(order|refund)-[0-9a-f]{8}-[0-9a-f]{4}-${KEY_VERSION[keys]}[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`));
+    }
+    if (keys === 'time-ordered') {
+      // A later row's key carries a later instant (its first 48 bits), 1 ms a row: a principal's keys sort in the order they were made.
+      const instant = (i: number) => Number.parseInt(scaleRow(seed, i, PRINCIPALS).key.replace(/^[a-z]+-/, '').replaceAll('-', '').slice(0, 12), 16);
+      for (let i = 0; i < 500; i += 1) expect(instant(i + 1) - instant(i)).toBe(1);
+      // And a new key made now sorts after every loaded one.
+      const now = uuidV7(Date.now(), Buffer.alloc(12, 0xff));
+      expect(Number.parseInt(now.replaceAll('-', '').slice(0, 12), 16)).toBeGreaterThan(instant(LIVE_ROWS + EXPIRED_ROWS));
+      expect(now).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     }
     for (const ms of [0, 1, 999, 86_399_999, 1_700_000_000_000, 1_700_086_399_999, 1_709_251_200_000, 4_102_444_799_999]) expect(isoOf(ms)).toBe(new Date(ms).toISOString());
   });
