@@ -29,7 +29,7 @@ import { Sweeper, sweepOnce, type SweepResult } from '../server/retention/sweepe
 import { findReplicaBinaries, startStreamingReplica, type StreamingReplica } from '../test/helpers/replica';
 import { percentile } from './measure';
 import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, walPosition, writeLoaderSecrets } from './scale-loader';
-import { PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
+import { NEW_KEY_RESPONSE, PAYMENTS_SCOPE, principalOf, SCALE_SERVICE } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
 const isLayout = (name: string): name is Layout => name === 'plain' || name === 'partitioned';
@@ -184,7 +184,7 @@ class Traffic {
         body: { amount: 100 + Math.floor(Math.random() * 250_000), currency: 'EUR' },
         policy: this.policy,
         mode: 'claim-first',
-        work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: RESPONSE }),
+        work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: NEW_KEY_RESPONSE }),
       };
       const outcome = await this.store.execute(call);
       if (outcome.replayed) throw new Error('a new key was replayed');
@@ -207,8 +207,6 @@ class Traffic {
     return this.claims.filter((claim) => claim.startedAt >= from && claim.startedAt < to);
   }
 }
-
-const RESPONSE = Buffer.from(JSON.stringify({ id: `pay_${randomUUID()}`, object: 'payment', amount: 1250, currency: 'EUR', description: 'Order 1234, 2 item(s)', status: 'succeeded', created: new Date().toISOString() }));
 
 /** The standby's replay lag seen from the primary, sampled every LAG_SAMPLE_MS. */
 class LagSampler {

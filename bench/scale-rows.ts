@@ -9,7 +9,7 @@
 // failed request once in about a thousand, responses as the demo's handlers write them
 // (server/demo/payments.ts), sealed under the run's key as the store seals them. Principals are
 // skewed: the first tenth of them hold about a third of the keys, as a few large tenants do.
-import { hash } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { readFileSync, writeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ResponseKeyRing } from '@retrysafe/store';
@@ -19,6 +19,11 @@ export const SCALE_SERVICE = 'orders';
 export const PAYMENTS_SCOPE = 'POST /api/v1/payments';
 export const REFUNDS_SCOPE = 'POST /api/v1/refunds';
 const CURRENCIES = ['EUR', 'USD', 'GBP'] as const;
+
+/** What the scale and cleanup benches' new keys' work answers: a demo payment's response, one for the run. */
+export const NEW_KEY_RESPONSE = Buffer.from(
+  JSON.stringify({ id: `pay_${randomUUID()}`, object: 'payment', amount: 1250, currency: 'EUR', description: 'Order 1234, 2 item(s)', status: 'succeeded', created: new Date().toISOString() }),
+);
 
 export type ScaleRowState = 'completed' | 'failed' | 'in_progress';
 

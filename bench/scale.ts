@@ -21,7 +21,7 @@ import { STORE_POOL_SETTINGS } from '@retrysafe/store/postgres';
 import { percentile } from './measure';
 import { startBoundedCluster, type BoundedCluster, type CgroupMemory } from './scale-cluster';
 import { createLayoutDatabase, dropDatabase, loadScaleRows, registerScalePolicies, writeLoaderSecrets, type LoadTimes } from './scale-loader';
-import { KEY_ORDERS, PAYMENTS_SCOPE, principalOf, SCALE_SERVICE, uuidV7, type KeyOrder } from './scale-rows';
+import { KEY_ORDERS, NEW_KEY_RESPONSE, PAYMENTS_SCOPE, principalOf, SCALE_SERVICE, uuidV7, type KeyOrder } from './scale-rows';
 
 type Layout = 'plain' | 'partitioned';
 const GIB = 1024 ** 3;
@@ -151,10 +151,6 @@ async function counters(db: pg.Pool): Promise<Counters> {
   return { blksRead: Number(row?.blks_read ?? 0), blksHit: Number(row?.blks_hit ?? 0), keyRead: Number(row?.key_read ?? 0) };
 }
 
-const response = Buffer.from(
-  JSON.stringify({ id: `pay_${randomUUID()}`, object: 'payment', amount: 1250, currency: 'EUR', description: 'Order 1234, 2 item(s)', status: 'succeeded', created: new Date().toISOString() }),
-);
-
 /** Claim-first new keys through execute at CALLERS callers: warm-up, then the measured window with the counters read around it. */
 async function measureClaims(url: string, owner: pg.Pool, layout: Layout, keys: KeyOrder, secrets: { fingerprintSecret: Buffer; keyRing: ResponseKeyRing }) {
   const pool = new pg.Pool({ connectionString: url, max: CALLERS, ...STORE_POOL_SETTINGS });
@@ -176,7 +172,7 @@ async function measureClaims(url: string, owner: pg.Pool, layout: Layout, keys: 
       body: { amount: 100 + Math.floor(Math.random() * 250_000), currency: 'EUR' },
       policy,
       mode: 'claim-first',
-      work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: response }),
+      work: () => Promise.resolve({ status: 201, contentType: 'application/json', body: NEW_KEY_RESPONSE }),
     };
   };
   const loop = async (ms: number, latencies?: number[]) => {
