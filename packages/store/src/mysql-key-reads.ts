@@ -27,7 +27,7 @@ import { knownScopes } from './key-scopes.js';
 import { MYSQL_KEY_TABLE, type MysqlQueryable } from './mysql-statements.js';
 import type { Queryable } from './statements.js';
 import { isTransientMysqlFailure } from './mysql.js';
-import type { UnavailableReason } from './unavailable.js';
+import { databaseUnavailableReason, type UnavailableReason } from './unavailable.js';
 
 /**
  * The key table's columns the dashboard's MySQL user may select: every one but response_body.
@@ -279,16 +279,15 @@ export class MysqlUnavailableError extends Error {
 }
 
 /**
- * `error` as MysqlUnavailableError when it says MySQL cannot answer now (isTransientMysqlFailure,
- * errno 1040 too many connections, mysql2's query timeout PROTOCOL_SEQUENCE_TIMEOUT), else itself.
+ * `error` as MysqlUnavailableError when it says MySQL cannot answer now, for the reason
+ * databaseUnavailableReason gives every backend's errors (errno 1040 too many connections, a
+ * shutdown, a lost or refused connection, mysql2's query timeout), or any other failure
+ * isTransientMysqlFailure counts (mysql2's fatal errors: the connection is gone); else itself.
  */
 export function mysqlUnavailable(error: unknown): unknown {
   if (error instanceof MysqlUnavailableError) return error;
-  const { errno, code } = (typeof error === 'object' && error !== null ? error : {}) as { errno?: unknown; code?: unknown };
-  if (!isTransientMysqlFailure(error) && errno !== 1040 && code !== 'PROTOCOL_SEQUENCE_TIMEOUT') return error;
-  // 1213 (deadlock) is transient for a write, never met by these reads: any transient failure is unavailability.
-  const reason: UnavailableReason = code === 'PROTOCOL_SEQUENCE_TIMEOUT' || code === 'ETIMEDOUT' ? 'timeout' : errno === 1040 ? 'capacity' : errno === 1053 ? 'shutdown' : 'connection';
-  return new MysqlUnavailableError(reason, error);
+  const reason = databaseUnavailableReason(error) ?? (isTransientMysqlFailure(error) ? 'connection' : null);
+  return reason === null ? error : new MysqlUnavailableError(reason, error);
 }
 
 /**
