@@ -197,42 +197,36 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
     // and all-visible flags (a full-page image each in WAL, the cluster having data checksums), so
     // the builds' scans of the heap find them set and dirty nothing. Built first, the indexes'
     // scans set the hint bits and VACUUM then wrote every heap page's image a second time (at 85.4
-    // M keys, 55 GB of WAL in the builds for 19 GB of indexes, and 39 GB in VACUUM). ANALYZE comes
+    // M keys, 58 GB of WAL in the builds for 19 GB of indexes, and 41 GB in VACUUM). ANALYZE comes
     // last, beside the indexes; both are counted as the VACUUM ANALYZE phase.
-    const vacuumBegan = performance.now();
-    const vacuumCpuBegan = await options.serverCpuSeconds?.();
-    const vacuumWal = await walPosition(client);
+    // Each phase's start: its wall time, the server's CPU so far and its WAL position.
+    const mark = async () => ({ at: performance.now(), cpu: await options.serverCpuSeconds?.(), wal: await walPosition(client) });
+    const vacuumBegan = await mark();
     await client.query('VACUUM retrysafe.idempotency_keys');
-    const indexBegan = performance.now();
-    const indexCpuBegan = await options.serverCpuSeconds?.();
-    const indexWal = await walPosition(client);
+    const indexBegan = await mark();
     await client.query(`SET maintenance_work_mem = '${options.maintenanceWorkMem ?? '256MB'}'`);
     // Each build sorts with the leader and this many workers (the table is large, so the planner takes them).
     await client.query(`SET max_parallel_maintenance_workers = ${Math.max(0, Math.floor(options.indexWorkers ?? streams - 1))}`);
     for (const index of indexes) await client.query(index.constraint ?? index.definition);
-    const analyzeBegan = performance.now();
-    const analyzeCpuBegan = await options.serverCpuSeconds?.();
-    const analyzeWal = await walPosition(client);
+    const analyzeBegan = await mark();
     await client.query('ANALYZE retrysafe.idempotency_keys');
-    const done = performance.now();
-    const doneCpu = await options.serverCpuSeconds?.();
-    const doneWal = await walPosition(client);
-    const vacuumCpu = spent(vacuumCpuBegan, indexCpuBegan);
-    const analyzeCpu = spent(analyzeCpuBegan, doneCpu);
+    const done = await mark();
+    const vacuumCpu = spent(vacuumBegan.cpu, indexBegan.cpu);
+    const analyzeCpu = spent(analyzeBegan.cpu, done.cpu);
     return {
       copyBackendCpuSeconds: copyCpu.known ? copyCpu.backend : null,
       rowProgramCpuSeconds: copyCpu.known ? copyCpu.program : null,
-      indexCpuSeconds: spent(indexCpuBegan, analyzeCpuBegan),
+      indexCpuSeconds: spent(indexBegan.cpu, analyzeBegan.cpu),
       vacuumCpuSeconds: vacuumCpu === null || analyzeCpu === null ? null : vacuumCpu + analyzeCpu,
-      copyWalBytes: vacuumWal - copyWal,
-      indexWalBytes: analyzeWal - indexWal,
-      vacuumWalBytes: indexWal - vacuumWal + (doneWal - analyzeWal),
+      copyWalBytes: vacuumBegan.wal - copyWal,
+      indexWalBytes: analyzeBegan.wal - indexBegan.wal,
+      vacuumWalBytes: indexBegan.wal - vacuumBegan.wal + (done.wal - analyzeBegan.wal),
       rows: batch.count,
-      copySeconds: (vacuumBegan - copyBegan) / 1000,
-      indexSeconds: (analyzeBegan - indexBegan) / 1000,
-      vacuumSeconds: (indexBegan - vacuumBegan + (done - analyzeBegan)) / 1000,
-      totalSeconds: (done - began) / 1000,
-      rowsPerSecond: batch.count / ((done - began) / 1000),
+      copySeconds: (vacuumBegan.at - copyBegan) / 1000,
+      indexSeconds: (analyzeBegan.at - indexBegan.at) / 1000,
+      vacuumSeconds: (indexBegan.at - vacuumBegan.at + (done.at - analyzeBegan.at)) / 1000,
+      totalSeconds: (done.at - began) / 1000,
+      rowsPerSecond: batch.count / ((done.at - began) / 1000),
     };
   } finally {
     await client.query('RESET maintenance_work_mem; RESET max_parallel_maintenance_workers').catch(() => undefined);
