@@ -5,7 +5,8 @@
 // day-partitioned; BENCH_SCALE_LAYOUTS), one at a time on the same disk, the loader
 // (bench/scale-loader.ts) grows the key table step by step up to BENCH_SCALE_ROWS live keys
 // (default 86,400,000: 1,000 writes a second for 24 h; steps 1 M, 2 M, 5 M, 10 M, 20 M, 43.2 M,
-// 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h. At each step: heap,
+// 86.4 M, or BENCH_SCALE_STEPS), expiries spread over the next 24 h, keys random (UUIDv4) or
+// time-ordered (UUIDv7, BENCH_SCALE_KEYS=time-ordered; the claims' keys too). At each step: heap,
 // unique-index and total bytes; then claim-first new keys through the store's execute (quota,
 // claim, work, sealing, completion) at 8 callers for BENCH_SCALE_SECONDS (default 30) after
 // BENCH_SCALE_WARMUP_SECONDS (default 5): throughput, p50, p99, p99.9, the buffer hit ratio and the
