@@ -261,9 +261,25 @@ export const UNTRACKED_PREPARED_STATEMENTS =
  * Runs one statement in a transaction of its own that opens with the settings the store's
  * plans need (POOLER_TRANSACTION_SETTINGS): BEGIN, the statement and COMMIT leave together on a
  * pipelined connection (one round trip; the pooler keeps the transaction on one server
- * connection). Should the statement fail, the COMMIT is answered with a rollback.
+ * connection), one after the other on a connection that is not. Should the statement fail, the
+ * COMMIT is answered with a rollback.
  */
-async function inOwnTransaction(client: pg.ClientBase, config: pg.QueryConfig): Promise<pg.QueryResult> {
+async function inOwnTransaction(client: pg.PoolClient, config: pg.QueryConfig): Promise<pg.QueryResult> {
+  if (!client.pipeline) {
+    // Not pipelined: nothing is sent while a statement is pending (node-postgres 8 queues it
+    // with a deprecation warning, 9 refuses it).
+    await client.query(POOLER_BEGIN);
+    let ran: pg.QueryResult;
+    try {
+      ran = await client.query(config);
+    } catch (error) {
+      // Ends the aborted transaction; a connection that cannot take it is released as broken.
+      await client.query('COMMIT').catch(ignore);
+      throw error;
+    }
+    await client.query('COMMIT');
+    return ran;
+  }
   const [began, ran, committed] = await Promise.allSettled([client.query(POOLER_BEGIN), client.query(config), client.query('COMMIT')]);
   if (began.status === 'rejected') throw began.reason;
   if (ran.status === 'rejected') throw ran.reason;

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, layouts, type StoreLayout } from '../helpers/database';
 import { checkRequestPathPlans, type PlanFinding } from '../helpers/request-path-plans';
-import { POOLER_TRANSACTION_SETTINGS, STORE_SESSION_OPTIONS } from '@retrysafe/store/postgres';
+import { POOLER_TRANSACTION_SETTINGS, storePoolSettings } from '@retrysafe/store/postgres';
 
 const SCOPE = 'POST /api/v1/payments';
 const BIG_PRINCIPAL = '00000000-0000-0000-0000-0000000b1600';
@@ -66,13 +66,13 @@ const states: Record<string, (pool: pg.Pool) => Promise<void>> = {
 };
 
 const connections = [
-  { name: 'direct', options: STORE_SESSION_OPTIONS, pooler: false },
+  { name: 'direct', pooler: false },
   // createRetrysafe({ pooler: 'transaction' }): no startup parameters, unnamed statements (a
   // custom plan at each execution), each in a transaction that opens with
   // POOLER_TRANSACTION_SETTINGS (SET LOCAL: here set on the explaining connection, whose helpers
   // open their own transactions). Without it the custom plans of a table analyzed when tiny,
   // and the partitioned claim function's cached plans, scan sequentially (measured).
-  { name: 'through a transaction-mode pooler', options: undefined, pooler: true },
+  { name: 'through a transaction-mode pooler', pooler: true },
 ];
 
 describe.each(layouts)('request-path plans, %s layout', (layout: StoreLayout) => {
@@ -83,8 +83,10 @@ describe.each(layouts)('request-path plans, %s layout', (layout: StoreLayout) =>
 
     beforeAll(async () => {
       database = await createTestDatabase({ layout });
-      // As the store's pool connects (server/idempotency/statements.ts).
-      pool = new pg.Pool({ connectionString: database.url, max: 2, options: connection.options });
+      // As the store's pool connects (storePoolSettings: session options direct, none through a
+      // pooler; pipelined both ways, so the SET below goes out ahead of the connection's first
+      // statement, not beside it).
+      pool = new pg.Pool({ connectionString: database.url, max: 2, ...storePoolSettings(connection.pooler ? 'transaction' : undefined) });
       if (connection.pooler) pool.on('connect', (client) => void client.query(POOLER_TRANSACTION_SETTINGS.replace('SET LOCAL', 'SET')));
       await states[state]?.(pool);
       findings = await checkRequestPathPlans(pool, layout, id, { pooler: connection.pooler });

@@ -71,6 +71,17 @@ describe.each(layouts)('store round trips (%s layout)', (layout) => {
     expect(await counted(() => store.execute(call(p, 'claim-first')))).toEqual({ statements: 1, flights: 1 });
   });
 
+  it('through a transaction pooler, each statement in a transaction of its own: BEGIN, it and COMMIT in one flight when pipelined, one at a time otherwise', async () => {
+    const p = principal();
+    const pipelined = createTestStore(storePool, { layout, pooler: 'transaction' }).store;
+    // claim-first new key: the claim and the completion, each as BEGIN, the statement, COMMIT.
+    expect(await counted(() => pipelined.execute(call(p, 'claim-first')))).toEqual({ statements: 6, flights: 2 });
+    // A pool opened without the store's settings: never a second statement sent while one is
+    // pending on its connection (node-postgres 8 queues it with a deprecation warning; 9 refuses).
+    const plain = createTestStore(plainPool, { layout, pooler: 'transaction' }).store;
+    expect(await counted(() => plain.execute(call(principal(), 'claim-first')))).toEqual({ statements: 6, flights: 6 });
+  });
+
   const withWork = (p: string): IdempotentCall => ({
     ...call(p, 'transactional'),
     work: async ({ db: tx }) => {
