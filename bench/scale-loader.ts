@@ -14,7 +14,7 @@ import type { EndpointPolicy } from '@retrysafe/store';
 import { migrateDatabase } from '../db/migrate';
 import { ensurePolicies } from '../server/retention/policies';
 import { processCpuSeconds } from './scale-cluster';
-import { COPY_COLUMNS, COPY_OPTIONS, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, type LoaderSecrets, type RowBatch } from './scale-rows';
+import { COPY_COLUMNS, COPY_OPTIONS, firstRowExpiringAt, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, splitRows, type LoaderSecrets, type RowBatch } from './scale-rows';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const ROW_PROGRAM = 'bench/scale-rows.ts';
@@ -106,6 +106,8 @@ export async function keyTableIndexes(db: pg.Pool | pg.PoolClient): Promise<KeyT
 
 export interface LoadTimes {
   rows: number;
+  /** How the rows went in (LoadOptions.fresh). */
+  mode: 'fresh' | 'append';
   copySeconds: number;
   indexSeconds: number;
   vacuumSeconds: number;
@@ -133,8 +135,17 @@ export const walPosition = async (db: pg.Pool | pg.PoolClient) => Number((await 
 export interface LoadOptions {
   batch: RowBatch;
   secretsFile: string;
-  /** Parallel COPY streams (each a server backend and a row program). */
+  /** Parallel row programs: appending, a COPY (a server backend) each; fresh, printers sharing each COPY's pipe. */
   streams: number;
+  /**
+   * Empty the key table and load the batch (which must start at row 0) with COPY ... FREEZE, one
+   * COPY per heap (the table, or each day partition) in the transaction that truncates it: the
+   * rows go in frozen and nearly all their pages all-visible, so VACUUM has little left to do
+   * (after an append it writes every new heap page to WAL again, the cluster having data
+   * checksums). Otherwise the rows are appended by parallel COPYs. The cheaper way for a step
+   * (scale bench) depends on the rows already there.
+   */
+  fresh?: boolean;
   /** For CREATE INDEX. */
   maintenanceWorkMem?: string;
   /** Parallel workers per index build besides the leader (max_parallel_maintenance_workers); default the streams less one. */
@@ -143,7 +154,7 @@ export interface LoadOptions {
   serverCpuSeconds?: () => Promise<number>;
 }
 
-/** Loads `batch` into the key table of the pool's database: drop indexes, COPY in parallel, VACUUM, build indexes, ANALYZE. */
+/** Loads `batch` into the key table of the pool's database: drop indexes, COPY (appended in parallel, or fresh and frozen), VACUUM, build indexes, ANALYZE. */
 export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promise<LoadTimes> {
   const { batch } = options;
   const began = performance.now();
@@ -159,36 +170,59 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
   const copyWal = await walPosition(pool);
   const copyBegan = performance.now();
   const streams = Math.max(1, Math.min(options.streams, batch.count));
-  const per = Math.ceil(batch.count / streams);
-  await Promise.all(
-    Array.from({ length: streams }, async (_, stream) => {
-      const from = stream * per;
-      const count = Math.min(per, batch.count - from);
-      if (count <= 0) return;
-      // Each stream's rows keep their place in the window (expiries in row order across streams).
-      const part: RowBatch = {
-        ...batch,
-        from: batch.from + from,
-        count,
-        windowStartMs: batch.windowStartMs + Math.floor((from * batch.windowMs) / batch.count),
-        windowMs: Math.max(1, Math.floor((count * batch.windowMs) / batch.count)),
-      };
-      const command = [`cd ${shellQuote(REPO_ROOT)}`, '&&', 'exec', shellQuote(process.execPath), '--conditions=retrysafe-source', '--import', 'tsx', ROW_PROGRAM, ...programArgs(part, options.secretsFile).map(shellQuote)].join(' ');
-      const client = await pool.connect();
-      try {
-        const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
-        const before = processCpuSeconds(pid);
-        await client.query(`COPY retrysafe.idempotency_keys (${COPY_COLUMNS.join(', ')}) FROM PROGRAM ${client.escapeLiteral(command)} WITH ${COPY_OPTIONS}`);
-        const after = processCpuSeconds(pid);
-        if (before && after) {
-          copyCpu.backend += after.own - before.own;
-          copyCpu.program += after.children - before.children;
-        } else copyCpu.known = false;
-      } finally {
-        client.release();
+  /** One COPY of `slice` of the batch into `table` by `printers` row programs, its CPU counted; its rows must be all of the slice's. */
+  const copy = async (client: pg.PoolClient, table: string, slice: { from: number; count: number }, printers: number, copyOptions: string) => {
+    const program = [`cd ${shellQuote(REPO_ROOT)}`, '&&', 'exec', shellQuote(process.execPath), '--conditions=retrysafe-source', '--import', 'tsx', ROW_PROGRAM, ...programArgs({ ...batch, slice }, options.secretsFile, printers).map(shellQuote)].join(' ');
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+    const before = processCpuSeconds(pid);
+    const { rowCount } = await client.query(`COPY ${table} (${COPY_COLUMNS.join(', ')}) FROM PROGRAM ${client.escapeLiteral(program)} WITH ${copyOptions}`);
+    const after = processCpuSeconds(pid);
+    if (rowCount !== slice.count) throw new Error(`COPY into ${table} took ${rowCount} rows, not ${slice.count}`);
+    if (before && after) {
+      copyCpu.backend += after.own - before.own;
+      copyCpu.program += after.children - before.children;
+    } else copyCpu.known = false;
+  };
+  const load = async () => {
+    if (!options.fresh) {
+      await Promise.all(
+        splitRows(0, batch.count, streams).map(async (slice) => {
+          const client = await pool.connect();
+          try {
+            await copy(client, 'retrysafe.idempotency_keys', slice, 1, COPY_OPTIONS);
+          } finally {
+            client.release();
+          }
+        }),
+      );
+      return;
+    }
+    if (batch.from !== 0) throw new Error('a fresh load starts at row 0');
+    const client = await pool.connect();
+    try {
+      // One transaction: a load that fails leaves the rows that were there. FREEZE needs each heap
+      // truncated in the COPY's own transaction, and a partition itself (a partitioned table
+      // refuses it): one COPY a heap, its printers sharing the pipe.
+      await client.query('BEGIN');
+      for (const heap of await freshTargets(client, batch)) {
+        await client.query(`TRUNCATE ${heap.table}`);
+        if (heap.slice.count > 0) await copy(client, heap.table, heap.slice, streams, COPY_OPTIONS.replace(')', ', FREEZE)'));
       }
-    }),
-  );
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+  try {
+    await load();
+  } catch (error) {
+    // Give the table its indexes back before reporting the failure.
+    for (const index of indexes) await pool.query(index.constraint ?? index.definition).catch(() => undefined);
+    throw error;
+  }
 
   const client = await pool.connect();
   try {
@@ -202,6 +236,9 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
     // Each phase's start: its wall time, the server's CPU so far and its WAL position.
     const mark = async () => ({ at: performance.now(), cpu: await options.serverCpuSeconds?.(), wal: await walPosition(client) });
     const vacuumBegan = await mark();
+    // After a fresh load it visits only the pages COPY ... FREEZE left unmarked (a page its next
+    // batch of rows went on filling) and resets the count of rows inserted since, so autovacuum
+    // does not start during the measured claims.
     await client.query('VACUUM retrysafe.idempotency_keys');
     const indexBegan = await mark();
     await client.query(`SET maintenance_work_mem = '${options.maintenanceWorkMem ?? '256MB'}'`);
@@ -222,6 +259,7 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
       indexWalBytes: analyzeBegan.wal - indexBegan.wal,
       vacuumWalBytes: indexBegan.wal - vacuumBegan.wal + (done.wal - analyzeBegan.wal),
       rows: batch.count,
+      mode: options.fresh ? 'fresh' : 'append',
       copySeconds: (vacuumBegan.at - copyBegan) / 1000,
       indexSeconds: (analyzeBegan.at - indexBegan.at) / 1000,
       vacuumSeconds: (indexBegan.at - vacuumBegan.at + (done.at - analyzeBegan.at)) / 1000,
@@ -232,6 +270,33 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
     await client.query('RESET maintenance_work_mem; RESET max_parallel_maintenance_workers').catch(() => undefined);
     client.release();
   }
+}
+
+/**
+ * Where a fresh load's rows go: the table itself, or, partitioned, each day partition and the
+ * batch's rows whose expiries fall in it (a row no partition takes is an error before anything
+ * is truncated).
+ */
+async function freshTargets(client: pg.PoolClient, batch: RowBatch): Promise<{ table: string; slice: { from: number; count: number } }[]> {
+  const { rows: leaves } = await client.query<{ name: string; lower: Date | null; upper: Date | null }>(
+    `SELECT name, bounds[1]::timestamptz AS lower, bounds[2]::timestamptz AS upper
+       FROM (SELECT format('%I.%I', n.nspname, c.relname) AS name,
+                    regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']*)''\\) TO \\(''([^'']*)''\\)') AS bounds
+               FROM pg_inherits i
+               JOIN pg_class c ON c.oid = i.inhrelid
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE i.inhparent = 'retrysafe.idempotency_keys'::regclass) leaf
+      ORDER BY lower`,
+  );
+  if (leaves.length === 0) return [{ table: 'retrysafe.idempotency_keys', slice: { from: 0, count: batch.count } }];
+  const targets = leaves.map((leaf) => {
+    if (!leaf.lower || !leaf.upper) throw new Error(`${leaf.name} is not a partition FROM one instant TO another`);
+    const from = firstRowExpiringAt(batch, leaf.lower.getTime());
+    return { table: leaf.name, slice: { from, count: firstRowExpiringAt(batch, leaf.upper.getTime()) - from } };
+  });
+  const taken = targets.reduce((sum, target) => sum + target.slice.count, 0);
+  if (taken !== batch.count) throw new Error(`the day partitions take ${taken} of the batch's ${batch.count} rows: create partitions for its whole window first`);
+  return targets;
 }
 
 function shellQuote(value: string): string {

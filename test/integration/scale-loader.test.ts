@@ -3,7 +3,7 @@
 // (same body: the sealed response, byte for byte; another body: a mismatch; a crashed claim: taken
 // over) and the sweeper removes once expired; the key table's indexes come back as they were.
 // With random keys (UUIDv4, the demo's) and time-ordered ones (UUIDv7, BENCH_SCALE_KEYS).
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalBody, fingerprint, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { keyTableIndexes, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from '../../bench/scale-loader';
-import { correlationOf, Fingerprinter, isoOf, KEY_ORDERS, scaleRow as scaleRowOf, SCALE_SERVICE, uuidV7, type KeyOrder, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
+import { correlationOf, expiryOf, Fingerprinter, isoOf, KEY_ORDERS, PIPE_BUF, printBatch, scaleRow as scaleRowOf, SCALE_SERVICE, splitRows, uuidV7, type KeyOrder, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { createTestDatabase, layouts } from '../helpers/database';
 
@@ -226,5 +226,123 @@ describe.each(layouts.flatMap((layout) => KEY_ORDERS.map((keys) => [layout, keys
     );
     expect(Number(rows[0]?.left)).toBe(LIVE_ROWS);
     expect(Number(rows[0]?.expired)).toBe(0);
+  });
+});
+
+// A fresh load (the scale bench's first step, and any step whose rows already there are few):
+// the key table emptied and the rows written by one COPY ... FREEZE a heap in one transaction,
+// several printers sharing each COPY's pipe. The partitioned layout's window here crosses
+// midnight UTC, so its rows go to two day partitions.
+describe.each(layouts)('scale loader, fresh load, %s layout', (layout) => {
+  const ROWS = 2_500;
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let pool: pg.Pool;
+  let dir: string;
+  let secretsFile: string;
+  let secrets: LoaderSecrets;
+  let batch: RowBatch;
+  const seed = 7;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ layout });
+    pool = new pg.Pool({ connectionString: database.url, max: 4 });
+    dir = await mkdtemp(join(tmpdir(), 'retrysafe-scale-'));
+    await chmod(dir, 0o711);
+    ({ file: secretsFile, secrets } = await writeLoaderSecrets(dir));
+    await registerScalePolicies(pool, policy);
+    const { rows } = await pool.query<{ tomorrow: Date }>("SELECT date_trunc('day', now(), 'UTC') + interval '1 day' AS tomorrow");
+    const midnight = rows[0]?.tomorrow.getTime() ?? 0;
+    batch = { seed, principals: PRINCIPALS, from: 0, count: ROWS, windowStartMs: midnight - HOUR / 2, windowMs: HOUR, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs };
+    // Rows already there (appended): a fresh load replaces them.
+    await loadScaleRows(pool, { batch: { ...batch, seed: seed + 1, count: 300 }, secretsFile, streams: 2 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await pool.end();
+    await database.drop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const heaps = async () =>
+    (
+      await pool.query<{ name: string; rows: string; pages: number; visible: number }>(
+        `SELECT c.relname AS name, (SELECT count(*) FROM retrysafe.idempotency_keys k WHERE k.tableoid = c.oid) AS rows, c.relpages AS pages, c.relallvisible AS visible
+           FROM pg_class c
+          WHERE c.oid IN (SELECT relid FROM pg_partition_tree('retrysafe.idempotency_keys') WHERE isleaf) OR (c.oid = 'retrysafe.idempotency_keys'::regclass AND c.relkind = 'r')
+          ORDER BY c.relname`,
+      )
+    ).rows;
+
+  it('a failing row program fails the load and leaves the rows and indexes that were there', async () => {
+    const before = await heaps();
+    expect(before.reduce((sum, heap) => sum + Number(heap.rows), 0)).toBe(300);
+    const indexes = await keyTableIndexes(pool);
+    const broken = join(dir, 'broken.json');
+    await writeFile(broken, '{"not":"secrets"}', { mode: 0o644 });
+    await expect(loadScaleRows(pool, { batch, secretsFile: broken, streams: 3, fresh: true })).rejects.toThrow();
+    expect(await heaps()).toEqual(before);
+    expect(await keyTableIndexes(pool)).toEqual(indexes);
+  });
+
+  it('writes exactly the batch, each row in its place, every heap page all-visible', async () => {
+    const load = await loadScaleRows(pool, { batch, secretsFile, streams: 3, fresh: true });
+    expect(load.mode).toBe('fresh');
+    const loaded = await heaps();
+    expect(loaded.reduce((sum, heap) => sum + Number(heap.rows), 0)).toBe(ROWS);
+    if (layout === 'partitioned') expect(loaded.filter((heap) => Number(heap.rows) > 0).length).toBe(2);
+    for (const heap of loaded) expect(heap.visible).toBe(heap.pages);
+    // Three printers interleaved their rows in one pipe: every row once, none cut or lost.
+    const { rows } = await pool.query<{ principal_id: string; scope: string; key: string; expires_at: Date }>('SELECT principal_id, scope, key, expires_at FROM retrysafe.idempotency_keys');
+    const stored = new Map(rows.map((row) => [`${row.principal_id} ${row.scope} ${row.key}`, row.expires_at.getTime()]));
+    expect(stored.size).toBe(ROWS);
+    for (let n = 0; n < ROWS; n += 1) {
+      const row = scaleRowOf(seed, n, PRINCIPALS);
+      expect(stored.get(`${row.principalId} ${row.scope} ${row.key}`)).toBe(expiryOf(batch, n));
+    }
+  });
+
+  it('replays a fresh-loaded row', async () => {
+    const store = new IdempotencyStore({
+      pool,
+      service: SCALE_SERVICE,
+      layout,
+      fingerprintSecret: Buffer.from(secrets.fingerprintSecret, 'hex'),
+      keyRing: new ResponseKeyRing([{ id: secrets.keyId, key: Buffer.from(secrets.key, 'hex') }]),
+    });
+    const n = Array.from({ length: ROWS }, (_, i) => i).find((i) => scaleRowOf(seed, i, PRINCIPALS).state === 'completed') ?? 0;
+    const row = scaleRowOf(seed, n, PRINCIPALS);
+    const outcome = await store.execute({
+      principalId: row.principalId, endpoint: row.scope, method: 'POST', key: row.key, body: row.body, policy, mode: 'claim-first',
+      work: () => Promise.reject(new Error('a replay must not run the work')),
+    });
+    expect(outcome.replayed).toBe(true);
+    expect(outcome.body.equals(row.response ?? Buffer.alloc(0))).toBe(true);
+  });
+
+  it("a printer sharing a pipe writes whole rows of at most PIPE_BUF bytes a write (a pipe's atomic writes), and all its slice's rows", () => {
+    let rowsSeen = 0;
+    const slice = { from: 40, count: 300 };
+    printBatch({ ...batch, slice }, secrets, (chunk) => {
+      expect(chunk.length).toBeLessThanOrEqual(PIPE_BUF);
+      // Walk the chunk as binary COPY tuples (a field count, then each field's length and bytes): it ends on a tuple's end.
+      let at = 0;
+      while (at < chunk.length) {
+        const fields = chunk.readInt16BE(at);
+        expect(fields).toBe(16);
+        at += 2;
+        for (let field = 0; field < fields; field += 1) {
+          const length = chunk.readInt32BE(at);
+          at += 4 + Math.max(0, length);
+        }
+        rowsSeen += 1;
+      }
+      expect(at).toBe(chunk.length);
+    }, 'rows');
+    expect(rowsSeen).toBe(slice.count);
+    // Split among printers: contiguous, in order, none empty, every row once.
+    const runs = splitRows(40, 300, 7);
+    expect(runs.map((run) => run.from)).toEqual(runs.map((_, n) => 40 + runs.slice(0, n).reduce((sum, run) => sum + run.count, 0)));
+    expect(runs.reduce((sum, run) => sum + run.count, 0)).toBe(300);
+    expect(splitRows(0, 2, 5)).toEqual([{ from: 0, count: 1 }, { from: 1, count: 1 }]);
   });
 });
