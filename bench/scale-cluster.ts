@@ -70,8 +70,8 @@ export interface BoundedCluster {
    * memory stays), so what is measured after is as memory-bound as before.
    */
   setLoadLimit(bytes: number | null): Promise<void>;
-  /** Stops the server, empties the cgroup's page cache, and starts it again inside (cold caches). */
-  restart(): Promise<void>;
+  /** Stops the server, empties the cgroup's page cache, and starts it again inside (cold caches), with `settings` besides the run's until the next restart. */
+  restart(settings?: Record<string, string | number>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -124,14 +124,15 @@ export async function startBoundedCluster(memoryBytes: number, log: (line: strin
   const root = process.getuid?.() === 0;
   const asPostgres = root ? ['setpriv', '--reuid=postgres', '--regid=postgres', '--init-groups'] : [];
   const logFile = join(dir, 'postgres.log');
-  const flags = [`-p ${cluster.port}`, '-c listen_addresses=127.0.0.1', "-c unix_socket_directories=''", ...Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`)].join(' ');
+  const flagsOf = (extra: Record<string, string | number>) =>
+    [`-p ${cluster.port}`, '-c listen_addresses=127.0.0.1', "-c unix_socket_directories=''", ...Object.entries({ ...settings, ...extra }).map(([name, value]) => `-c ${name}=${value}`)].join(' ');
   const pgCtl = (args: string[]) => run(asPostgres[0] ?? binaries.pg_ctl, [...asPostgres.slice(1), ...(root ? [binaries.pg_ctl] : []), ...args]);
   const postmasterPid = () => Number(readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
 
-  const startInside = async () => {
+  const startInside = async (extra: Record<string, string | number> = {}) => {
     // $$ is the shell; exec keeps its pid (and cgroup) for pg_ctl, whose postmaster inherits it.
     const script = 'echo $$ > "$1" && shift && exec "$@"';
-    const command = [...asPostgres, binaries.pg_ctl, 'start', '-D', pgdata, '-l', logFile, '-w', '-t', '120', '-o', flags];
+    const command = [...asPostgres, binaries.pg_ctl, 'start', '-D', pgdata, '-l', logFile, '-w', '-t', '120', '-o', flagsOf(extra)];
     try {
       await run('sh', ['-c', script, 'sh', join(cgroup, 'cgroup.procs'), ...command]);
     } catch (error) {
@@ -212,11 +213,11 @@ export async function startBoundedCluster(memoryBytes: number, log: (line: strin
       const limit = Number((await readFile(file, 'utf8')).trim());
       if (!(limit <= memoryBytes && limit > memoryBytes - 65_536)) throw new Error(`the cgroup's limit reads back as ${limit}, not ${memoryBytes}`);
     },
-    async restart() {
+    async restart(extra = {}) {
       await stopServer();
       // Drops the page cache charged to the cgroup (allowed once no task is in it).
       await writeFile(join(cgroup, 'memory.force_empty'), '0').catch(() => undefined);
-      await startInside();
+      await startInside(extra);
     },
     async stop() {
       await stopServer();

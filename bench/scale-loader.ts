@@ -1,7 +1,9 @@
 // The scale bench's bulk loader: key rows written inside Postgres by COPY ... FROM PROGRAM (the
 // server runs bench/scale-rows.ts, which prints them in binary COPY format; no per-row round trip
-// from here), one COPY per stream in parallel, with the key table's indexes dropped first and
-// built again after the load (parallel index builds; VACUUM before them, ANALYZE after), as a restore would.
+// from here), with the key table's indexes dropped first and built again after the load (parallel
+// index builds; VACUUM before them, ANALYZE after), as a restore would. Rows are appended by one
+// COPY per stream in parallel, or loaded afresh: the table (each day partition) truncated and
+// filled by one COPY ... FREEZE in the same transaction, the streams' row programs sharing its pipe.
 // Each phase's CPU (user + sys) is read from /proc where the server is local, and its WAL bytes.
 // The indexes come back exactly as the migrations defined them (their definitions are read from
 // the catalog before they are dropped).

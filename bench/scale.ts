@@ -60,6 +60,14 @@ const isKeyOrder = (name: string): name is KeyOrder => (KEY_ORDERS as readonly s
 const SEED = 33;
 /** A step is loaded afresh while the rows already there are at most this share of it (see benchLayout). */
 const FRESH_UP_TO = 1 / 8;
+/**
+ * The server's wal_level while a step loads afresh: `minimal` (PostgreSQL's advice for bulk
+ * loads, "Populating a Database": the COPY into a heap truncated in its transaction and the index
+ * builds then write no WAL), the server restarted into it and out of it again, so the claims are
+ * measured at `replica` as ever; `replica` loads as the server runs.
+ */
+const LOAD_WAL_LEVEL = process.env.BENCH_SCALE_LOAD_WAL_LEVEL ?? 'minimal';
+const isWalLevel = (value: string): value is 'minimal' | 'replica' => value === 'minimal' || value === 'replica';
 
 const policy: EndpointPolicy = {
   scopeMode: 'endpoint',
@@ -93,6 +101,9 @@ export interface ScaleStep {
   keyTableBlocksReadPerClaim: number;
   memory: CgroupMemory;
   load: LoadTimes;
+  /** The server's wal_level while the step loaded, and the seconds its restarts into and out of it took (0 when it loaded as it runs). */
+  loadWalLevel: 'minimal' | 'replica';
+  restartSeconds: number;
 }
 
 export interface ScaleReport {
@@ -228,8 +239,20 @@ const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(0)} MB`;
 async function benchLayout(cluster: BoundedCluster, layout: Layout, report: ScaleReport, save: () => Promise<void>, log: (line: string) => void): Promise<void> {
   const name = `retrysafe_scale_${layout}`;
   const url = new URL(await createLayoutDatabase(cluster.adminUrl, name, layout));
-  const owner = new pg.Pool({ connectionString: url.toString(), max: STREAMS + 2 });
-  owner.on('error', () => undefined);
+  const connect = () => {
+    const pool = new pg.Pool({ connectionString: url.toString(), max: STREAMS + 2 });
+    pool.on('error', () => undefined);
+    return pool;
+  };
+  let owner = connect();
+  /** Restarts the server (with `settings` until the next restart) and connects afresh; its seconds. */
+  const restart = async (settings?: Record<string, string | number>) => {
+    const began = performance.now();
+    await owner.end();
+    await cluster.restart(settings);
+    owner = connect();
+    return (performance.now() - began) / 1000;
+  };
   try {
     await registerScalePolicies(owner, policy);
     const { file, secrets } = await writeLoaderSecrets(cluster.dir);
@@ -237,14 +260,16 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
     let loaded = 0;
     for (const step of STEPS) {
       if (step <= loaded) continue;
-      // Load the step afresh (COPY ... FREEZE, no VACUUM) where the rows already there are few:
-      // loading them again costs about 15 s a million on 2 CPUs, and VACUUM after appending
-      // (every new heap page written to WAL once more) about 2.3 s a million of the new rows, so
-      // afresh is the cheaper up to about an eighth of the step (measured at 86.4 M, docs/benchmarks.md).
+      // Load the step afresh (COPY ... FREEZE, VACUUM then has little to do) where the rows already
+      // there are few: loading them again costs about 15 s a million on 2 CPUs, and VACUUM after
+      // appending (every new heap page written to WAL once more) about 2.3 s a million of the new
+      // rows, so afresh is the cheaper up to about an eighth of the step (docs/benchmarks.md).
       const fresh = loaded <= step * FRESH_UP_TO;
+      const loadWalLevel = fresh && LOAD_WAL_LEVEL === 'minimal' ? 'minimal' : 'replica';
+      let restartSeconds = loadWalLevel === 'minimal' ? await restart({ wal_level: 'minimal', max_wal_senders: 0 }) : 0;
       const from = fresh ? 0 : loaded;
       const count = step - from;
-      log(`\n${layout}: loading ${count.toLocaleString('en')} keys (to ${step.toLocaleString('en')}) ${fresh ? `afresh, ${STREAMS} printer(s) a COPY, FREEZE` : `appended in ${STREAMS} stream(s)`}...`);
+      log(`\n${layout}: loading ${count.toLocaleString('en')} keys (to ${step.toLocaleString('en')}) ${fresh ? `afresh, ${STREAMS} printer(s) a COPY, FREEZE` : `appended in ${STREAMS} stream(s)`}, wal_level ${loadWalLevel}...`);
       // Expiries over the 24 h from a minute from now: live keys, as a day of traffic leaves them.
       if (LOAD_MEMORY !== null) await cluster.setLoadLimit(Math.max(LOAD_MEMORY, MEMORY));
       const load = await loadScaleRows(owner, {
@@ -257,6 +282,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
         serverCpuSeconds: () => cluster.cpuSeconds(),
       });
       if (LOAD_MEMORY !== null) await cluster.setLoadLimit(null);
+      if (loadWalLevel === 'minimal') restartSeconds += await restart();
       loaded = step;
       const us = (seconds: number | null) => (seconds === null ? '?' : ((seconds * 1e6) / count).toFixed(1));
       log(
@@ -264,12 +290,12 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       );
       log(`  WAL: COPY ${mb(load.copyWalBytes)}, index builds ${mb(load.indexWalBytes)}, VACUUM ANALYZE ${mb(load.vacuumWalBytes)}`);
       log(
-        `  COPY ${load.copySeconds.toFixed(0)} s (${(count / load.copySeconds).toFixed(0)} rows/s), indexes ${load.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${load.vacuumSeconds.toFixed(0)} s: ${load.rowsPerSecond.toFixed(0)} rows/s in all`,
+        `  COPY ${load.copySeconds.toFixed(0)} s (${(count / load.copySeconds).toFixed(0)} rows/s), indexes ${load.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${load.vacuumSeconds.toFixed(0)} s: ${load.rowsPerSecond.toFixed(0)} rows/s in all${restartSeconds > 0 ? `; restarts into wal_level minimal and out ${restartSeconds.toFixed(0)} s` : ''}`,
       );
       const size = await sizes(owner);
       const claims = await measureClaims(url.toString(), owner, layout, report.keys, storeSecrets);
       const memory = await cluster.memory();
-      const entry: ScaleStep = { layout, rows: step, ...size, ...claims, memory, load };
+      const entry: ScaleStep = { layout, rows: step, ...size, ...claims, memory, load, loadWalLevel, restartSeconds };
       report.steps.push(entry);
       await save();
       log(
@@ -302,6 +328,7 @@ function summarise(report: ScaleReport, log: (line: string) => void): void {
 
 export async function benchScale(log: (line: string) => void): Promise<ScaleReport> {
   if (LAYOUTS.length !== LAYOUT_NAMES.length) throw new Error(`BENCH_SCALE_LAYOUTS: plain, partitioned (not ${LAYOUT_NAMES.join(', ')})`);
+  if (!isWalLevel(LOAD_WAL_LEVEL)) throw new Error(`BENCH_SCALE_LOAD_WAL_LEVEL: minimal or replica (not ${LOAD_WAL_LEVEL})`);
   if (!isKeyOrder(KEYS)) throw new Error(`BENCH_SCALE_KEYS: ${KEY_ORDERS.join(' or ')} (not ${KEYS})`);
   if (!Number.isInteger(ROWS) || ROWS <= 0 || STEPS.some((step) => !Number.isInteger(step) || step <= 0)) throw new Error('BENCH_SCALE_ROWS and BENCH_SCALE_STEPS: positive whole numbers of keys');
   const cluster = await startBoundedCluster(MEMORY, log);
