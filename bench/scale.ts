@@ -99,6 +99,8 @@ export interface ScaleStep {
   blocksReadPerClaim: number;
   /** Of those, the key table's heap and indexes. */
   keyTableBlocksReadPerClaim: number;
+  /** Of those, the heap's (the rest are its indexes'). */
+  keyHeapBlocksReadPerClaim: number;
   memory: CgroupMemory;
   load: LoadTimes;
   /** The server's wal_level while the step loaded, and the seconds its restarts into and out of it took (0 when it loaded as it runs). */
@@ -152,18 +154,21 @@ interface Counters {
   blksRead: number;
   blksHit: number;
   keyRead: number;
+  keyHeapRead: number;
 }
 
 async function counters(db: pg.Pool): Promise<Counters> {
-  const { rows } = await db.query<{ blks_read: string; blks_hit: string; key_read: string }>(
-    `SELECT d.blks_read, d.blks_hit,
-            (SELECT coalesce(sum(coalesce(s.heap_blks_read, 0) + coalesce(s.idx_blks_read, 0)), 0)
+  const { rows } = await db.query<{ blks_read: string; blks_hit: string; key_read: string; key_heap_read: string }>(
+    `SELECT d.blks_read, d.blks_hit, k.key_read, k.key_heap_read
+       FROM pg_stat_database d,
+            (SELECT coalesce(sum(coalesce(s.heap_blks_read, 0) + coalesce(s.idx_blks_read, 0)), 0) AS key_read,
+                    coalesce(sum(coalesce(s.heap_blks_read, 0)), 0) AS key_heap_read
                FROM pg_statio_all_tables s
-              WHERE s.relid IN (${KEY_TABLE_LEAVES})) AS key_read
-       FROM pg_stat_database d WHERE d.datname = current_database()`,
+              WHERE s.relid IN (${KEY_TABLE_LEAVES})) k
+      WHERE d.datname = current_database()`,
   );
   const row = rows[0];
-  return { blksRead: Number(row?.blks_read ?? 0), blksHit: Number(row?.blks_hit ?? 0), keyRead: Number(row?.key_read ?? 0) };
+  return { blksRead: Number(row?.blks_read ?? 0), blksHit: Number(row?.blks_hit ?? 0), keyRead: Number(row?.key_read ?? 0), keyHeapRead: Number(row?.key_heap_read ?? 0) };
 }
 
 /** Claim-first new keys through execute at CALLERS callers: warm-up, then the measured window with the counters read around it. */
@@ -227,6 +232,7 @@ async function measureClaims(url: string, owner: pg.Pool, layout: Layout, keys: 
       bufferHitRatio: hit / Math.max(1, hit + read),
       blocksReadPerClaim: read / Math.max(1, latencies.length),
       keyTableBlocksReadPerClaim: (after.keyRead - before.keyRead) / Math.max(1, latencies.length),
+      keyHeapBlocksReadPerClaim: (after.keyHeapRead - before.keyHeapRead) / Math.max(1, latencies.length),
     };
   } finally {
     await quota.stop();
@@ -263,7 +269,9 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       // Load the step afresh (COPY ... FREEZE, VACUUM then has little to do) where the rows already
       // there are few: loading them again costs about 15 s a million on 2 CPUs, and VACUUM after
       // appending (every new heap page written to WAL once more) about 2.3 s a million of the new
-      // rows, so afresh is the cheaper up to about an eighth of the step (docs/benchmarks.md).
+      // rows, so afresh is the cheaper up to about an eighth of the step (docs/benchmarks.md; set
+      // before the row programs' pipe was made blocking, which sped appending up more: to measure
+      // again at 86.4 M).
       const fresh = loaded <= step * FRESH_UP_TO;
       const loadWalLevel = fresh && LOAD_WAL_LEVEL === 'minimal' ? 'minimal' : 'replica';
       let restartSeconds = loadWalLevel === 'minimal' ? await restart({ wal_level: 'minimal', max_wal_senders: 0 }) : 0;
@@ -302,7 +310,7 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
         `  ${step.toLocaleString('en')} keys: heap ${mb(size.heapBytes)}, unique index ${mb(size.indexBytes)} (${((size.indexBytes / cluster.memoryBytes) * 100).toFixed(0)} % of memory; newest partition's ${mb(size.insertIndexBytes)}), all indexes ${mb(size.allIndexBytes)}, total ${mb(size.totalBytes)}`,
       );
       log(
-        `  claims ${claims.claimsPerSecond.toFixed(0)}/s   p50 ${claims.p50Ms.toFixed(2)} ms   p99 ${claims.p99Ms.toFixed(2)} ms   p99.9 ${claims.p999Ms.toFixed(2)} ms   hit ratio ${(claims.bufferHitRatio * 100).toFixed(2)} %   blocks read/claim ${claims.blocksReadPerClaim.toFixed(3)} (key table ${claims.keyTableBlocksReadPerClaim.toFixed(3)})`,
+        `  claims ${claims.claimsPerSecond.toFixed(0)}/s   p50 ${claims.p50Ms.toFixed(2)} ms   p99 ${claims.p99Ms.toFixed(2)} ms   p99.9 ${claims.p999Ms.toFixed(2)} ms   hit ratio ${(claims.bufferHitRatio * 100).toFixed(2)} %   blocks read/claim ${claims.blocksReadPerClaim.toFixed(3)} (key table ${claims.keyTableBlocksReadPerClaim.toFixed(3)}, of which its heap ${claims.keyHeapBlocksReadPerClaim.toFixed(3)})`,
       );
       log(`  cgroup: usage ${mb(memory.usageBytes)} (max ${mb(memory.maxUsageBytes)}), cache ${mb(memory.cacheBytes)}, rss ${mb(memory.rssBytes)}, limit hit ${memory.failCount} times`);
     }
