@@ -11,7 +11,7 @@
 // skewed: the first tenth of them hold about a third of the keys, as a few large tenants do.
 import { spawn } from 'node:child_process';
 import { hash, randomUUID } from 'node:crypto';
-import { constants, openSync, readFileSync, writeSync } from 'node:fs';
+import { constants, fstatSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { z } from 'zod';
@@ -509,6 +509,8 @@ export function splitRows(first: number, rows: number, parts: number): { from: n
 
 /** Prints the header, runs `printers` copies of this program on parts of the rows into the same pipe, and prints the trailer once all succeeded. */
 async function launch(input: ProgramInput): Promise<void> {
+  // Only a pipe takes small writes whole from several writers (files keep an offset each).
+  if (!fstatSync(1).isFIFO()) throw new Error('several printers need standard output to be a pipe');
   const first = input.batch.slice?.from ?? 0;
   const rows = input.batch.slice?.count ?? input.batch.count;
   writeOut(COPY_HEADER, 'whole');

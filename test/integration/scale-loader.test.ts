@@ -3,6 +3,8 @@
 // (same body: the sealed response, byte for byte; another body: a mismatch; a crashed claim: taken
 // over) and the sweeper removes once expired; the key table's indexes come back as they were.
 // With random keys (UUIDv4, the demo's) and time-ordered ones (UUIDv7, BENCH_SCALE_KEYS).
+import { spawnSync } from 'node:child_process';
+import { openSync, closeSync, readFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalBody, fingerprint, FingerprintMismatchError, IdempotencyStore, ResponseKeyRing, type EndpointPolicy } from '@retrysafe/store';
 import { PostgresKeyReads } from '@retrysafe/store/postgres';
 import { keyTableIndexes, loadScaleRows, registerScalePolicies, writeLoaderSecrets } from '../../bench/scale-loader';
-import { correlationOf, expiryOf, Fingerprinter, isoOf, KEY_ORDERS, PIPE_BUF, printBatch, scaleRow as scaleRowOf, SCALE_SERVICE, splitRows, uuidV7, type KeyOrder, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
+import { correlationOf, expiryOf, programArgs, Fingerprinter, isoOf, KEY_ORDERS, PIPE_BUF, printBatch, scaleRow as scaleRowOf, SCALE_SERVICE, splitRows, uuidV7, type KeyOrder, type LoaderSecrets, type RowBatch } from '../../bench/scale-rows';
 import { sweepOnce } from '../../server/retention/sweeper';
 import { createTestDatabase, layouts } from '../helpers/database';
 
@@ -344,5 +346,18 @@ describe.each(layouts)('scale loader, fresh load, %s layout', (layout) => {
     expect(runs.map((run) => run.from)).toEqual(runs.map((_, n) => 40 + runs.slice(0, n).reduce((sum, run) => sum + run.count, 0)));
     expect(runs.reduce((sum, run) => sum + run.count, 0)).toBe(300);
     expect(splitRows(0, 2, 5)).toEqual([{ from: 0, count: 1 }, { from: 1, count: 1 }]);
+  });
+
+  it('several printers refuse standard output that is not a pipe (a file keeps an offset for each writer: they would overwrite each other)', () => {
+    const file = join(dir, 'rows.bin');
+    const out = openSync(file, 'w');
+    try {
+      const run = spawnSync(process.execPath, ['--conditions=retrysafe-source', '--import', 'tsx', 'bench/scale-rows.ts', ...programArgs({ ...batch, count: 20 }, secretsFile, 2)], { stdio: ['ignore', out, 'pipe'] });
+      expect(run.status).toBe(1);
+      expect(run.stderr.toString()).toContain('several printers need standard output to be a pipe');
+    } finally {
+      closeSync(out);
+    }
+    expect(readFileSync(file).length).toBe(0);
   });
 });
