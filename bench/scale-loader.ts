@@ -14,9 +14,10 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import type { EndpointPolicy } from '@retrysafe/store';
 import { migrateDatabase } from '../db/migrate';
+import { listPartitions } from '../server/retention/partitions';
 import { ensurePolicies } from '../server/retention/policies';
 import { processCpuSeconds } from './scale-cluster';
-import { COPY_COLUMNS, COPY_OPTIONS, firstRowExpiringAt, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, splitRows, type LoaderSecrets, type RowBatch } from './scale-rows';
+import { COPY_COLUMNS, COPY_FREEZE_OPTIONS, COPY_OPTIONS, firstRowExpiringAt, PAYMENTS_SCOPE, programArgs, REFUNDS_SCOPE, SCALE_SERVICE, splitRows, type LoaderSecrets, type RowBatch } from './scale-rows';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 const ROW_PROGRAM = 'bench/scale-rows.ts';
@@ -208,7 +209,7 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
       await client.query('BEGIN');
       for (const heap of await freshTargets(client, batch)) {
         await client.query(`TRUNCATE ${heap.table}`);
-        if (heap.slice.count > 0) await copy(client, heap.table, heap.slice, streams, COPY_OPTIONS.replace(')', ', FREEZE)'));
+        if (heap.slice.count > 0) await copy(client, heap.table, heap.slice, streams, COPY_FREEZE_OPTIONS);
       }
       await client.query('COMMIT');
     } catch (error) {
@@ -280,22 +281,14 @@ export async function loadScaleRows(pool: pg.Pool, options: LoadOptions): Promis
  * is truncated).
  */
 async function freshTargets(client: pg.PoolClient, batch: RowBatch): Promise<{ table: string; slice: { from: number; count: number } }[]> {
-  const { rows: leaves } = await client.query<{ name: string; lower: Date | null; upper: Date | null }>(
-    `SELECT name, bounds[1]::timestamptz AS lower, bounds[2]::timestamptz AS upper
-       FROM (SELECT format('%I.%I', n.nspname, c.relname) AS name,
-                    regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']*)''\\) TO \\(''([^'']*)''\\)') AS bounds
-               FROM pg_inherits i
-               JOIN pg_class c ON c.oid = i.inhrelid
-               JOIN pg_namespace n ON n.oid = c.relnamespace
-              WHERE i.inhparent = 'retrysafe.idempotency_keys'::regclass) leaf
-      ORDER BY lower`,
-  );
+  const leaves = await listPartitions(client);
   if (leaves.length === 0) return [{ table: 'retrysafe.idempotency_keys', slice: { from: 0, count: batch.count } }];
-  const targets = leaves.map((leaf) => {
-    if (!leaf.lower || !leaf.upper) throw new Error(`${leaf.name} is not a partition FROM one instant TO another`);
-    const from = firstRowExpiringAt(batch, leaf.lower.getTime());
-    return { table: leaf.name, slice: { from, count: firstRowExpiringAt(batch, leaf.upper.getTime()) - from } };
-  });
+  const targets = leaves
+    .sort((a, b) => a.lowerBound.getTime() - b.lowerBound.getTime())
+    .map((leaf) => {
+      const from = firstRowExpiringAt(batch, leaf.lowerBound.getTime());
+      return { table: `retrysafe.${client.escapeIdentifier(leaf.name)}`, slice: { from, count: firstRowExpiringAt(batch, leaf.upperBound.getTime()) - from } };
+    });
   const taken = targets.reduce((sum, target) => sum + target.slice.count, 0);
   if (taken !== batch.count) throw new Error(`the day partitions take ${taken} of the batch's ${batch.count} rows: create partitions for its whole window first`);
   return targets;

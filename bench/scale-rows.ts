@@ -245,6 +245,8 @@ export const COPY_COLUMNS = [
 
 /** The COPY statement the row program's output is for: PostgreSQL's binary COPY format (no text to parse, no hex to decode). */
 export const COPY_OPTIONS = '(FORMAT binary)';
+/** The same into a heap truncated in the COPY's transaction: the rows go in frozen, their pages all-visible. */
+export const COPY_FREEZE_OPTIONS = '(FORMAT binary, FREEZE)';
 
 // Binary COPY (PostgreSQL docs, "Binary Format"): a signature, flags and header extension length,
 // then per row a 16-bit field count and each field as a 32-bit length (-1 for NULL) and the

@@ -7,6 +7,7 @@ import type pg from 'pg';
 
 export interface PartitionInfo {
   name: string;
+  lowerBound: Date;
   upperBound: Date;
   /** A DETACH CONCURRENTLY that was interrupted; finished with FINALIZE. */
   detachPending: boolean;
@@ -26,7 +27,7 @@ export async function ensurePartitions(db: Pick<pg.ClientBase, 'query'>): Promis
   return rows[0]?.created ?? 0;
 }
 
-/** The day partitions of idempotency_keys with their upper bounds (catalog only). */
+/** The day partitions of idempotency_keys with their bounds (catalog only). */
 export async function listPartitions(db: Pick<pg.ClientBase, 'query'>): Promise<PartitionInfo[]> {
   const { rows } = await db.query<{ name: string; bound: string; detach_pending: boolean }>(
     `SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound, i.inhdetachpending AS detach_pending
@@ -35,8 +36,8 @@ export async function listPartitions(db: Pick<pg.ClientBase, 'query'>): Promise<
      ORDER BY c.relname`,
   );
   return rows.flatMap((row) => {
-    const match = /TO \('([^']+)'\)/.exec(row.bound);
-    return match?.[1] ? [{ name: row.name, upperBound: new Date(match[1]), detachPending: row.detach_pending }] : [];
+    const match = /FROM \('([^']+)'\) TO \('([^']+)'\)/.exec(row.bound);
+    return match?.[1] && match[2] ? [{ name: row.name, lowerBound: new Date(match[1]), upperBound: new Date(match[2]), detachPending: row.detach_pending }] : [];
   });
 }
 

@@ -39,27 +39,37 @@ function seedWithEveryState(rows: number): number {
   }
 }
 
+/** A database of `layout` with the scale policies, a pool, and the loader's secrets in a folder the server can read. */
+async function openLoaderFixture(layout: (typeof layouts)[number], connections: number) {
+  const database = await createTestDatabase({ layout });
+  const pool = new pg.Pool({ connectionString: database.url, max: connections });
+  const dir = await mkdtemp(join(tmpdir(), 'retrysafe-scale-'));
+  await chmod(dir, 0o711); // the database server's OS user reads the secrets file in it
+  const { file: secretsFile, secrets } = await writeLoaderSecrets(dir);
+  await registerScalePolicies(pool, policy);
+  const close = async () => {
+    await pool.end();
+    await database.drop();
+    await rm(dir, { recursive: true, force: true });
+  };
+  return { pool, dir, secretsFile, secrets, close };
+}
+
 const KEY_VERSION: Record<KeyOrder, string> = { random: '4', 'time-ordered': '7' };
 
 describe.each(layouts.flatMap((layout) => KEY_ORDERS.map((keys) => [layout, keys] as const)))('scale loader, %s layout, %s keys', (layout, keys) => {
   const scaleRow = (seed: number, i: number, principals: number) => scaleRowOf(seed, i, principals, keys);
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let pool: pg.Pool;
-  let dir: string;
   let secrets: LoaderSecrets;
   let secretsFile: string;
+  let close: () => Promise<void>;
   const seed = seedWithEveryState(LIVE_ROWS);
   let indexesBefore: Awaited<ReturnType<typeof keyTableIndexes>>;
   let store: IdempotencyStore;
   let liveFrom = 0;
 
   beforeAll(async () => {
-    database = await createTestDatabase({ layout });
-    pool = new pg.Pool({ connectionString: database.url, max: 6 });
-    dir = await mkdtemp(join(tmpdir(), 'retrysafe-scale-'));
-    await chmod(dir, 0o711); // the database server's OS user reads the secrets file in it
-    ({ file: secretsFile, secrets } = await writeLoaderSecrets(dir));
-    await registerScalePolicies(pool, policy);
+    ({ pool, secretsFile, secrets, close } = await openLoaderFixture(layout, 6));
     indexesBefore = await keyTableIndexes(pool);
     store = new IdempotencyStore({
       pool,
@@ -91,11 +101,7 @@ describe.each(layouts.flatMap((layout) => KEY_ORDERS.map((keys) => [layout, keys
     expect(load.copyBackendCpuSeconds).toBeGreaterThanOrEqual(0);
   }, 120_000);
 
-  afterAll(async () => {
-    await pool.end();
-    await database.drop();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => close());
 
   it('writes every row, in the demo proportions, and builds the indexes back as the migrations made them', async () => {
     const { rows } = await pool.query<{ rows: string; payments: string; principals: string; completed: string }>(
@@ -237,21 +243,16 @@ describe.each(layouts.flatMap((layout) => KEY_ORDERS.map((keys) => [layout, keys
 // midnight UTC, so its rows go to two day partitions.
 describe.each(layouts)('scale loader, fresh load, %s layout', (layout) => {
   const ROWS = 2_500;
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
   let pool: pg.Pool;
   let dir: string;
   let secretsFile: string;
   let secrets: LoaderSecrets;
+  let close: () => Promise<void>;
   let batch: RowBatch;
   const seed = 7;
 
   beforeAll(async () => {
-    database = await createTestDatabase({ layout });
-    pool = new pg.Pool({ connectionString: database.url, max: 4 });
-    dir = await mkdtemp(join(tmpdir(), 'retrysafe-scale-'));
-    await chmod(dir, 0o711);
-    ({ file: secretsFile, secrets } = await writeLoaderSecrets(dir));
-    await registerScalePolicies(pool, policy);
+    ({ pool, dir, secretsFile, secrets, close } = await openLoaderFixture(layout, 4));
     const { rows } = await pool.query<{ tomorrow: Date }>("SELECT date_trunc('day', now(), 'UTC') + interval '1 day' AS tomorrow");
     const midnight = rows[0]?.tomorrow.getTime() ?? 0;
     batch = { seed, principals: PRINCIPALS, from: 0, count: ROWS, windowStartMs: midnight - HOUR / 2, windowMs: HOUR, retentionMs: policy.retentionMs, leaseMs: policy.leaseMs };
@@ -259,11 +260,7 @@ describe.each(layouts)('scale loader, fresh load, %s layout', (layout) => {
     await loadScaleRows(pool, { batch: { ...batch, seed: seed + 1, count: 300 }, secretsFile, streams: 2 });
   }, 120_000);
 
-  afterAll(async () => {
-    await pool.end();
-    await database.drop();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => close());
 
   const heaps = async () =>
     (
