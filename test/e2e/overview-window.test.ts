@@ -79,6 +79,9 @@ describe.skipIf(!hasChromium)('shareable time on the overview', () => {
   }, 90_000);
 
   it('zooms to the stretch dragged across a chart: from/to in the address, inside the range shown', async () => {
+    // A chart is drawn once there is data, and the page asks again only every 30 s: run alone
+    // (or first), this test would otherwise wait on the demo traffic's first flush.
+    await waitForDemoFlow(db);
     const page = await ui.pageAs('viewer');
     await page.goto(`${ui.baseUrl}/?range=6h`);
     await page.locator('.chart-caption').waitFor();
