@@ -180,6 +180,49 @@ describe('partitioned layout', () => {
     expect(rows[0]?.covered).toBe(true);
   });
 
+  it('makes a partition ahead while a claim\'s transaction is open, without waiting for it or holding up the claims after it', async () => {
+    // The partition of the day after tomorrow (empty, and inside any horizon) goes, so the next ensure makes it again.
+    const inTwoDays = Date.now() + 2 * DAY_MS;
+    const ahead = (await listPartitions(db.pool)).find((partition) => partition.lowerBound.getTime() <= inTwoDays && inTwoDays < partition.upperBound.getTime());
+    if (!ahead) throw new Error('no partition');
+    await db.pool.query(`DROP TABLE ${ahead.name}`);
+    const [holder, maker, claimer] = clients;
+    if (!holder || !maker || !claimer) throw new Error('no clients');
+    const claim = (client: pg.Client, key: string) =>
+      partitionedStatements.claim(client, { principalId: principal(), service: 'demo', scope: 'POST /held', key, fingerprint: randomBytes(32), correlationId: randomUUID(), leaseMs: 30_000, retentionMs: 3_600_000 });
+    // A transactional-mode claim: its transaction stays open while its handler runs.
+    await holder.query('BEGIN');
+    await claim(holder, 'held');
+    try {
+      await maker.query("SET lock_timeout = '3s'");
+      await maker.query('BEGIN');
+      const { rows } = await maker.query<{ created: number }>('SELECT retrysafe_ensure_partitions() AS created');
+      expect(rows[0]?.created).toBe(1);
+      // While the maker's transaction is open, another claim goes through.
+      await claimer.query("SET statement_timeout = '3s'");
+      expect((await claim(claimer, 'meanwhile')).claimed).toBe(true);
+      await maker.query('COMMIT');
+    } finally {
+      await maker.query('ROLLBACK').catch(() => undefined);
+      await maker.query('RESET lock_timeout');
+      await claimer.query('RESET statement_timeout');
+      await holder.query('COMMIT');
+    }
+    // The new partition carries the parent's indexes and CHECK constraints, as one made by PARTITION OF would.
+    const { rows: shape } = await db.pool.query<{ name: string; indexes: number; checks: number }>(
+      `SELECT c.relname AS name, (SELECT count(*)::int FROM pg_index x WHERE x.indrelid = c.oid) AS indexes,
+              (SELECT count(*)::int FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c') AS checks
+       FROM pg_class c WHERE c.relname = ANY($1) ORDER BY c.relname = $2`,
+      [[ahead.name, 'idempotency_keys'], ahead.name],
+    );
+    expect(shape).toEqual([
+      { name: 'idempotency_keys', indexes: expect.any(Number) as number, checks: expect.any(Number) as number },
+      { name: ahead.name, indexes: shape[0]?.indexes, checks: shape[0]?.checks },
+    ]);
+    expect(shape[0]?.indexes).toBeGreaterThanOrEqual(5);
+    expect((await listPartitions(db.pool)).find((partition) => partition.name === ahead.name)).toMatchObject({ lowerBound: ahead.lowerBound, upperBound: ahead.upperBound });
+  });
+
   it('probes only the partitions that can hold a live row, through their primary keys', async () => {
     const client = await db.pool.connect();
     try {
