@@ -3,7 +3,7 @@
 // before any database starts.
 
 /** Every benchmark's name, in the order `npm run bench` runs them. */
-export const BENCH_NAMES = ['lifecycle', 'http', 'sign-in', 'dashboard', 'mysql', 'claims', 'redis', 'redis-cluster', 'sweeper', 'recorder', 'correlation', 'stats', 'partitions', 'scale', 'cleanup'] as const;
+export const BENCH_NAMES = ['lifecycle', 'http', 'sign-in', 'dashboard', 'mysql', 'claims', 'redis', 'redis-cluster', 'sweeper', 'recorder', 'correlation', 'stats', 'partitions', 'partition-probes', 'scale', 'cleanup'] as const;
 
 /** Benches that run only when named (`scale` runs for hours on a Postgres of its own; `cleanup` for half an hour or more on a primary and a standby of its own). */
 const ONLY_WHEN_NAMED: readonly BenchName[] = ['scale', 'cleanup'];

@@ -9,6 +9,7 @@ import { benchLifecycle } from './lifecycle';
 import { benchHttp } from './http';
 import { openBenchDatabase } from './database';
 import { benchPartitions } from './partitions';
+import { benchPartitionProbes } from './partition-probes';
 import { benchStatsQueries } from './stats-queries';
 import { benchSweeper } from './sweeper';
 import { benchSignIn } from './sign-in-load';
@@ -49,7 +50,7 @@ async function main(): Promise<void> {
   const database = await openBenchDatabase();
   log(`PostgreSQL ${database.serverVersion}, ${cpus().length} CPU(s), Node ${process.version}`);
   try {
-    let claims, lifecycle, http, signIn, sweeper, partitions, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster;
+    let claims, lifecycle, http, signIn, sweeper, partitions, partitionProbes, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster;
     if (wanted('lifecycle')) {
       log('\n== Lifecycle: store.execute, claim to completion, against the same statements issued raw ==');
       lifecycle = await benchLifecycle(database.adminUrl, log);
@@ -121,8 +122,17 @@ async function main(): Promise<void> {
         await partitioned.close();
       }
     }
+    if (wanted('partition-probes')) {
+      log('\n== Partitioned layout: what each live partition costs a claim (its probe before the insert) ==');
+      const partitioned = await openBenchDatabase({ layout: 'partitioned', adminUrl: database.adminUrl });
+      try {
+        partitionProbes = await benchPartitionProbes(partitioned, log);
+      } finally {
+        await partitioned.close();
+      }
+    }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
-    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
+    await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, partitionProbes, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
   } finally {
     await database.close();
   }
