@@ -108,7 +108,7 @@ export const alertCatalog = {
   index_over_memory: {
     severity: 'warning',
     action:
-      "The key table's unique index is close to the database's memory: once its inserts miss memory, claim p99 bends. Switch to the day-partitioned layout, shorten retention, or give the database more memory (DATABASE_MEMORY_BYTES, docs/sizing.md).",
+      "The key table's unique index is close to the database's memory: once its inserts miss memory, claim p99 bends. Shorten a retention longer than its retry window needs, have clients send time-ordered keys (UUIDv7, ULID), or give the database more memory (DATABASE_MEMORY_BYTES); the day-partitioned layout does not lower it (docs/sizing.md).",
   },
   unrecorded_completions: {
     severity: 'critical',
