@@ -11,11 +11,20 @@
 // Bounded (at most `maxInFlight` requests at once), loopback only, stopped with stop().
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import type { EndpointPolicy } from '@retrysafe/store';
+import { newCorrelationId, type EndpointPolicy } from '@retrysafe/store';
 import type { IdempotencyStore } from '@retrysafe/store';
 import { PAYMENTS_ENDPOINT, REFUNDS_ENDPOINT } from './policies';
 import { readActiveIncidents, type IncidentKind } from './incidents';
 import { createTenant, issueApiKey, type CreatedTenant } from './tenants';
+
+/**
+ * A new idempotency key as docs/adopting.md advises clients to make them: a UUIDv7 (the store's
+ * own generator, time first), so each new key lands at the right-hand edge of its principal's
+ * range of the unique index rather than on a random page of it.
+ */
+function demoKey(prefix: string): string {
+  return `${prefix}-${newCorrelationId()}`;
+}
 
 export interface TrafficOptions {
   /** The server's own base URL; only loopback addresses are accepted. */
@@ -186,7 +195,7 @@ export class TrafficGenerator {
     const request: SentRequest = {
       path: '/api/v1/payments',
       apiKey: incident.tenant.apiKey,
-      key: `${prefix}-${randomUUID()}`,
+      key: demoKey(prefix),
       body: { amount: 100_000 + Math.floor(this.random() * 50_000), currency: this.pick(CURRENCIES), description: `Order ${Math.floor(this.random() * 100_000)}` },
     };
     this.send(request, false);
@@ -212,7 +221,7 @@ export class TrafficGenerator {
       incident.reused = this.incidentPayment(incident, 'drill-order');
       return;
     }
-    const refund: SentRequest = { path: '/api/v1/refunds', apiKey: incident.tenant.apiKey, key: `drill-refund-${randomUUID()}`, body: { payment, amount: 1 } };
+    const refund: SentRequest = { path: '/api/v1/refunds', apiKey: incident.tenant.apiKey, key: demoKey('drill-refund'), body: { payment, amount: 1 } };
     if (this.send(refund, false)) this.send(refund, false);
     this.reuseWithOtherBody(incident, incident.reused);
   }
@@ -243,7 +252,7 @@ export class TrafficGenerator {
     const request: SentRequest = {
       path: '/api/v1/payments',
       apiKey: incident.tenant.apiKey,
-      key: `drill-slow-${randomUUID()}`,
+      key: demoKey('drill-slow'),
       body: { amount: 1_000 + Math.floor(this.random() * 50_000), currency: this.pick(CURRENCIES), description: 'slow handler' },
     };
     for (const after of [SLOW_RETRY_AFTER_MS, SLOW_RETRY_AFTER_MS + 2_000]) {
@@ -313,7 +322,7 @@ export class TrafficGenerator {
     const request: SentRequest = {
       path: '/api/v1/payments',
       apiKey: tenant.apiKey,
-      key: `order-${randomUUID()}`,
+      key: demoKey('order'),
       body: { amount: 100 + Math.floor(this.random() * 50_000), currency: this.pick(CURRENCIES), description: `Order ${Math.floor(this.random() * 100_000)}` },
     };
     if (!this.send(request)) return;
@@ -325,7 +334,7 @@ export class TrafficGenerator {
     const tenant = this.pick(this.tenants);
     const payment = this.payments.get(tenant.apiKey)?.at(-1 - Math.floor(this.random() * 3));
     if (!payment) { this.newPayment(); return; }
-    if (!this.send({ path: '/api/v1/refunds', apiKey: tenant.apiKey, key: `refund-${randomUUID()}`, body: { payment, amount: 1 + Math.floor(this.random() * 50) } })) return;
+    if (!this.send({ path: '/api/v1/refunds', apiKey: tenant.apiKey, key: demoKey('refund'), body: { payment, amount: 1 + Math.floor(this.random() * 50) } })) return;
     this.refundsSent += 1;
     if (this.refundsSent % REFUNDS_PER_DOUBLE_CLICK === 0) this.doubleClick(tenant, payment);
   }
@@ -338,7 +347,7 @@ export class TrafficGenerator {
 
   /** A double-clicked refund button: the same request twice at once (the second a conflict while the first runs). */
   private doubleClick(tenant: CreatedTenant, payment: string): void {
-    const request: SentRequest = { path: '/api/v1/refunds', apiKey: tenant.apiKey, key: `refund-${randomUUID()}`, body: { payment, amount: 1 } };
+    const request: SentRequest = { path: '/api/v1/refunds', apiKey: tenant.apiKey, key: demoKey('refund'), body: { payment, amount: 1 } };
     if (this.send(request)) this.send(request, false);
   }
 
@@ -368,7 +377,7 @@ export class TrafficGenerator {
     // Before the tenant's first payment (the first crash comes 2 s after start), a refund of an
     // unknown payment: its retry is answered 404, which completes the claim all the same.
     const payment = this.payments.get(tenant.apiKey)?.at(-1) ?? 'pay_0';
-    const request: SentRequest = { path: '/api/v1/refunds', apiKey: tenant.apiKey, key: `refund-crashed-${randomUUID()}`, body: { payment, amount: 1 } };
+    const request: SentRequest = { path: '/api/v1/refunds', apiKey: tenant.apiKey, key: demoKey('refund-crashed'), body: { payment, amount: 1 } };
     try {
       await this.options.store.begin({
         principalId: tenant.principalId,
