@@ -29,7 +29,7 @@ export const NEW_KEY_RESPONSE = Buffer.from(
 export type ScaleRowState = 'completed' | 'failed' | 'in_progress';
 
 /**
- * How clients make their keys: `random` (a version-4 UUID, the demo's), or `time-ordered` (a
+ * How clients make their keys: `random` (a version-4 UUID, the common choice), or `time-ordered` (a
  * UUIDv7: 48 bits of milliseconds first, so a principal's new keys sort after its old ones and its
  * claims insert at the right edge of its range of the unique index). Row i's time-ordered key
  * carries the instant KEY_EPOCH_MS + i: as if written at 1,000 a second, later rows later.

@@ -54,7 +54,7 @@ const STREAMS = Number(process.env.BENCH_SCALE_LOAD_STREAMS ?? availableParallel
 const INDEX_WORKERS = Number(process.env.BENCH_SCALE_INDEX_WORKERS ?? Math.max(0, STREAMS - 1));
 /** The cgroup's limit while loading (its page cache of the written table throttles writeback under the measured limit); restored, and the cache emptied, before measuring. `off`: the load runs under the measured limit. */
 const LOAD_MEMORY = process.env.BENCH_SCALE_LOAD_MEMORY === 'off' ? null : parseBytes(process.env.BENCH_SCALE_LOAD_MEMORY ?? '8GiB');
-/** The keys' shape, loaded and claimed (bench/scale-rows.ts, KEY_ORDERS): random (UUIDv4, the demo's) or time-ordered (UUIDv7). */
+/** The keys' shape, loaded and claimed (bench/scale-rows.ts, KEY_ORDERS): random (UUIDv4, the common choice) or time-ordered (UUIDv7). */
 const KEYS = process.env.BENCH_SCALE_KEYS ?? 'random';
 const isKeyOrder = (name: string): name is KeyOrder => (KEY_ORDERS as readonly string[]).includes(name);
 const SEED = 33;
@@ -269,9 +269,9 @@ async function benchLayout(cluster: BoundedCluster, layout: Layout, report: Scal
       // Load the step afresh (COPY ... FREEZE, VACUUM then has little to do) where the rows already
       // there are few: loading them again costs about 15 s a million on 2 CPUs, and VACUUM after
       // appending (every new heap page written to WAL once more) about 2.3 s a million of the new
-      // rows, so afresh is the cheaper up to about an eighth of the step (docs/benchmarks.md; set
-      // before the row programs' pipe was made blocking, which sped appending up more: to measure
-      // again at 86.4 M).
+      // rows, so afresh is the cheaper up to about an eighth of the step (docs/benchmarks.md; checked
+      // again at 86.4 M with the blocking pipe: afresh from empty 17.5 min, 20 M afresh then 66.4 M
+      // appended 18.2 min, the same morning).
       const fresh = loaded <= step * FRESH_UP_TO;
       const loadWalLevel = fresh && LOAD_WAL_LEVEL === 'minimal' ? 'minimal' : 'replica';
       let restartSeconds = loadWalLevel === 'minimal' ? await restart({ wal_level: 'minimal', max_wal_senders: 0 }) : 0;
