@@ -7,7 +7,7 @@ import { cpus } from 'node:os';
 import { benchClaims } from './claims';
 import { benchLifecycle } from './lifecycle';
 import { benchHttp } from './http';
-import { openBenchDatabase } from './database';
+import { openBenchDatabase, type BenchDatabase } from './database';
 import { benchPartitions } from './partitions';
 import { benchPartitionProbes } from './partition-probes';
 import { benchStatsQueries } from './stats-queries';
@@ -95,41 +95,30 @@ async function main(): Promise<void> {
       log("\n== Recorder: the attempt trace's cost, the whole request traced against untraced, same run ==");
       trace = await benchTrace(database, log);
     }
+    /** Runs a bench on a database of its own beside the shared one (a large store, or the partitioned layout), dropped after. */
+    const onOwnDatabase = async <T>(layout: 'plain' | 'partitioned', bench: (own: BenchDatabase) => Promise<T>): Promise<T> => {
+      const own = await openBenchDatabase({ layout, adminUrl: database.adminUrl });
+      try {
+        return await bench(own);
+      } finally {
+        await own.close();
+      }
+    };
     if (wanted('correlation')) {
       log('\n== Correlation-id lookup: its time on a large store and what its index costs claims ==');
-      const big = await openBenchDatabase({ adminUrl: database.adminUrl });
-      try {
-        correlation = await benchCorrelation(big, log);
-      } finally {
-        await big.close();
-      }
+      correlation = await onOwnDatabase('plain', (big) => benchCorrelation(big, log));
     }
     if (wanted('stats')) {
       log('\n== Monitoring queries on a 10-million-row store ==');
-      const big = await openBenchDatabase({ adminUrl: database.adminUrl });
-      try {
-        statsQueries = await benchStatsQueries(big, log);
-      } finally {
-        await big.close();
-      }
+      statsQueries = await onOwnDatabase('plain', (big) => benchStatsQueries(big, log));
     }
     if (wanted('partitions')) {
       log('\n== Partitioned layout: dropping a day partition under live claims ==');
-      const partitioned = await openBenchDatabase({ layout: 'partitioned', adminUrl: database.adminUrl });
-      try {
-        partitions = await benchPartitions(partitioned, log);
-      } finally {
-        await partitioned.close();
-      }
+      partitions = await onOwnDatabase('partitioned', (partitioned) => benchPartitions(partitioned, log));
     }
     if (wanted('partition-probes')) {
       log('\n== Partitioned layout: what each live partition costs a claim (its probe before the insert) ==');
-      const partitioned = await openBenchDatabase({ layout: 'partitioned', adminUrl: database.adminUrl });
-      try {
-        partitionProbes = await benchPartitionProbes(partitioned, log);
-      } finally {
-        await partitioned.close();
-      }
+      partitionProbes = await onOwnDatabase('partitioned', (partitioned) => benchPartitionProbes(partitioned, log));
     }
     await mkdir(join('artifacts', 'bench'), { recursive: true });
     await writeFile(join('artifacts', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), lifecycle, http, signIn, claims, sweeper, partitions, partitionProbes, statsQueries, recorder, trace, correlation, dashboard, mysql, redis, redisCluster }, null, 2));
