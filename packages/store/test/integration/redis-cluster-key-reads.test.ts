@@ -107,10 +107,12 @@ describe.runIf(hasRedis)('key reads of records in a Redis Cluster', () => {
     const { retrysafe, connection, cluster } = live();
     const p = randomUUID();
     const q = randomUUID();
-    // Claims that crash (never completed) under a 50 ms lease, one that runs, one completed, one failed.
+    // Claims that crash (never completed) under a 50 and an 80 ms lease, one that runs, one completed, one failed.
+    // The leases differ so that their ends do: two claims a fraction of a millisecond apart would end
+    // in the same millisecond, and the order of a tie is not the oldest-first this test checks.
     const { work: _work, mode: _mode, ...crash1 } = call(p, 'crash-1', ENDPOINT, shortLease);
     expect((await retrysafe.store.begin(crash1)).claimed).toBe(true);
-    const { work: _work2, mode: _mode2, ...crash2 } = call(q, 'crash-2', 'POST /refunds', shortLease);
+    const { work: _work2, mode: _mode2, ...crash2 } = call(q, 'crash-2', 'POST /refunds', { ...shortLease, leaseMs: 80 });
     expect((await retrysafe.store.begin(crash2)).claimed).toBe(true);
     const { work: _work3, mode: _mode3, ...running } = call(q, 'running');
     expect((await retrysafe.store.begin(running)).claimed).toBe(true);
