@@ -32,6 +32,19 @@ describe('the server action screen', () => {
     expect(isActionOrRsc(request('GET', {}))).toBe(false);
   });
 
+  it('takes localhost and 127.0.0.1 on the same port for this server (Next fetching an action\'s redirect target from itself), and nothing wider', () => {
+    const at = (host: string, origin: string) => screenHeaders(request('GET', { host, origin, rsc: '1' }), known);
+    expect(at('127.0.0.1:3000', 'http://localhost:3000')).toBeNull();
+    expect(at('localhost:3000', 'http://127.0.0.1:3000')).toBeNull();
+    expect(at('[::1]:3000', 'http://localhost:3000')).toBeNull();
+    // Another port, another name that only starts like one, or a public host behind the same port: refused.
+    expect(at('127.0.0.1:3000', 'http://localhost:3001')).toMatchObject({ status: 403 });
+    expect(at('127.0.0.1:3000', 'http://localhost.evil.example:3000')).toMatchObject({ status: 403 });
+    expect(at('dash.example:3000', 'http://localhost:3000')).toMatchObject({ status: 403 });
+    expect(at('127.0.0.1:3000', 'http://dash.example:3000')).toMatchObject({ status: 403 });
+    expect(screenHeaders(request('POST', { host: '127.0.0.1:3000', origin: 'http://localhost:3000', 'next-action': REAL }), known)).toBeNull();
+  });
+
   it('refuses another origin, null and an unparsable one with 403, and lets this one through', () => {
     for (const origin of ['http://evil.example', 'null', 'http://', 'http://dash.example:3001']) {
       expect(screenHeaders(request('POST', { origin, 'next-action': REAL }), known)).toMatchObject({ status: 403 });
