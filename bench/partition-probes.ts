@@ -10,6 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { newCorrelationId } from '@retrysafe/store';
 import pg from 'pg';
 import { partitionedStatements } from '@retrysafe/store/postgres';
+import { listPartitions } from '../server/retention/partitions';
 import type { BenchDatabase } from './database';
 import { BENCH_SERVICE, loadCompletedKeys } from './fixtures';
 import { formatRun, runClosedLoop, type RunResult } from './measure';
@@ -47,9 +48,7 @@ export async function benchPartitionProbes(database: BenchDatabase, log: (line: 
     // The partitions the install made (today and the days ahead) go: these stand in for them, a
     // day wide each from an hour ago, so every one of them is live. Their width does not matter to
     // the probe, only their number; each holds rows, so each probe descends a real index.
-    for (const { name } of (await pool.query<{ name: string }>("SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'idempotency_keys'::regclass")).rows) {
-      await pool.query(`DROP TABLE ${pg.escapeIdentifier(name)}`);
-    }
+    for (const { name } of await listPartitions(pool)) await pool.query(`DROP TABLE ${pg.escapeIdentifier(name)}`);
     const { rows: clock } = await pool.query<{ start: Date }>("SELECT date_trunc('second', now()) - interval '1 hour' AS start");
     const start = clock[0]?.start.getTime() ?? Date.now() - 3_600_000;
     const principals = Array.from({ length: CLIENTS }, () => randomUUID());
