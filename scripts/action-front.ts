@@ -21,10 +21,10 @@ export async function knownActionIds(dir: string): Promise<Set<string>> {
  * The request to hand to Next, or null when it was refused (and answered). A server action's body
  * is read whole (at most Next's 1 MB) to be screened, and Next gets a copy that replays it.
  */
-export async function screenAction(request: IncomingMessage, response: ServerResponse, knownActions: ReadonlySet<string>): Promise<IncomingMessage | null> {
+export async function screenAction(request: IncomingMessage, response: ServerResponse, knownActions: ReadonlySet<string>, ownHosts: ReadonlySet<string>): Promise<IncomingMessage | null> {
   // Route handlers (/api) never run server actions or answer RSC: their own checks apply.
   if (/^\/api(\/|\?|$)/.test(request.url ?? '/') || !isActionOrRsc(request)) return request;
-  const early = screenHeaders(request, knownActions);
+  const early = screenHeaders(request, knownActions, ownHosts);
   // Refused on its headers: the body is not read, but the client may still be sending it, so
   // the connection stays open and Node discards the rest once the answer is out (closing it
   // under the upload shows the client EPIPE or a reset instead of the 403).

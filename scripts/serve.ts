@@ -13,6 +13,7 @@ import { createServer } from 'node:http';
 import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
 import { readEnvironment } from '../server/config';
+import { allowedHosts } from '../server/http-host';
 import { stopSharedRuntime } from '../server/runtime-bridge';
 import { describeError, logger } from '../server/logging';
 import { knownActionIds, routeConsoleToLogger, screenAction } from './action-front';
@@ -25,9 +26,10 @@ async function main(): Promise<void> {
   routeConsoleToLogger();
   await app.prepare();
   const knownActions = await knownActionIds(process.cwd());
+  const ownHosts = allowedHosts(environment);
   const server = createServer((request, response) => {
     applyClientHeaders(request, trust);
-    screenAction(request, response, knownActions)
+    screenAction(request, response, knownActions, ownHosts)
       .then((screened) => (screened ? handle(screened, response) : undefined))
       .catch((error: unknown) => {
         logger.error({ error: describeError(error) }, 'request failed');

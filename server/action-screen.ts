@@ -67,8 +67,16 @@ function sameServer(originHost: string, host: string): boolean {
 
 const FOREIGN: Refusal = { status: 403, slug: 'cross-origin-action', title: 'Server actions are accepted only from this dashboard', reason: 'foreign-origin' };
 
-/** The refusal a server action or RSC request earns from its headers alone, or null. */
-export function screenHeaders(request: IncomingMessage, knownActions: ReadonlySet<string>): Refusal | null {
+/**
+ * The refusal a server action or RSC request earns from its headers alone, or null. `ownHosts`:
+ * the hosts this dashboard answers for (server/http-host.ts allowedHosts). An RSC request (never
+ * an action) whose Origin is one of them came from this dashboard's own pages, whatever Host it
+ * reached: that is Next's fetch of a redirecting action's target from itself, sent to HOST:PORT
+ * with the browser's Origin, the public one behind a proxy. An action's Origin must name the host
+ * it reached, as Next requires.
+ */
+export function screenHeaders(request: IncomingMessage, knownActions: ReadonlySet<string>, ownHosts: ReadonlySet<string> = new Set()): Refusal | null {
+  const actionId = request.method === 'POST' ? header(request, 'next-action') : undefined;
   const origin = header(request, 'origin');
   if (origin !== undefined) {
     if (origin === 'null') return { ...FOREIGN, reason: 'null-origin' };
@@ -79,9 +87,9 @@ export function screenHeaders(request: IncomingMessage, knownActions: ReadonlySe
       return FOREIGN;
     }
     const host = requestHost(request);
-    if (host === undefined || !sameServer(originHost, host)) return FOREIGN;
+    const ownPageRsc = request.method === 'GET' && ownHosts.has(originHost.toLowerCase());
+    if (!ownPageRsc && (host === undefined || !sameServer(originHost, host))) return FOREIGN;
   }
-  const actionId = request.method === 'POST' ? header(request, 'next-action') : undefined;
   if (actionId !== undefined && !knownActions.has(actionId)) return unknownAction;
   return null;
 }

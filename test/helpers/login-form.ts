@@ -1,6 +1,13 @@
 // The /login form submitted the way a browser without JavaScript submits it: the page's own
 // hidden fields (the server action's reference) plus Email and Password, posted to /login.
 // The answer is the page re-rendered with the form's message, or a redirect on success.
+// Also the same form as the page's script submits it (a fetch action): submitLoginAsScript.
+import http from 'node:http';
+import { createRequire } from 'node:module';
+
+const { encodeReply } = createRequire(import.meta.url)('next/dist/compiled/react-server-dom-webpack/client.node') as {
+  encodeReply: (value: unknown) => Promise<string | FormData>;
+};
 
 export interface FormSubmission {
   status: number;
@@ -60,4 +67,66 @@ async function submitOnce(baseUrl: string, credentials: { email: string; passwor
   const html = await response.text();
   const alert = /<p[^>]*role="alert"[^>]*>([\s\S]*?)<\/p>/.exec(html)?.[1];
   return { status: response.status, message: alert === undefined ? null : decode(alert.replace(/<!-- -->/g, '').replace(/<[^>]+>/g, '')), setCookie: response.headers.getSetCookie() };
+}
+
+export interface ScriptSubmission {
+  status: number;
+  contentType: string | null;
+  /** Next's x-action-redirect header: where the action sent the browser. */
+  redirect: string | null;
+  /** Bytes of the answer's body: the redirect target's RSC payload when Next could fetch it from itself. */
+  bodyBytes: number;
+  setCookie: string[];
+}
+
+/**
+ * Submits the /login form as the page's script does (a fetch action: Next-Action header, the
+ * arguments in React's reply encoding, the form as reference $K1), over node:http so the Host
+ * header can be a proxy's. A sign-in that succeeds redirects; Next then fetches the target's RSC
+ * payload from itself and sends it in this answer, which saves the browser a round trip.
+ */
+export async function submitLoginAsScript(
+  address: { hostname: string; port: number },
+  credentials: { email: string; password: string },
+  headers: { host: string; origin: string },
+): Promise<ScriptSubmission> {
+  const page = await httpRequest(address, { method: 'GET', path: '/login', headers: { host: headers.host } });
+  const descriptor = /name="\$ACTION_1:0" value="([^"]*)"/.exec(page.body.toString())?.[1];
+  const id = descriptor ? (JSON.parse(decode(descriptor)) as { id?: unknown }).id : undefined;
+  if (typeof id !== 'string') throw new Error('the login form carries no action reference');
+  const form = new FormData();
+  form.append('email', credentials.email);
+  form.append('password', credentials.password);
+  // The arguments (the previous state, the form) encoded by the encoder the page's script uses.
+  const reply = await encodeReply([undefined, form]);
+  const encoded = new Response(reply);
+  const body = Buffer.from(await encoded.arrayBuffer());
+  const answer = await httpRequest(address, {
+    method: 'POST',
+    path: '/login',
+    headers: { ...headers, 'next-action': id, accept: 'text/x-component', 'content-type': encoded.headers.get('content-type') ?? '', 'content-length': String(body.byteLength) },
+    body,
+  });
+  const header = (name: string) => {
+    const value = answer.headers[name];
+    return Array.isArray(value) ? value.join(', ') : (value ?? null);
+  };
+  const cookies = answer.headers['set-cookie'];
+  return { status: answer.status, contentType: header('content-type'), redirect: header('x-action-redirect'), bodyBytes: answer.body.byteLength, setCookie: cookies ?? [] };
+}
+
+function httpRequest(
+  address: { hostname: string; port: number },
+  request: { method: string; path: string; headers: Record<string, string>; body?: Buffer },
+): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((done, fail) => {
+    const sent = http.request({ ...address, method: request.method, path: request.path, headers: request.headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => done({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks) }));
+      response.on('error', fail);
+    });
+    sent.on('error', fail);
+    sent.end(request.body);
+  });
 }

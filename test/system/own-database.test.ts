@@ -3,9 +3,10 @@
 // was answered 421 for Host 127.0.0.1:PORT and the start failed after 60 s), print where to open
 // the dashboard, and an operator must be able to sign in there. The database is this file's own
 // and empty: the start migrates it as it would a team's new database.
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, dashboardUrlFor } from '../helpers/database';
-import { submitLoginForm } from '../helpers/login-form';
+import { submitLoginAsScript, submitLoginForm } from '../helpers/login-form';
 import { testAdmin, testSecrets } from '../helpers/server';
 import { spawnStart, type RunningServer } from '../../scripts/spawn-start';
 
@@ -60,8 +61,77 @@ describe('npm start on a database of the team\'s own, PUBLIC_URL unset', () => {
     expect(overview.status).toBe(200);
   });
 
+  it("signs in as the page's script does: the answer carries the next page, which Next fetched from itself at HOST:PORT", async () => {
+    // Next fetches a redirecting action's target from the address it was started on
+    // (127.0.0.1:PORT) with the browser's Origin; that Host was answered 421 outside embedded
+    // mode, so the answer came back empty and the browser had to ask again.
+    const port = server?.port ?? 0;
+    const answer = await submitLoginAsScript({ hostname: '127.0.0.1', port }, testAdmin, { host: `localhost:${port}`, origin: `http://localhost:${port}` });
+    expect(answer.status).toBe(200);
+    expect(answer.redirect).toBe('/;push');
+    expect(answer.setCookie.some((line) => line.startsWith('retrysafe.session_token='))).toBe(true);
+    expect(answer.contentType).toMatch(/^text\/x-component/);
+    expect(answer.bodyBytes).toBeGreaterThan(0);
+  });
+
   it('still refuses a host name it does not answer for (the DNS-rebinding guard stays)', async () => {
-    const misdirected = await fetch(`http://127.0.0.1:${server?.port}/api/health`);
-    expect(misdirected.status).toBe(421);
+    const misdirected = await hostStatus(server?.port ?? 0, `rebound.example:${server?.port}`);
+    expect(misdirected).toBe(421);
   });
 });
+
+describe('npm start behind a proxy that keeps the Host, PUBLIC_URL https://retrysafe.example', () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  let server: RunningServer | undefined;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ empty: true, serverSearchPath: false });
+    server = await spawnStart({
+      DATABASE_URL: database.url,
+      DASHBOARD_DATABASE_URL: dashboardUrlFor(database.url),
+      IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
+      RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
+      AUTH_SECRET: testSecrets.AUTH_SECRET,
+      ADMIN_EMAIL: testAdmin.email,
+      ADMIN_PASSWORD: testAdmin.password,
+      PUBLIC_URL: 'https://retrysafe.example',
+      DEMO_TRAFFIC: '',
+      RETRYSAFE_EMBEDDED: '',
+      LOG_LEVEL: 'warn',
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await database?.drop();
+  });
+
+  it("signs in as the page's script does, with the next page in the answer and no refusal logged", async () => {
+    // The request as the proxy passes it on: Host and Origin are the public ones. Next's fetch of
+    // the redirect target from itself carries that Origin to Host 127.0.0.1:PORT, which the action
+    // screen took for a foreign origin (a warning at every sign-in, and another round trip).
+    const port = server?.port ?? 0;
+    const answer = await submitLoginAsScript({ hostname: '127.0.0.1', port }, testAdmin, { host: 'retrysafe.example', origin: 'https://retrysafe.example' });
+    expect(answer.status).toBe(200);
+    expect(answer.redirect).toBe('/;push');
+    expect(answer.contentType).toMatch(/^text\/x-component/);
+    expect(answer.bodyBytes).toBeGreaterThan(0);
+    expect(server?.output() ?? '').not.toContain('refused a server action request');
+  });
+
+  it('still refuses an RSC request from another origin, and a host name it does not answer for', async () => {
+    const port = server?.port ?? 0;
+    expect(await hostStatus(port, 'retrysafe.example', { origin: 'https://evil.example', rsc: '1' })).toBe(403);
+    expect(await hostStatus(port, `rebound.example:${port}`)).toBe(421);
+  });
+});
+
+/** The status of GET / at 127.0.0.1:port sent with this Host (fetch cannot set one). */
+function hostStatus(port: number, host: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((done, fail) => {
+    const request = http.get({ hostname: '127.0.0.1', port, path: '/', headers: { host, ...headers } }, (response) => {
+      response.resume();
+      done(response.statusCode ?? 0);
+    });
+    request.on('error', fail);
+  });
+}

@@ -45,6 +45,20 @@ describe('the server action screen', () => {
     expect(screenHeaders(request('POST', { host: '127.0.0.1:3000', origin: 'http://localhost:3000', 'next-action': REAL }), known)).toBeNull();
   });
 
+  it("takes an RSC request whose Origin is one of the dashboard's own hosts at any Host it reached (Next's fetch from itself behind a proxy), but never an action", () => {
+    const own = new Set(['retrysafe.example', '127.0.0.1:3000']);
+    const rsc = (host: string, origin: string) => screenHeaders(request('GET', { host, origin, rsc: '1' }), known, own);
+    expect(rsc('127.0.0.1:3000', 'https://retrysafe.example')).toBeNull();
+    expect(rsc('127.0.0.1:3000', 'https://RetrySafe.example')).toBeNull();
+    expect(rsc('127.0.0.1:3000', 'https://evil.example')).toMatchObject({ status: 403 });
+    expect(rsc('127.0.0.1:3000', 'https://retrysafe.example:8443')).toMatchObject({ status: 403 });
+    // Without the dashboard's hosts (the default), the Origin must name the host reached.
+    expect(screenHeaders(request('GET', { host: '127.0.0.1:3000', origin: 'https://retrysafe.example', rsc: '1' }), known)).toMatchObject({ status: 403 });
+    // An action's Origin must name the host it reached, as Next requires, even one of the dashboard's own.
+    const action = screenHeaders(request('POST', { host: '127.0.0.1:3000', origin: 'https://retrysafe.example', 'next-action': REAL }), known, own);
+    expect(action).toMatchObject({ status: 403, reason: 'foreign-origin' });
+  });
+
   it('refuses another origin, null and an unparsable one with 403, and lets this one through', () => {
     for (const origin of ['http://evil.example', 'null', 'http://', 'http://dash.example:3001']) {
       expect(screenHeaders(request('POST', { origin, 'next-action': REAL }), known)).toMatchObject({ status: 403 });

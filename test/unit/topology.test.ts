@@ -42,6 +42,17 @@ describe("npm start's self-check", () => {
   });
 });
 
+describe('allowedHosts', () => {
+  it("answers PUBLIC_URL's host and the address Next fetches itself at (HOST:PORT), and the loopback names only in embedded mode", () => {
+    const behindProxy = allowedHosts({ PORT: 3000, HOST: '127.0.0.1', PUBLIC_URL: 'https://retrysafe.example', RETRYSAFE_EMBEDDED: false });
+    expect([...behindProxy].sort()).toEqual(['127.0.0.1:3000', 'retrysafe.example']);
+    expect(isAllowedHost('localhost:3000', behindProxy)).toBe(false);
+    expect(isAllowedHost('rebound.example:3000', behindProxy)).toBe(false);
+    expect([...allowedHosts({ PORT: 3000, HOST: '::', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: false })].sort()).toEqual(['[::]:3000', 'localhost:3000']);
+    expect([...allowedHosts({ PORT: 3000, HOST: '0.0.0.0', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: true })].sort()).toEqual(['0.0.0.0:3000', '127.0.0.1:3000', '[::1]:3000', 'localhost:3000']);
+  });
+});
+
 describe('DATABASE_POOLER and DATABASE_DIRECT_URL', () => {
   it('are validated, naming the variable', async () => {
     const { readEnvironment } = await import('../../server/config');
