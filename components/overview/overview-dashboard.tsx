@@ -160,7 +160,15 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             <Stat label="Rows (estimate)" value={latest ? formatCount(latest.rows) : '—'} detail={latest ? `baseline ${formatCount(latest.baseline)}${latest.ratio === null ? '' : `, ${latest.ratio.toFixed(2)}x`}` : 'no sample yet'} />
             <Stat label="Store size" value={latest ? formatBytes(latest.tableBytes + latest.indexBytes + latest.toastBytes) : '—'} detail={latest ? `table ${formatBytes(latest.tableBytes)}, indexes ${formatBytes(latest.indexBytes)}, TOAST ${formatBytes(latest.toastBytes)}` : ''} />
             <Stat label="Oldest row" value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'} detail="age of the row that expires first" />
-            <Stat label="Cleanup lag" value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'} detail="how far past expiry the oldest row is" />
+            <Stat
+              label="Cleanup lag"
+              value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'}
+              detail={
+                data.capacity.layout === 'partitioned'
+                  ? `time since the oldest partition ended (rows leave with their partition, up to ${formatDuration(data.capacity.keptPastExpirySeconds)} past expiry)`
+                  : 'how far past expiry the oldest row is'
+              }
+            />
             <Stat
               label={search.scope || search.service ? `Stale claims in ${[search.scope, search.service].filter(Boolean).join(' of ')}` : 'Stale claims'}
               value={data.storeElsewhere && data.storeElsewhere.staleClaims === null ? '—' : `${data.staleClaims.count}${data.storeElsewhere?.staleClaims?.atLeast ? '+' : ''}`}
@@ -199,7 +207,11 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
           <div className="charts">
             <TimeChart
               title="Store rows against the baseline (store-wide)"
-              description="Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up."
+              description={
+                data.capacity.layout === 'partitioned'
+                  ? 'Estimated rows and what a store whose partition drops keep up holds: the keys claimed since the current partition began, less the retention (claim rate x retention, plus the part of the partition passed). A rising ratio means expiry is not keeping up.'
+                  : 'Estimated rows and the expected steady state (claim rate x retention). A rising ratio means expiry is not keeping up.'
+              }
               points={data.store}
               series={[
                 { key: 'rows', label: 'Rows', color: colors.a, value: (point) => point.rows },
@@ -293,7 +305,11 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             />
             <TimeChart
               title="Cleanup health (store-wide)"
-              description="Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right."
+              description={
+                data.capacity.layout === 'partitioned'
+                  ? 'Age of the oldest row and the cleanup lag (the time since the oldest partition still attached ended), with stale claims on the right.'
+                  : 'Age of the oldest row and how far past its expiry it is (cleanup lag), with stale claims on the right.'
+              }
               points={data.store}
               series={[
                 { key: 'oldest', label: 'Oldest row age', color: colors.a, value: (point) => point.oldestRowAgeSeconds },
@@ -543,7 +559,8 @@ export function CapacityStats({ capacity, service }: { capacity: OverviewJson['c
         value={`${formatCount(capacity.steadyStateRows)} rows`}
         detail={
           <>
-            {capacity.steadyStateIndexBytes === null ? 'no bytes per key measured yet' : `unique index ${formatBytes(capacity.steadyStateIndexBytes)}`} at {formatRate(capacity.newKeysPerSecond)} new keys and each policy&apos;s retention;{' '}
+            {capacity.steadyStateIndexBytes === null ? 'no bytes per key measured yet' : `unique index ${formatBytes(capacity.steadyStateIndexBytes)}`} at {formatRate(capacity.newKeysPerSecond)} new keys and each policy&apos;s retention
+            {capacity.layout === 'partitioned' ? ` plus ${formatDuration(capacity.keptPastExpirySeconds)} (a row stays until its partition ends: the peak)` : ''};{' '}
             {capacity.outgrowsMemoryAt ? (
               <>
                 outgrows memory <LocalTime iso={capacity.outgrowsMemoryAt} /> at the last day&apos;s trend

@@ -288,6 +288,11 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
             <p className="muted small">
               Runs that deleted or released something{service ? ` of ${service}: rows deleted are its own, stale claims released are the run's across every service` : ''}, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window. A negative margin would mean a key was deleted inside its window.
             </p>
+            <p className="muted small" data-testid="expiry-removal">
+              {shown.capacity.layout === 'partitioned'
+                ? `How expired keys leave: this store is partitioned by expiry, and a partition is dropped whole once its range has ended, so a key stays up to ${formatDuration(shown.capacity.keptPastExpirySeconds)} past its expiry (it is never replayed after it). A run's rows deleted are the partitions it dropped.`
+                : 'How expired keys leave: the sweeper deletes them in bounded chunks at every run, so a key stays at most about one sweep interval past its expiry (it is never replayed after it).'}
+            </p>
             {shown.sweeps.length === 0 ? (
               <p className="empty">No sweep has deleted anything yet: keys are kept for their retention first.</p>
             ) : (

@@ -4,6 +4,7 @@
 // pg_settings) and primary-key ranges of the metrics tables only: never a key, a fingerprint or
 // a body, and never a scan of the key table.
 import type { Queryable } from '@retrysafe/store/postgres';
+import { readKeyTableExpiry } from './key-table-expiry';
 
 /** Where the memory figure comes from: the operator's DATABASE_MEMORY_BYTES, else shared_buffers alone. */
 /** Keys below which the bytes per key are not measured (the table's fixed pages would dominate). */
@@ -60,6 +61,9 @@ export async function readIndexMemory(db: Queryable, databaseMemoryBytes?: numbe
 
 /** GET /api/admin/overview's `capacity`: the store's bytes against memory, and the steady state the current rate leads to. */
 export interface Capacity {
+  /** The key table's layout, and how long past its expiry it keeps a row when its cleanup keeps up (key-table-expiry.ts). */
+  layout: 'plain' | 'partitioned';
+  keptPastExpirySeconds: number;
   /** The key table's heap (every service's keys: they share it). */
   heapBytes: number;
   /** Its unique index. */
@@ -75,7 +79,11 @@ export interface Capacity {
   indexBytesPerKey: number | null;
   /** New keys a second of the chosen service (every service when none), over the last hour of flow. */
   newKeysPerSecond: number;
-  /** At that rate, with each scope's retention: the rows a store that expires on time settles at. */
+  /**
+   * At that rate, with each scope's retention: the rows a store that expires on time settles at;
+   * in the partitioned layout, where a row stays until its partition ends, the peak (retention
+   * plus the partition's width, a day).
+   */
   steadyStateRows: number;
   /** Their unique index at the measured bytes per key (null: nothing measured yet). */
   steadyStateIndexBytes: number | null;
@@ -96,7 +104,7 @@ const TREND_HOURS = 24;
  * (primary-key probes: the first of the last day and the latest).
  */
 export async function readCapacity(db: Queryable, options: { service?: string | undefined; databaseMemoryBytes?: number | undefined } = {}): Promise<Capacity> {
-  const memory = await readIndexMemory(db, options.databaseMemoryBytes);
+  const [memory, expiry] = await Promise.all([readIndexMemory(db, options.databaseMemoryBytes), readKeyTableExpiry(db)]);
   const [{ rows: rates }, { rows: trend }] = await Promise.all([
     db.query<{ new_keys: string; retention_seconds: number | null; window_seconds: number | null }>({
       name: 'metrics_capacity_rates',
@@ -136,7 +144,8 @@ export async function readCapacity(db: Queryable, options: { service?: string | 
   for (const rate of rates) {
     const perSecond = Number(rate.new_keys) / (rate.window_seconds ?? 3600);
     newKeysPerSecond += perSecond;
-    steadyStateRows += perSecond * (rate.retention_seconds ?? 0);
+    // A partitioned store keeps a row until its partition ends: it peaks a partition's width higher.
+    steadyStateRows += perSecond * ((rate.retention_seconds ?? 0) + expiry.keptPastExpirySeconds);
   }
   steadyStateRows = Math.round(steadyStateRows);
   const steadyStateIndexBytes = indexBytesPerKey === null ? null : Math.round(steadyStateRows * indexBytesPerKey);
@@ -151,6 +160,8 @@ export async function readCapacity(db: Queryable, options: { service?: string | 
     if (bytesPerSecond > 0) outgrowsMemoryAt = new Date(Date.now() + ((memory.memoryBytes - memory.uniqueIndexBytes) / bytesPerSecond) * 1000).toISOString();
   }
   return {
+    layout: expiry.layout,
+    keptPastExpirySeconds: expiry.keptPastExpirySeconds,
     heapBytes: memory.heapBytes,
     indexBytes: memory.uniqueIndexBytes,
     memoryBytes: memory.memoryBytes,

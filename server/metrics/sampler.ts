@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { inTransaction } from '../../db/transaction';
 import type { Queryable } from '@retrysafe/store/postgres';
 import { insertScopeFigures, sampleScopeFigures, type ScopeFigures } from './scope-sample';
+import { readKeyTableExpiry } from './key-table-expiry';
 import { readStoreFigures, type StoreFigures } from './store-figures';
 
 /** pg_advisory_xact_lock key: the bytes of "rsstat" as an integer. */
@@ -25,8 +26,11 @@ export interface ScopeBaseline {
  * Per scope, new keys within its trailing retention, from the minute buckets plus the
  * older hour buckets (a roll-up moves rows, so the two never overlap). Primary-key range
  * scans on the time column; intent scope takes the longest retention of intent policies.
+ * `keptFrom`: the expiry from which a store whose cleanup keeps up still holds rows (now by
+ * default; the start of the current partition in the partitioned layout, server/metrics/
+ * key-table-expiry.ts): keys claimed since it less the retention.
  */
-export async function readBaseline(db: Queryable): Promise<ScopeBaseline[]> {
+export async function readBaseline(db: Queryable, keptFrom?: Date): Promise<ScopeBaseline[]> {
   const { rows } = await db.query<{ service: string; scope: string; retention_seconds: number; new_keys: string }>({
     name: 'metrics_baseline',
     text: `
@@ -37,10 +41,11 @@ WITH scopes AS (
 )
 SELECT s.service, s.scope, s.retention_seconds,
   coalesce((SELECT sum(m.count) FROM flow_counts_minute m
-            WHERE m.minute >= now() - s.retention_seconds * interval '1 second' AND m.service = s.service AND m.scope = s.scope AND m.outcome = 'new'), 0)
+            WHERE m.minute >= coalesce($1::timestamptz, now()) - s.retention_seconds * interval '1 second' AND m.service = s.service AND m.scope = s.scope AND m.outcome = 'new'), 0)
   + coalesce((SELECT sum(h.count) FROM flow_counts_hour h
-            WHERE h.hour >= now() - s.retention_seconds * interval '1 second' AND h.service = s.service AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
+            WHERE h.hour >= coalesce($1::timestamptz, now()) - s.retention_seconds * interval '1 second' AND h.service = s.service AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
 FROM scopes s ORDER BY s.service, s.scope`,
+    values: [keptFrom ?? null],
   });
   return rows.map((row) => ({ service: row.service, scope: row.scope, retentionSeconds: row.retention_seconds, newKeys: Number(row.new_keys) }));
 }
@@ -58,7 +63,7 @@ export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | nul
     const { rows: lock } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [SAMPLER_LOCK_KEY.toString()]);
     if (!lock[0]?.locked) return null;
     const figures = await readStoreFigures(client);
-    const baseline = (await readBaseline(client)).reduce((sum, scope) => sum + scope.newKeys, 0);
+    const baseline = (await readBaseline(client, (await readKeyTableExpiry(client)).keptFrom)).reduce((sum, scope) => sum + scope.newKeys, 0);
     const { rows } = await client.query<{ sampled_at: Date; last_sweep_run_id: string | null }>(
       `INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes,
          oldest_row_age_seconds, cleanup_lag_seconds, stale_claims, last_sweep_run_id)

@@ -2,6 +2,7 @@
 // statistics and index-served extremes, never count(*) over the table.
 import type { Queryable } from '@retrysafe/store/postgres';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
+import { cleanupLagSeconds, readKeyTableExpiry } from './key-table-expiry';
 
 export interface StoreFigures {
   /**
@@ -15,7 +16,11 @@ export interface StoreFigures {
   toastBytes: number;
   /** Age of the row that expires first (normally the oldest), seconds; null when empty. Served by the expires_at index. */
   oldestRowAgeSeconds: number | null;
-  /** How far past its expires_at the oldest surviving row is, seconds (0 when none has expired). */
+  /**
+   * How far behind the cleanup is, seconds: the oldest surviving row's time past its expires_at
+   * (0 when none has expired); in the partitioned layout, the time since the first attached
+   * partition ended (server/metrics/key-table-expiry.ts).
+   */
   cleanupLagSeconds: number;
   /** In-progress claims whose lease has passed (partial index). */
   staleClaims: number;
@@ -28,6 +33,7 @@ export interface StoreFigures {
  * expiry through the expires_at index (min); stale claims through the partial index.
  */
 export async function readStoreFigures(db: Queryable): Promise<StoreFigures> {
+  const expiry = await readKeyTableExpiry(db);
   const { rows } = await db.query<{
     estimated_rows: string;
     table_bytes: string;
@@ -80,7 +86,7 @@ FROM estimates`,
     indexBytes: Number(row?.index_bytes ?? 0),
     toastBytes: Number(row?.toast_bytes ?? 0),
     oldestRowAgeSeconds: row?.oldest_created_age ?? null,
-    cleanupLagSeconds: Math.max(0, row?.oldest_expiry_lag ?? 0),
+    cleanupLagSeconds: cleanupLagSeconds(expiry, row?.oldest_expiry_lag ?? null),
     staleClaims: row?.stale ?? 0,
     oldestStaleSeconds: Math.max(0, row?.oldest_stale ?? 0),
   };

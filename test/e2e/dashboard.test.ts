@@ -218,6 +218,8 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await expect(policies.getByText('Pass').count()).resolves.toBe(1);
     await expect(policies.getByRole('cell', { name: 'POST /api/v1/payments' }).count()).resolves.toBe(0);
     await expect(compliance.getByRole('region', { name: 'Sweeper runs and their evidence' }).getByText(/No sweep has deleted anything yet/).isVisible()).resolves.toBe(true);
+    // How expired keys leave this (plain-layout) store, for the reviewer.
+    await expect(compliance.getByTestId('expiry-removal').textContent()).resolves.toMatch(/^How expired keys leave: the sweeper deletes them in bounded chunks/);
     await expectAccessible(compliance, 'retention of one service');
     await compliance.goBack();
     await compliance.waitForURL((url) => !url.searchParams.has('service'));

@@ -8,6 +8,9 @@ import { changePolicy, ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
 import { sweepOnce } from '../../server/retention/sweeper';
+import { readKeyTableExpiry } from '../../server/metrics/key-table-expiry';
+import { readBaseline } from '../../server/metrics/sampler';
+import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
 import { explainPrepared } from '../../packages/store/test/helpers/plan';
 import { principalKeysStatement } from '@retrysafe/store/postgres';
@@ -167,6 +170,63 @@ describe('partitioned layout', () => {
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [old])).rowCount).toBe(0);
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [live])).rowCount).toBe(1);
     expect((await listPartitions(db.pool)).some((partition) => partition.name === name)).toBe(false);
+  });
+
+  it('measures cleanup lag from the partitions\' ends: a row past its expiry in a partition that has not ended is on time', async () => {
+    // A row expiring at the start of today's partition: past its expiry, and kept by design until
+    // the partition ends tonight (a day partition is dropped whole). Counted from the row's own
+    // expiry, the cleanup-lag alert (an hour) fired 23 hours a day in this layout.
+    const { rows: clock } = await db.pool.query<{ today: Date; yesterday: Date; now: Date }>(
+      "SELECT date_trunc('day', now(), 'UTC') AS today, date_trunc('day', now(), 'UTC') - interval '1 day' AS yesterday, now() AS now",
+    );
+    const { today, yesterday, now } = clock[0] ?? {};
+    if (!today || !yesterday || !now) throw new Error('no clock');
+    const owner = principal();
+    const insert = (expiresAt: Date) =>
+      db.pool.query(
+        `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
+         VALUES ($1, 'demo', 'POST /lag', $2, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), $3::timestamptz - interval '1 hour', $3)`,
+        [owner, `lag-${expiresAt.getTime()}`, expiresAt.toISOString()],
+      );
+    await insert(new Date(today.getTime() + 1));
+    expect((await readStoreFigures(db.pool)).cleanupLagSeconds).toBe(0);
+    // A partition that ended at midnight and is still here: the cleanup is behind by as long.
+    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
+    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    try {
+      await insert(new Date(yesterday.getTime() + 3_600_000));
+      const lag = (await readStoreFigures(db.pool)).cleanupLagSeconds;
+      const sinceMidnight = (Date.now() - today.getTime()) / 1000;
+      expect(lag).toBeGreaterThan(sinceMidnight - 30);
+      expect(lag).toBeLessThan(sinceMidnight + 30);
+    } finally {
+      await db.pool.query(`DROP TABLE ${name}`);
+      await db.pool.query('DELETE FROM idempotency_keys WHERE principal_id = $1', [owner]);
+    }
+  });
+
+  it('counts in the baseline the keys whose partition has not ended: those created since the current partition began, less the retention', async () => {
+    const service = 'baseline-partitioned';
+    await ensurePolicies(
+      db.pool,
+      service,
+      { 'POST /b': { scopeMode: 'endpoint', retryWindowSeconds: 3_600, retentionSeconds: 7_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } },
+      'system',
+    );
+    // Kept: claimed a minute ago (5), and 1 h 50 min before midnight (7), whose rows expire
+    // after midnight, in today's partition. Gone: claimed 2 h 10 min before midnight (11), in
+    // yesterday's partition, which has ended. Read as rate x retention alone, the 7 were left out.
+    await db.pool.query(
+      `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
+         (date_trunc('minute', now()) - interval '1 minute', $1, 'POST /b', 'new', 5),
+         (date_trunc('day', now(), 'UTC') - interval '110 minutes', $1, 'POST /b', 'new', 7),
+         (date_trunc('day', now(), 'UTC') - interval '130 minutes', $1, 'POST /b', 'new', 11)`,
+      [service],
+    );
+    const expiry = await readKeyTableExpiry(db.pool);
+    expect(expiry).toMatchObject({ layout: 'partitioned', keptPastExpirySeconds: 86_400 });
+    const baseline = (await readBaseline(db.pool, expiry.keptFrom)).find((scope) => scope.service === service);
+    expect(baseline).toEqual({ service, scope: 'POST /b', retentionSeconds: 7_200, newKeys: 12 });
   });
 
   it('creates partitions beyond a longer retention as soon as the policy changes', async () => {

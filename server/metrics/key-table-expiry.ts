@@ -1,0 +1,64 @@
+// How long the Postgres key table keeps a row past its expiry when its cleanup keeps up, which the
+// monitoring's baseline, cleanup lag and capacity forecast must allow for. The plain layout's
+// sweeper deletes a row within a sweep of its expiry. The partitioned layout drops a partition
+// whole once its range (of expires_at) has ended, so a row stays until then: up to one partition
+// width (a day) past its expiry. Counted from each row's own expiry, the cleanup-lag alert (an
+// hour) fired most of every day in that layout and the rows-over-baseline one every evening.
+import type { Queryable } from '@retrysafe/store/postgres';
+
+export interface KeyTableExpiry {
+  layout: 'plain' | 'partitioned';
+  /**
+   * The rows a store whose cleanup keeps up holds are those expiring from here on: now in the
+   * plain layout; in the partitioned one, the start of the partition now falls in (every
+   * partition before it has ended, so it is due to be dropped).
+   */
+  keptFrom: Date;
+  /** How long past its expiry such a store may keep a row: the partition's width; 0 in the plain layout. */
+  keptPastExpirySeconds: number;
+  /** The partitioned layout: the earliest end of a partition still attached (null: none, or the plain layout). */
+  firstPartitionEnd: Date | null;
+  /** The database's now(), which the other figures are relative to. */
+  now: Date;
+}
+
+/**
+ * Catalog only: the key table's kind and its partitions' bounds (pg_inherits of the parent, a
+ * few rows). Bounds are parsed back in the same session that printed them, so DateStyle and
+ * TimeZone cannot garble them.
+ */
+export async function readKeyTableExpiry(db: Queryable): Promise<KeyTableExpiry> {
+  const { rows } = await db.query<{ partitioned: boolean; now: Date; current_from: Date | null; current_to: Date | null; first_end: Date | null }>({
+    name: 'metrics_key_table_expiry',
+    text: `WITH bounds AS (
+             SELECT (regexp_match(b, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower_bound,
+                    (regexp_match(b, 'TO \\(''([^'']+)''\\)'))[1]::timestamptz AS upper_bound
+             FROM (SELECT pg_get_expr(c.relpartbound, c.oid) AS b
+                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = 'idempotency_keys'::regclass) p
+           ), current AS (
+             SELECT lower_bound, upper_bound FROM bounds WHERE lower_bound <= now() AND upper_bound > now() LIMIT 1
+           )
+           SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = 'idempotency_keys'::regclass) AS partitioned, now() AS now,
+                  (SELECT lower_bound FROM current) AS current_from, (SELECT upper_bound FROM current) AS current_to,
+                  (SELECT min(upper_bound) FROM bounds) AS first_end`,
+  });
+  const row = rows[0];
+  if (!row) throw new Error('the key table expiry query returned no row');
+  if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, now: row.now };
+  // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept past its expiry yet.
+  const width = row.current_from && row.current_to ? (row.current_to.getTime() - row.current_from.getTime()) / 1000 : 0;
+  return { layout: 'partitioned', keptFrom: row.current_from ?? row.now, keptPastExpirySeconds: width, firstPartitionEnd: row.first_end, now: row.now };
+}
+
+/**
+ * How far behind the cleanup is, in seconds: the oldest row's time past its expiry in the plain
+ * layout; in the partitioned one, the time since the first attached partition ended (its rows,
+ * all expired, are due to be dropped; a row past its expiry in a partition that has not ended is
+ * on time).
+ */
+export function cleanupLagSeconds(expiry: KeyTableExpiry, oldestExpiryLagSeconds: number | null): number {
+  if (expiry.layout === 'plain') return Math.max(0, oldestExpiryLagSeconds ?? 0);
+  if (expiry.firstPartitionEnd === null) return 0;
+  return Math.max(0, (expiry.now.getTime() - expiry.firstPartitionEnd.getTime()) / 1000);
+}
