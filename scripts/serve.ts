@@ -13,7 +13,7 @@ import { createServer } from 'node:http';
 import next from 'next';
 import { applyClientHeaders, trustFunction } from '../server/client-address';
 import { readEnvironment } from '../server/config';
-import { allowedHosts } from '../server/http-host';
+import { allowedHosts, selfOrigin } from '../server/http-host';
 import { stopSharedRuntime } from '../server/runtime-bridge';
 import { describeError, logger } from '../server/logging';
 import { knownActionIds, routeConsoleToLogger, screenAction } from './action-front';
@@ -21,6 +21,8 @@ import { knownActionIds, routeConsoleToLogger, screenAction } from './action-fro
 async function main(): Promise<void> {
   const environment = readEnvironment();
   const trust = trustFunction(environment.TRUST_PROXY);
+  // The origin Next fetches itself at (a redirecting server action's target), as `next start` sets it.
+  process.env.__NEXT_PRIVATE_ORIGIN = selfOrigin(environment);
   const app = next({ dev: false, dir: process.cwd(), hostname: environment.HOST, port: environment.PORT });
   const handle = app.getRequestHandler();
   routeConsoleToLogger();

@@ -1,5 +1,6 @@
-// Which Host a browser-facing answer may carry: PUBLIC_URL's; the address the server was started
-// on (HOST:PORT), where Next fetches a redirecting server action's target from itself; and the
+// Which Host a browser-facing answer may carry: PUBLIC_URL's; the address the server reaches
+// itself at (HOST:PORT, a wildcard bind's on loopback), where Next fetches a redirecting server
+// action's target from itself; and the
 // loopback names on the server's port in embedded mode (a local demo opened as localhost or
 // 127.0.0.1). Anything else is answered 421, so a page on another name that a DNS-rebinding
 // attacker pointed at this server cannot read the dashboard or its health (a rebinding page's
@@ -23,14 +24,21 @@ export function allowedHosts(environment: HostSettings): Set<string> {
 }
 
 /**
- * The Host of Next's requests to itself: after a server action redirects (the sign-in does), Next
- * fetches the target's RSC payload from the address it was started with (`next({ hostname: HOST,
- * port: PORT })`, IPv6 in brackets) and sends it in the action's answer; Node's fetch sets Host
- * from that address. Refused, the answer came back empty and the browser asked again.
+ * Where the server reaches itself: the address it binds, a wildcard bind on loopback (as `next
+ * start` does), IPv6 in brackets. `npm start`'s health check asks there, and Next fetches there a
+ * redirecting server action's target (the sign-in redirects) to send its RSC payload in the
+ * action's answer: scripts/serve.ts hands it to Next as its origin, which `next start` also sets.
+ * Without it Next builds that origin from the request, with X-Forwarded-Proto's scheme, so behind
+ * a proxy that ends TLS it fetched https:// from this plain-HTTP server, and failed.
  */
+export function selfOrigin(environment: Pick<Environment, 'HOST' | 'PORT'>): string {
+  const bound = environment.HOST === '0.0.0.0' ? '127.0.0.1' : environment.HOST === '::' ? '::1' : environment.HOST;
+  return `http://${bound.includes(':') ? `[${bound}]` : bound}:${environment.PORT}`;
+}
+
+/** The Host of the server's requests to itself (Node's fetch sets it from selfOrigin). Refused, a script sign-in's answer came back empty and the browser asked again. */
 export function selfFetchHost(environment: Pick<Environment, 'HOST' | 'PORT'>): string {
-  const host = environment.HOST.includes(':') ? `[${environment.HOST}]` : environment.HOST;
-  return `${host}:${environment.PORT}`.toLowerCase();
+  return new URL(selfOrigin(environment)).host.toLowerCase();
 }
 
 export function isAllowedHost(host: string | null, allowed: Set<string>): boolean {
@@ -43,7 +51,5 @@ export function isAllowedHost(host: string | null, allowed: Set<string>): boolea
  * as `127.0.0.1:PORT`, the check was answered 421 outside embedded mode.)
  */
 export function selfCheckTarget(environment: Pick<Environment, 'PUBLIC_URL' | 'PORT' | 'HOST'>): { url: string; host: string } {
-  const bound = environment.HOST === '0.0.0.0' ? '127.0.0.1' : environment.HOST === '::' ? '::1' : environment.HOST;
-  const address = bound.includes(':') ? `[${bound}]` : bound;
-  return { url: `http://${address}:${environment.PORT}/api/health`, host: publicUrl(environment).host };
+  return { url: `${selfOrigin(environment)}/api/health`, host: publicUrl(environment).host };
 }

@@ -88,7 +88,7 @@ export interface ScriptSubmission {
 export async function submitLoginAsScript(
   address: { hostname: string; port: number },
   credentials: { email: string; password: string },
-  headers: { host: string; origin: string },
+  headers: { host: string; origin: string } & Record<string, string>,
 ): Promise<ScriptSubmission> {
   const page = await httpRequest(address, { method: 'GET', path: '/login', headers: { host: headers.host } });
   const descriptor = /name="\$ACTION_1:0" value="([^"]*)"/.exec(page.body.toString())?.[1];

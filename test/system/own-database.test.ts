@@ -80,7 +80,7 @@ describe('npm start on a database of the team\'s own, PUBLIC_URL unset', () => {
   });
 });
 
-describe('npm start behind a proxy that keeps the Host, PUBLIC_URL https://retrysafe.example', () => {
+describe('npm start behind a proxy, PUBLIC_URL https://retrysafe.example, TRUST_PROXY=loopback', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
   let server: RunningServer | undefined;
 
@@ -95,6 +95,7 @@ describe('npm start behind a proxy that keeps the Host, PUBLIC_URL https://retry
       ADMIN_EMAIL: testAdmin.email,
       ADMIN_PASSWORD: testAdmin.password,
       PUBLIC_URL: 'https://retrysafe.example',
+      TRUST_PROXY: 'loopback',
       DEMO_TRAFFIC: '',
       RETRYSAFE_EMBEDDED: '',
       LOG_LEVEL: 'warn',
@@ -118,10 +119,30 @@ describe('npm start behind a proxy that keeps the Host, PUBLIC_URL https://retry
     expect(server?.output() ?? '').not.toContain('refused a server action request');
   });
 
-  it('still refuses an RSC request from another origin, and a host name it does not answer for', async () => {
+  it('signs in as the page\'s script does through a proxy that ends TLS (X-Forwarded-Proto https), with the next page in the answer', async () => {
+    // Next builds the origin it fetches itself at from the request, X-Forwarded-Proto's scheme
+    // included (kept: the proxy is trusted), so it fetched https:// from this plain-HTTP server
+    // and the answer came back empty, unless told its own origin as next start tells it.
+    const port = server?.port ?? 0;
+    const answer = await submitLoginAsScript({ hostname: '127.0.0.1', port }, testAdmin, {
+      host: 'retrysafe.example',
+      origin: 'https://retrysafe.example',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'retrysafe.example',
+      'x-forwarded-for': '203.0.113.9',
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.redirect).toBe('/;push');
+    expect(answer.contentType).toMatch(/^text\/x-component/);
+    expect(answer.bodyBytes).toBeGreaterThan(0);
+    expect(server?.output() ?? '').not.toMatch(/refused a server action request|failed to get redirect response/);
+  });
+
+  it('still refuses an RSC request from another origin, and a host name it does not answer for, whatever the Origin', async () => {
     const port = server?.port ?? 0;
     expect(await hostStatus(port, 'retrysafe.example', { origin: 'https://evil.example', rsc: '1' })).toBe(403);
     expect(await hostStatus(port, `rebound.example:${port}`)).toBe(421);
+    expect(await hostStatus(port, `rebound.example:${port}`, { origin: 'https://retrysafe.example', rsc: '1' })).toBe(421);
   });
 });
 

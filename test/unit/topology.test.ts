@@ -2,7 +2,7 @@
 // (server/http-host.ts): pure choices from the settings.
 import { describe, expect, it } from 'vitest';
 import { SessionDutyRefused, sessionUrl } from '../../db/topology';
-import { allowedHosts, isAllowedHost, selfCheckTarget } from '../../server/http-host';
+import { allowedHosts, isAllowedHost, selfCheckTarget, selfOrigin } from '../../server/http-host';
 
 describe('sessionUrl', () => {
   const url = 'postgres://app@pooler:6432/app';
@@ -48,8 +48,11 @@ describe('allowedHosts', () => {
     expect([...behindProxy].sort()).toEqual(['127.0.0.1:3000', 'retrysafe.example']);
     expect(isAllowedHost('localhost:3000', behindProxy)).toBe(false);
     expect(isAllowedHost('rebound.example:3000', behindProxy)).toBe(false);
-    expect([...allowedHosts({ PORT: 3000, HOST: '::', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: false })].sort()).toEqual(['[::]:3000', 'localhost:3000']);
-    expect([...allowedHosts({ PORT: 3000, HOST: '0.0.0.0', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: true })].sort()).toEqual(['0.0.0.0:3000', '127.0.0.1:3000', '[::1]:3000', 'localhost:3000']);
+    // A wildcard bind reaches itself on loopback (as next start does); the wildcard itself is no Host.
+    expect([...allowedHosts({ PORT: 3000, HOST: '::', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: false })].sort()).toEqual(['[::1]:3000', 'localhost:3000']);
+    expect([...allowedHosts({ PORT: 3000, HOST: '0.0.0.0', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: false })].sort()).toEqual(['127.0.0.1:3000', 'localhost:3000']);
+    expect([...allowedHosts({ PORT: 3000, HOST: '0.0.0.0', PUBLIC_URL: undefined, RETRYSAFE_EMBEDDED: true })].sort()).toEqual(['127.0.0.1:3000', '[::1]:3000', 'localhost:3000']);
+    expect(selfOrigin({ PORT: 3000, HOST: '::1' })).toBe('http://[::1]:3000');
   });
 });
 
