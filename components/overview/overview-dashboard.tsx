@@ -159,7 +159,11 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
           <section aria-labelledby="store" className="stats">
             <Stat label="Rows (estimate)" value={latest ? formatCount(latest.rows) : '—'} detail={latest ? `baseline ${formatCount(latest.baseline)}${latest.ratio === null ? '' : `, ${latest.ratio.toFixed(2)}x`}` : 'no sample yet'} />
             <Stat label="Store size" value={latest ? formatBytes(latest.tableBytes + latest.indexBytes + latest.toastBytes) : '—'} detail={latest ? `table ${formatBytes(latest.tableBytes)}, indexes ${formatBytes(latest.indexBytes)}, TOAST ${formatBytes(latest.toastBytes)}` : ''} />
-            <Stat label="Oldest row" value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'} detail="age of the row that expires first" />
+            <Stat
+              label="Oldest row"
+              value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'}
+              detail={data.capacity.layout === 'partitioned' ? 'age of the row that expires first (kept until its partition ends)' : 'age of the row that expires first'}
+            />
             <Stat
               label="Cleanup lag"
               value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'}
@@ -186,7 +190,8 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               detail={
                 data.lastSweep ? (
                   <>
-                    <LocalTime iso={data.lastSweep.finishedAt} />, {formatCount(data.lastSweep.rowsDeleted)} rows deleted, {data.lastSweep.staleReleased} stale released
+                    <LocalTime iso={data.lastSweep.finishedAt} />, {formatCount(data.lastSweep.rowsDeleted)}{' '}
+                    {data.capacity.layout === 'partitioned' ? 'rows dropped with their partition (one a day)' : 'rows deleted'}, {data.lastSweep.staleReleased} stale released
                   </>
                 ) : (
                   ''

@@ -294,7 +294,11 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                 : 'How expired keys leave: the sweeper deletes them in bounded chunks at every run, so a key stays at most about one sweep interval past its expiry (it is never replayed after it).'}
             </p>
             {shown.sweeps.length === 0 ? (
-              <p className="empty">No sweep has deleted anything yet: keys are kept for their retention first.</p>
+              <p className="empty">
+                {shown.capacity.layout === 'partitioned'
+                  ? 'No partition has been dropped yet: keys are kept for their retention first, and until their partition ends.'
+                  : 'No sweep has deleted anything yet: keys are kept for their retention first.'}
+              </p>
             ) : (
               <div className="table-scroll">
                 <table className="stack">

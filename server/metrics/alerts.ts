@@ -79,7 +79,8 @@ export const alertCatalog = {
   rows_over_baseline: { severity: 'warning', action: 'Expiry is not keeping up: check the last sweep runs and the cleanup lag.' },
   cleanup_lag: {
     severity: 'warning',
-    action: 'The sweeper is behind or not running: look at the last sweep runs and their errors, or run npm run cli -- sweep.',
+    action:
+      'The sweeper is behind or not running: look at the last sweep runs and their errors, or run npm run cli -- sweep. In the partitioned layout a drop also waits while a transaction older than it runs (DETACH ... CONCURRENTLY: a long pg_dump, a session idle in transaction).',
   },
   stale_claims: { severity: 'warning', action: 'A handler died mid-work: check whether its effect happened (correlation id), then release the claim.' },
   claim_p99: {
@@ -468,7 +469,7 @@ export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresho
       scope: null,
       storeWide: true,
       severity: alertCatalog.cleanup_lag.severity,
-      summary: `The oldest surviving row expired ${Math.round(latestStore.cleanupLagSeconds / 60)} min ago`,
+      summary: `The cleanup is ${Math.round(latestStore.cleanupLagSeconds / 60)} min behind (the oldest row past its expiry, or in the partitioned layout the oldest partition past its end)`,
       action: alertCatalog.cleanup_lag.action,
       since: new Date(latestStore.at.getTime() - latestStore.cleanupLagSeconds * 1000),
     });

@@ -11,10 +11,12 @@ export interface KeyTableExpiry {
   /**
    * The rows a store whose cleanup keeps up holds are those expiring from here on: now in the
    * plain layout; in the partitioned one, the start of the partition now falls in (every
-   * partition before it has ended, so it is due to be dropped).
+   * partition before it has ended, so it is due to be dropped), or of one that ended less than
+   * ENDED_PARTITION_GRACE_SECONDS ago and is still attached (its drop comes with the next sweep;
+   * a drop later than that is the cleanup lag's to report, not the baseline's).
    */
   keptFrom: Date;
-  /** How long past its expiry such a store may keep a row: the partition's width; 0 in the plain layout. */
+  /** How long past its expiry such a store may keep a row: the partitions' width (the widest); 0 in the plain layout. */
   keptPastExpirySeconds: number;
   /** The partitioned layout: the earliest end of a partition still attached (null: none, or the plain layout). */
   firstPartitionEnd: Date | null;
@@ -27,8 +29,11 @@ export interface KeyTableExpiry {
  * few rows). Bounds are parsed back in the same session that printed them, so DateStyle and
  * TimeZone cannot garble them.
  */
-export async function readKeyTableExpiry(db: Queryable): Promise<KeyTableExpiry> {
-  const { rows } = await db.query<{ partitioned: boolean; now: Date; current_from: Date | null; current_to: Date | null; first_end: Date | null }>({
+/** How long after its end an attached partition still counts as kept on time: the cleanup-lag alert's default threshold. */
+export const ENDED_PARTITION_GRACE_SECONDS = 3_600;
+
+export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PARTITION_GRACE_SECONDS): Promise<KeyTableExpiry> {
+  const { rows } = await db.query<{ partitioned: boolean; now: Date; kept_from: Date | null; width_seconds: number | null; first_end: Date | null }>({
     name: 'metrics_key_table_expiry',
     text: `WITH bounds AS (
              SELECT (regexp_match(b, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower_bound,
@@ -36,19 +41,18 @@ export async function readKeyTableExpiry(db: Queryable): Promise<KeyTableExpiry>
              FROM (SELECT pg_get_expr(c.relpartbound, c.oid) AS b
                    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                    WHERE i.inhparent = 'idempotency_keys'::regclass) p
-           ), current AS (
-             SELECT lower_bound, upper_bound FROM bounds WHERE lower_bound <= now() AND upper_bound > now() LIMIT 1
            )
            SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = 'idempotency_keys'::regclass) AS partitioned, now() AS now,
-                  (SELECT lower_bound FROM current) AS current_from, (SELECT upper_bound FROM current) AS current_to,
+                  (SELECT min(lower_bound) FROM bounds WHERE lower_bound <= now() AND upper_bound > now() - $1::int * interval '1 second') AS kept_from,
+                  (SELECT extract(epoch FROM max(upper_bound - lower_bound))::float8 FROM bounds) AS width_seconds,
                   (SELECT min(upper_bound) FROM bounds) AS first_end`,
+    values: [graceSeconds],
   });
   const row = rows[0];
   if (!row) throw new Error('the key table expiry query returned no row');
   if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, now: row.now };
-  // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept past its expiry yet.
-  const width = row.current_from && row.current_to ? (row.current_to.getTime() - row.current_from.getTime()) / 1000 : 0;
-  return { layout: 'partitioned', keptFrom: row.current_from ?? row.now, keptPastExpirySeconds: width, firstPartitionEnd: row.first_end, now: row.now };
+  // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept yet.
+  return { layout: 'partitioned', keptFrom: row.kept_from ?? row.now, keptPastExpirySeconds: row.width_seconds ?? 0, firstPartitionEnd: row.first_end, now: row.now };
 }
 
 /**
