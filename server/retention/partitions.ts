@@ -42,15 +42,33 @@ export async function listPartitions(db: Pick<pg.ClientBase, 'query'>): Promise<
 }
 
 /**
+ * A partition's detach waited longer than its budget for the transactions that held the key table
+ * when it began (a long pg_dump, a session idle in transaction). The partition is left detach-
+ * pending: no new query sees it, and the next run finishes the detach (FINALIZE) and drops it.
+ */
+export class DetachWaiting extends Error {
+  constructor(readonly partition: string, readonly waitedMs: number) {
+    super(
+      `the drop of partition ${partition} waited over ${Math.round(waitedMs / 1000)} s for transactions older than it to end (see pg_stat_activity: a long pg_dump, a session idle in transaction); its detach is pending and the next run finishes it`,
+    );
+    this.name = 'DetachWaiting';
+  }
+}
+
+/**
  * Drops every partition whose upper bound passed more than `safetyMs` ago. Runs outside
  * any transaction (DETACH ... CONCURRENTLY requires it) on the sweeper's own connection.
  * The DROP runs in a transaction with `recorded` (the sweeper's evidence of the partition's
- * rows), so a partition is never gone without its record.
+ * rows), so a partition is never gone without its record. The detach waits for every
+ * transaction holding the key table when it began; past `detachTimeoutMs` it gives up with
+ * DetachWaiting, so one old transaction cannot hold the sweeper's run (and every run after it)
+ * for as long as it lasts.
  */
 export async function dropExpiredPartitions(
   client: pg.ClientBase,
   safetyMs = 60_000,
   recorded: (partition: DroppedPartition) => Promise<void> = () => Promise.resolve(),
+  detachTimeoutMs = 60_000,
 ): Promise<DroppedPartition[]> {
   const { rows: clock } = await client.query<{ now: Date }>('SELECT now() AS now');
   const now = clock[0]?.now.getTime() ?? Date.now();
@@ -59,7 +77,17 @@ export async function dropExpiredPartitions(
     if (partition.upperBound.getTime() > now - safetyMs) continue;
     const table = client.escapeIdentifier(partition.name);
     const detachStarted = performance.now();
-    await client.query(`ALTER TABLE idempotency_keys DETACH PARTITION ${table} ${partition.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+    await client.query(`SET lock_timeout = ${Math.max(1, Math.round(detachTimeoutMs))}`);
+    try {
+      await client.query(`ALTER TABLE idempotency_keys DETACH PARTITION ${table} ${partition.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+    } catch (error) {
+      // lock_not_available: the wait for older transactions ran out (CONCURRENTLY has marked it pending by then).
+      if ((error as { code?: unknown }).code === '55P03') throw new DetachWaiting(partition.name, performance.now() - detachStarted);
+      throw error;
+    } finally {
+      // A connection that cannot take this is broken, and the error above says why.
+      await client.query('RESET lock_timeout').catch(() => undefined);
+    }
     const detachMs = performance.now() - detachStarted;
     const { rows } = await client.query<{ service: string; scope: string; rows: number; min_age_seconds: number }>(
       `SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY service, scope`,

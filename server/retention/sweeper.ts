@@ -16,7 +16,7 @@ import { periodicTask, type PeriodicTask } from '@retrysafe/store';
 import { detectStoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { dropExpiredPartitions, ensurePartitions } from './partitions';
+import { DetachWaiting, dropExpiredPartitions, ensurePartitions } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 
 /** pg_advisory_lock key of the sweeper: the bytes of "rssweep" as an integer. */
@@ -35,6 +35,8 @@ export interface SweepOptions {
   lockTimeoutMs: number;
   /** Stale claims are released once their lease ended this long ago (operators see them before). */
   staleGraceMs: number;
+  /** The partitioned layout: a partition's detach waits at most this long for older transactions (then the run records why and goes on). */
+  detachTimeoutMs: number;
 }
 
 // Measured here (npm run bench -- sweeper, 8 clients claiming throughout): 1,000-row chunks
@@ -47,6 +49,7 @@ export const defaultSweepOptions: SweepOptions = {
   maxRowsPerRun: 1_000_000,
   lockTimeoutMs: 200,
   staleGraceMs: 15 * 60_000,
+  detachTimeoutMs: 60_000,
 };
 
 export interface ScopeEvidence {
@@ -218,12 +221,23 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
         if ((await detectStoreLayout(client)) === 'partitioned') {
           // Expiry is a partition drop: rows wait for their day partition to end (at most a day).
           result.partitionsCreated = await ensurePartitions(client);
-          await dropExpiredPartitions(client, undefined, async (partition) => {
-            // Recorded as soon as the partition is gone (DETACH CONCURRENTLY cannot share a transaction).
-            await addRunEvidence(client, runId, partition.scopes.map((scope) => ({ service: scope.service, scope: scope.scope, rows: scope.rows, minAge: scope.minAgeSeconds })), 0);
-            result.partitionsDropped.push(partition.name);
-            result.rowsDeleted += partition.rows;
-            result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
+          await dropExpiredPartitions(
+            client,
+            undefined,
+            async (partition) => {
+              // Recorded as soon as the partition is gone (DETACH CONCURRENTLY cannot share a transaction).
+              await addRunEvidence(client, runId, partition.scopes.map((scope) => ({ service: scope.service, scope: scope.scope, rows: scope.rows, minAge: scope.minAgeSeconds })), 0);
+              result.partitionsDropped.push(partition.name);
+              result.rowsDeleted += partition.rows;
+              result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
+            },
+            options.detachTimeoutMs,
+          ).catch((error: unknown) => {
+            // The run goes on with the rest (the trace, the counters); it is recorded as failed, saying why.
+            if (!(error instanceof DetachWaiting)) throw error;
+            result.status = 'failed';
+            result.stopReason = 'error';
+            result.error = error.message;
           });
         } else {
           await sweepChunks(held, runId, options, result);

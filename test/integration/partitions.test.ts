@@ -235,6 +235,47 @@ describe('partitioned layout', () => {
     expect(baseline).toEqual({ service, scope: 'POST /b', retentionSeconds: 7_200, newKeys: 12 });
   });
 
+  it('gives up a drop that waits on an older transaction, records why, and finishes it at the next run', async () => {
+    const { rows: days } = await db.pool.query<{ yesterday: Date; today: Date }>(
+      "SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS yesterday, date_trunc('day', now(), 'UTC') AS today",
+    );
+    const { yesterday, today } = days[0] ?? {};
+    if (!yesterday || !today) throw new Error('no clock');
+    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
+    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
+       SELECT $1, 'demo', 'POST /payments', 'held-' || i, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), $2::timestamptz - interval '1 day', $2::timestamptz + interval '1 hour'
+       FROM generate_series(1, 20) AS i`,
+      [principal(), yesterday.toISOString()],
+    );
+    // A transaction that read the key table (as a pg_dump does for its whole run), held 8 s.
+    const holder = clients[0];
+    if (!holder) throw new Error('no client');
+    await holder.query('BEGIN');
+    await holder.query('SELECT count(*) FROM idempotency_keys');
+    let holderDone = false;
+    const released = sleep(8_000).then(async () => {
+      await holder.query('COMMIT');
+      holderDone = true;
+    });
+    try {
+      const waiting = await sweepOnce(db.pool, 'manual', { detachTimeoutMs: 1_000 });
+      // Without a budget the run waited for the holder (8 s), and every run after it was skipped.
+      expect(holderDone).toBe(false);
+      expect(waiting).toMatchObject({ status: 'failed', partitionsDropped: [] });
+      expect(waiting.error).toMatch(new RegExp(`^the drop of partition ${name} waited over \\d+ s for transactions older than it to end`));
+      expect((await listPartitions(db.pool)).find((partition) => partition.name === name)?.detachPending).toBe(true);
+      const { rows: recorded } = await db.pool.query<{ status: string; error: string }>('SELECT status, error FROM sweep_runs WHERE id = $1', [waiting.runId]);
+      expect(recorded[0]).toEqual({ status: 'failed', error: waiting.error });
+    } finally {
+      await released;
+    }
+    const finished = await sweepOnce(db.pool, 'manual');
+    expect(finished).toMatchObject({ status: 'completed', partitionsDropped: [name], rowsDeleted: 20 });
+    expect((await listPartitions(db.pool)).some((partition) => partition.name === name)).toBe(false);
+  }, 60_000);
+
   it('creates partitions beyond a longer retention as soon as the policy changes', async () => {
     const endpoint = 'POST /api/partitioned-policy';
     const fields = { scopeMode: 'endpoint' as const, retryWindowSeconds: 86_400, retentionSeconds: 93_600, leaseMs: 30_000, lockTimeoutMs: 5_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 };
