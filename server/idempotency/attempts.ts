@@ -119,7 +119,11 @@ export async function withTraces<R extends Fields<KeyRecord>>(db: Queryable | un
       });
     }
   }
-  return records.map((record) => ({ ...record, ...(traces.get(`${record.service}\0${record.scope}`) ?? { counts: { ...NO_COUNTS }, lastAttempts: [] }), retryNow: retryNow(record) }));
+  // The trace read is of live keys (its rows carry their key's expiry), so it belongs to the live
+  // record: an expired one has none left. In the partitioned layout a key used again is a new row
+  // beside its expired one (kept until its partition ends), both of the same service and scope.
+  const traceOf = (record: R): KeyTrace | undefined => (record.secondsLeft > 0 ? traces.get(`${record.service}\0${record.scope}`) : undefined);
+  return records.map((record) => ({ ...record, ...(traceOf(record) ?? { counts: { ...NO_COUNTS }, lastAttempts: [] }), retryNow: retryNow(record) }));
 }
 
 export interface CorrelationAttempt extends TracedAttempt {

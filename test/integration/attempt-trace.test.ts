@@ -278,3 +278,47 @@ describe('trace of attempts on the dashboard (its role)', () => {
     expect(JSON.stringify([record, found, page])).not.toContain(fingerprint.slice(8));
   });
 });
+
+describe('trace of attempts of a key used again, partitioned layout (its expired record is kept until its partition ends)', () => {
+  const db = useTestDatabase('partitioned');
+  let dashboard: pg.Pool;
+  beforeAll(() => {
+    dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+  });
+  afterAll(async () => {
+    await dashboard.end();
+  });
+
+  it("shows the live record's trace on the live record only, never on the expired one beside it", async () => {
+    const recorder = new FlowRecorder(db.pool, { flushIntervalMs: 3_600_000 });
+    const { store } = createTestStore(db.pool, { layout: 'partitioned', observer: recorder });
+    await db.pool.query("INSERT INTO retrysafe.endpoint_policies (service, endpoint, scope_mode, retry_window_seconds, retention_seconds, lease_ms, lock_timeout_ms, max_response_bytes, live_key_quota, updated_by) VALUES ($1, 'POST /x', 'endpoint', 3600, 7200, 10000, 2000, 1024, 1000000, 'test') ON CONFLICT DO NOTHING", [TEST_SERVICE]);
+    const p = principal();
+    await store.execute(simpleCall(p, 'claim-first'));
+    await store.execute(simpleCall(p, 'claim-first'));
+    await recorder.flush();
+    // The key expires (still inside today's partition), with its trace; then it is used again:
+    // a new row beside the kept one, and a replay traced against the new one.
+    const expiry = "greatest(date_trunc('day', now(), 'UTC'), now() - interval '1 minute')";
+    await db.pool.query(
+      `UPDATE retrysafe.idempotency_keys SET created_at = ${expiry} - interval '2 hours', completed_at = ${expiry} - interval '2 hours', expires_at = ${expiry} WHERE principal_id = $1`,
+      [p],
+    );
+    await db.pool.query(`UPDATE retrysafe.key_attempts SET expires_at = ${expiry} WHERE principal_id = $1`, [p]);
+    await db.pool.query(`UPDATE retrysafe.key_attempt_counts SET expires_at = ${expiry} WHERE principal_id = $1`, [p]);
+    await store.execute(simpleCall(p, 'claim-first'));
+    await store.execute(simpleCall(p, 'claim-first'));
+    await store.execute(simpleCall(p, 'claim-first'));
+    await recorder.flush();
+
+    const records = await lookUpKey(postgresKeyAccess(dashboard), { principalId: p, key: 'k', reason: 'ticket 881: a key used again' }, 'ops@example.com');
+    expect(records).toHaveLength(2);
+    const expired = records.find((record) => record.secondsLeft <= 0);
+    const live = records.find((record) => record.secondsLeft > 0);
+    expect(live?.counts).toMatchObject({ replays: 2 });
+    expect(live?.lastAttempts.map((attempt) => attempt.outcome)).toEqual(['replay', 'replay']);
+    expect(expired?.counts).toEqual({ replays: 0, conflicts: 0, mismatches: 0, quotaRefusals: 0 });
+    expect(expired?.lastAttempts).toEqual([]);
+    expect(expired?.retryNow.sameBody).toBe('new claim');
+  });
+});
