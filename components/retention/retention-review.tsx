@@ -286,7 +286,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
           <section className="card" aria-labelledby="sweeps-heading">
             <h2 id="sweeps-heading">Sweeper runs and their evidence</h2>
             <p className="muted small">
-              Runs that deleted or released something{service ? ` of ${service}: rows deleted are its own, stale claims released are the run's across every service` : ''}, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window. A negative margin would mean a key was deleted inside its window.
+              Runs that deleted or released something{service ? ` of ${service}: rows deleted are its own, stale claims released are the run's across every service` : ''}, newest first. For each scope: the youngest deleted row&apos;s age at deletion, against the documented window (a negative margin would mean a key was deleted inside its window), and how long after its expiry the latest-deleted row went.
             </p>
             <p className="muted small" data-testid="expiry-removal">
               {shown.capacity.layout === 'partitioned'
@@ -342,6 +342,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                                 <div key={`${scope.service} ${scope.scope}`}>
                                   {scope.scope} ({scope.service}): youngest {formatDuration(scope.minAgeSeconds)} old, window {formatDuration(scope.retryWindowSeconds)}, margin{' '}
                                   <span className={scope.minMarginSeconds !== null && scope.minMarginSeconds < 0 ? 'bad' : 'ok'}>{formatDuration(scope.minMarginSeconds)}</span>
+                                  {scope.maxPastExpirySeconds === null ? null : `; the latest deleted ${formatDuration(scope.maxPastExpirySeconds)} after its expiry`}
                                 </div>
                               ))}
                         </td>

@@ -70,9 +70,9 @@ export function exportRetention(pools: ExportPools, actor: string, what: Retenti
       if (what === 'evidence') {
         if (service !== undefined && !(await policyServices(db)).includes(service)) throw new UnknownServiceError(service);
         return toCsv(
-          ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'service', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds'],
+          ['run_id', 'started_at', 'finished_at', 'trigger', 'status', 'service', 'scope', 'rows_deleted', 'min_age_at_deletion_seconds', 'retry_window_seconds', 'min_margin_seconds', 'max_past_expiry_at_deletion_seconds'],
           (await readSweepEvidence(db, EVIDENCE_EXPORT_RUNS, service)).flatMap((run) =>
-            run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.service, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds]),
+            run.scopes.map((scope) => [run.runId, run.startedAt, run.finishedAt, run.trigger, run.status, scope.service, scope.scope, scope.rowsDeleted, scope.minAgeSeconds, scope.retryWindowSeconds, scope.minMarginSeconds, scope.maxPastExpirySeconds]),
           ),
         );
       }

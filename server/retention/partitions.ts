@@ -16,7 +16,7 @@ export interface PartitionInfo {
 export interface DroppedPartition {
   name: string;
   rows: number;
-  scopes: { service: string; scope: string; rows: number; minAgeSeconds: number }[];
+  scopes: { service: string; scope: string; rows: number; minAgeSeconds: number; maxPastExpirySeconds: number }[];
   detachMs: number;
   dropMs: number;
 }
@@ -89,8 +89,10 @@ export async function dropExpiredPartitions(
       await client.query('RESET lock_timeout').catch(() => undefined);
     }
     const detachMs = performance.now() - detachStarted;
-    const { rows } = await client.query<{ service: string; scope: string; rows: number; min_age_seconds: number }>(
-      `SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds FROM ${table} GROUP BY service, scope`,
+    const { rows } = await client.query<{ service: string; scope: string; rows: number; min_age_seconds: number; max_past_expiry_seconds: number }>(
+      `SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds,
+              extract(epoch FROM now() - min(expires_at))::float8 AS max_past_expiry_seconds
+       FROM ${table} GROUP BY service, scope`,
     );
     const dropStarted = performance.now();
     await client.query('BEGIN');
@@ -99,7 +101,7 @@ export async function dropExpiredPartitions(
       const gone: DroppedPartition = {
         name: partition.name,
         rows: rows.reduce((sum, row) => sum + row.rows, 0),
-        scopes: rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds })),
+        scopes: rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAgeSeconds: row.min_age_seconds, maxPastExpirySeconds: row.max_past_expiry_seconds })),
         detachMs,
         dropMs: performance.now() - dropStarted,
       };

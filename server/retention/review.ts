@@ -49,7 +49,7 @@ export interface SweepEvidence {
   staleReleased: number;
   longestChunkMs: number;
   stopReason: string | null;
-  scopes: { service: string; scope: string; rowsDeleted: number; minAgeSeconds: number; retryWindowSeconds: number | null; minMarginSeconds: number | null }[];
+  scopes: { service: string; scope: string; rowsDeleted: number; minAgeSeconds: number; retryWindowSeconds: number | null; minMarginSeconds: number | null; maxPastExpirySeconds: number | null }[];
 }
 
 export interface RetentionReview {
@@ -104,8 +104,8 @@ export async function readSweepEvidence(db: Queryable, limit = 50, service?: str
     [limit, service ?? null],
   );
   const ids = runs.rows.map((run) => run.id);
-  const scopes = await db.query<{ run_id: string; service: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null }>(
-    `SELECT run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds FROM sweep_run_scopes
+  const scopes = await db.query<{ run_id: string; service: string; scope: string; rows_deleted: string; min_age_seconds: number; retry_window_seconds: number | null; min_margin_seconds: number | null; max_past_expiry_seconds: number | null }>(
+    `SELECT run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds, max_past_expiry_seconds FROM sweep_run_scopes
      WHERE run_id = ANY($1::bigint[]) AND ($2::text IS NULL OR service = $2) ORDER BY run_id, service, scope`,
     [ids, service ?? null],
   );
@@ -134,6 +134,7 @@ export async function readSweepEvidence(db: Queryable, limit = 50, service?: str
         minAgeSeconds: scope.min_age_seconds,
         retryWindowSeconds: scope.retry_window_seconds,
         minMarginSeconds: scope.min_margin_seconds,
+        maxPastExpirySeconds: scope.max_past_expiry_seconds,
       })),
     };
   });

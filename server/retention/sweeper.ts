@@ -62,6 +62,8 @@ export interface ScopeEvidence {
   retryWindowSeconds: number | null;
   /** minAge - window: never negative unless a window was lengthened after keys were claimed. */
   minMarginSeconds: number | null;
+  /** The longest a deleted row had been past its expiry: how late the cleanup came (null: a run before store migration 0032). */
+  maxPastExpirySeconds: number | null;
 }
 
 export interface SweepResult {
@@ -93,6 +95,7 @@ interface ChunkRow {
   scope: string;
   rows: number;
   min_age_seconds: number;
+  max_past_expiry_seconds: number;
 }
 
 const SWEEP_CHUNK_SQL = `WITH doomed AS (
@@ -104,9 +107,10 @@ const SWEEP_CHUNK_SQL = `WITH doomed AS (
              ), deleted AS (
                DELETE FROM idempotency_keys k USING doomed
                WHERE k.ctid = doomed.ctid AND k.expires_at < now()
-               RETURNING k.service, k.scope, k.created_at
+               RETURNING k.service, k.scope, k.created_at, k.expires_at
              )
-             SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds
+             SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds,
+                    extract(epoch FROM now() - min(expires_at))::float8 AS max_past_expiry_seconds
              FROM deleted GROUP BY service, scope`;
 
 /** The chunk statement's text, for the test that proves its plan. */
@@ -121,7 +125,7 @@ async function sweepChunk(held: HeldConnection, runId: number, chunkSize: number
     held,
     async (db) => {
       const { rows } = await db.query<ChunkRow>({ name: 'retention_sweep_chunk', text: SWEEP_CHUNK_SQL, values: [chunkSize] });
-      await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds })), 1);
+      await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds, maxPastExpiry: row.max_past_expiry_seconds })), 1);
       return rows;
     },
     beginWithLockTimeout(lockTimeoutMs),
@@ -131,14 +135,20 @@ async function sweepChunk(held: HeldConnection, runId: number, chunkSize: number
 /**
  * Adds deleted rows to the run's record: per (service, scope) the count and the youngest age,
  * with the documented window in force (the longest of a service's intent policies for the
- * intent scope) and the margin; and the run's totals. Both by primary key.
+ * intent scope) and the margin, and the longest a row had been past its expiry; and the run's
+ * totals. Both by primary key.
  */
-async function addRunEvidence(db: Pick<pg.ClientBase, 'query'>, runId: number, deleted: { service: string; scope: string; rows: number; minAge: number }[], chunks: number): Promise<void> {
+async function addRunEvidence(
+  db: Pick<pg.ClientBase, 'query'>,
+  runId: number,
+  deleted: { service: string; scope: string; rows: number; minAge: number; maxPastExpiry: number }[],
+  chunks: number,
+): Promise<void> {
   if (deleted.length > 0) {
     await db.query({
       name: 'retention_sweep_evidence',
       text: `WITH evidence AS (
-               SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[]) AS e(service, scope, rows_deleted, min_age_seconds)
+               SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::float8[], $6::float8[]) AS e(service, scope, rows_deleted, min_age_seconds, max_past_expiry_seconds)
              ), windows AS (
                SELECT e.service, e.scope,
                       CASE WHEN e.scope = 'intent'
@@ -146,15 +156,16 @@ async function addRunEvidence(db: Pick<pg.ClientBase, 'query'>, runId: number, d
                            ELSE (SELECT retry_window_seconds FROM endpoint_policies p WHERE p.service = e.service AND p.endpoint = e.scope) END AS retry_window_seconds
                FROM evidence e
              )
-             INSERT INTO sweep_run_scopes AS s (run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds)
-             SELECT $1, e.service, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds
+             INSERT INTO sweep_run_scopes AS s (run_id, service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds, max_past_expiry_seconds)
+             SELECT $1, e.service, e.scope, e.rows_deleted, e.min_age_seconds, w.retry_window_seconds, e.min_age_seconds - w.retry_window_seconds, e.max_past_expiry_seconds
              FROM evidence e JOIN windows w USING (service, scope)
              ON CONFLICT (run_id, service, scope) DO UPDATE SET
                rows_deleted = s.rows_deleted + excluded.rows_deleted,
                min_age_seconds = least(s.min_age_seconds, excluded.min_age_seconds),
                retry_window_seconds = greatest(s.retry_window_seconds, excluded.retry_window_seconds),
-               min_margin_seconds = least(s.min_margin_seconds, excluded.min_margin_seconds)`,
-      values: [runId, deleted.map((d) => d.service), deleted.map((d) => d.scope), deleted.map((d) => d.rows), deleted.map((d) => d.minAge)],
+               min_margin_seconds = least(s.min_margin_seconds, excluded.min_margin_seconds),
+               max_past_expiry_seconds = greatest(s.max_past_expiry_seconds, excluded.max_past_expiry_seconds)`,
+      values: [runId, deleted.map((d) => d.service), deleted.map((d) => d.scope), deleted.map((d) => d.rows), deleted.map((d) => d.minAge), deleted.map((d) => d.maxPastExpiry)],
     });
   }
   await db.query({
@@ -226,7 +237,12 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
             undefined,
             async (partition) => {
               // Recorded as soon as the partition is gone (DETACH CONCURRENTLY cannot share a transaction).
-              await addRunEvidence(client, runId, partition.scopes.map((scope) => ({ service: scope.service, scope: scope.scope, rows: scope.rows, minAge: scope.minAgeSeconds })), 0);
+              await addRunEvidence(
+                client,
+                runId,
+                partition.scopes.map((scope) => ({ service: scope.service, scope: scope.scope, rows: scope.rows, minAge: scope.minAgeSeconds, maxPastExpiry: scope.maxPastExpirySeconds })),
+                0,
+              );
               result.partitionsDropped.push(partition.name);
               result.rowsDeleted += partition.rows;
               result.longestChunkMs = Math.max(result.longestChunkMs, partition.detachMs, partition.dropMs);
@@ -349,8 +365,9 @@ async function recordRun(client: pg.ClientBase, result: SweepResult): Promise<Sc
     min_age_seconds: number;
     retry_window_seconds: number | null;
     min_margin_seconds: number | null;
+    max_past_expiry_seconds: number | null;
   }>(
-    `SELECT service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds
+    `SELECT service, scope, rows_deleted, min_age_seconds, retry_window_seconds, min_margin_seconds, max_past_expiry_seconds
      FROM sweep_run_scopes WHERE run_id = $1 ORDER BY service, scope`,
     [result.runId],
   );
@@ -361,6 +378,7 @@ async function recordRun(client: pg.ClientBase, result: SweepResult): Promise<Sc
     minAgeSeconds: row.min_age_seconds,
     retryWindowSeconds: row.retry_window_seconds,
     minMarginSeconds: row.min_margin_seconds,
+    maxPastExpirySeconds: row.max_past_expiry_seconds,
   }));
 }
 

@@ -205,7 +205,7 @@ describe.skipIf(!hasChromium)('the dashboard in Chromium', () => {
     await compliance.getByRole('button', { name: 'Export sweeper evidence (CSV)' }).click();
     const file = await (await download).path();
     const csv = await readFile(file, 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,service,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds');
+    expect(csv.split('\r\n')[0]).toBe('run_id,started_at,finished_at,trigger,status,service,scope,rows_deleted,min_age_at_deletion_seconds,retry_window_seconds,min_margin_seconds,max_past_expiry_at_deletion_seconds');
     expect(csv).toContain('POST /api/v1/payments');
     const exports = await db.pool.query<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'retention.export'");
     expect(exports.rows).toEqual([{ actor: 'compliance@ui.example' }]);

@@ -167,6 +167,10 @@ describe('partitioned layout', () => {
     expect(result.rowsDeleted).toBe(500);
     expect(result.scopes.find((scope) => scope.scope === 'POST /payments')).toMatchObject({ service: 'demo', rowsDeleted: 500 });
     expect(result.scopes.find((scope) => scope.scope === 'POST /payments')?.minAgeSeconds).toBeGreaterThan(2 * 86_400);
+    // The first of them expired a second into yesterday: dropped with its partition, a day or more later.
+    const late = result.scopes.find((scope) => scope.scope === 'POST /payments')?.maxPastExpirySeconds ?? 0;
+    expect(late).toBeGreaterThan(86_400 - 2);
+    expect(late).toBeLessThan(2 * 86_400);
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [old])).rowCount).toBe(0);
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [live])).rowCount).toBe(1);
     expect((await listPartitions(db.pool)).some((partition) => partition.name === name)).toBe(false);

@@ -89,6 +89,9 @@ describe('sweeper', () => {
     expect(evidence).toMatchObject({ rowsDeleted: 250, retryWindowSeconds: 3_600 });
     expect(evidence?.minAgeSeconds).toBeGreaterThanOrEqual(7_300);
     expect(evidence?.minMarginSeconds).toBeGreaterThanOrEqual(7_300 - 3_600);
+    // How late the cleanup came: the rows expired 100 s before the sweep (recorded, and read back).
+    expect(evidence?.maxPastExpirySeconds).toBeGreaterThanOrEqual(100);
+    expect(evidence?.maxPastExpirySeconds).toBeLessThan(160);
     const ordersEvidence = result.scopes.find((scope) => scope.service === 'orders' && scope.scope === SCOPE);
     expect(ordersEvidence).toMatchObject({ rowsDeleted: 60, retryWindowSeconds: 600 });
     expect(ordersEvidence?.minAgeSeconds).toBeGreaterThanOrEqual(1_300);

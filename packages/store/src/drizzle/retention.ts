@@ -119,6 +119,8 @@ export const sweepRunScopes = retrysafe.table(
     minAgeSeconds: doublePrecision('min_age_seconds').notNull(),
     retryWindowSeconds: integer('retry_window_seconds'),
     minMarginSeconds: doublePrecision('min_margin_seconds'),
+    // The longest a deleted row had been past its expiry: how late the cleanup came (null: runs before 0032).
+    maxPastExpirySeconds: doublePrecision('max_past_expiry_seconds'),
   },
   (t) => [primaryKey({ name: 'sweep_run_scopes_pkey', columns: [t.runId, t.service, t.scope] })],
 );
