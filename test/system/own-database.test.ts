@@ -10,26 +10,31 @@ import { submitLoginAsScript, submitLoginForm } from '../helpers/login-form';
 import { testAdmin, testSecrets } from '../helpers/server';
 import { spawnStart, type RunningServer } from '../../scripts/spawn-start';
 
+/** `npm start` on a new, empty database of the file's own with the settings a team gives it, and `settings` besides. */
+async function startOnOwnDatabase(settings: Record<string, string>): Promise<{ database: Awaited<ReturnType<typeof createTestDatabase>>; server: RunningServer }> {
+  const database = await createTestDatabase({ empty: true, serverSearchPath: false });
+  const server = await spawnStart({
+    DATABASE_URL: database.url,
+    DASHBOARD_DATABASE_URL: dashboardUrlFor(database.url),
+    IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
+    RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
+    AUTH_SECRET: testSecrets.AUTH_SECRET,
+    ADMIN_EMAIL: testAdmin.email,
+    ADMIN_PASSWORD: testAdmin.password,
+    // Empty counts as unset: the defaults a team starts with.
+    DEMO_TRAFFIC: '',
+    RETRYSAFE_EMBEDDED: '',
+    ...settings,
+  });
+  return { database, server };
+}
+
 describe('npm start on a database of the team\'s own, PUBLIC_URL unset', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
   let server: RunningServer | undefined;
 
   beforeAll(async () => {
-    database = await createTestDatabase({ empty: true, serverSearchPath: false });
-    server = await spawnStart({
-      DATABASE_URL: database.url,
-      DASHBOARD_DATABASE_URL: dashboardUrlFor(database.url),
-      IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
-      RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
-      AUTH_SECRET: testSecrets.AUTH_SECRET,
-      ADMIN_EMAIL: testAdmin.email,
-      ADMIN_PASSWORD: testAdmin.password,
-      // Empty counts as unset: the defaults a team starts with.
-      PUBLIC_URL: '',
-      DEMO_TRAFFIC: '',
-      RETRYSAFE_EMBEDDED: '',
-      LOG_LEVEL: 'error',
-    });
+    ({ database, server } = await startOnOwnDatabase({ PUBLIC_URL: '', LOG_LEVEL: 'error' }));
   });
   afterAll(async () => {
     await server?.stop();
@@ -85,21 +90,7 @@ describe('npm start behind a proxy, PUBLIC_URL https://retrysafe.example, TRUST_
   let server: RunningServer | undefined;
 
   beforeAll(async () => {
-    database = await createTestDatabase({ empty: true, serverSearchPath: false });
-    server = await spawnStart({
-      DATABASE_URL: database.url,
-      DASHBOARD_DATABASE_URL: dashboardUrlFor(database.url),
-      IDEMPOTENCY_SECRET: testSecrets.IDEMPOTENCY_SECRET,
-      RESPONSE_ENCRYPTION_KEYS: testSecrets.RESPONSE_ENCRYPTION_KEYS,
-      AUTH_SECRET: testSecrets.AUTH_SECRET,
-      ADMIN_EMAIL: testAdmin.email,
-      ADMIN_PASSWORD: testAdmin.password,
-      PUBLIC_URL: 'https://retrysafe.example',
-      TRUST_PROXY: 'loopback',
-      DEMO_TRAFFIC: '',
-      RETRYSAFE_EMBEDDED: '',
-      LOG_LEVEL: 'warn',
-    });
+    ({ database, server } = await startOnOwnDatabase({ PUBLIC_URL: 'https://retrysafe.example', TRUST_PROXY: 'loopback', LOG_LEVEL: 'warn' }));
   });
   afterAll(async () => {
     await server?.stop();
