@@ -24,14 +24,14 @@ export interface KeyTableExpiry {
   now: Date;
 }
 
+/** How long after its end an attached partition still counts as kept on time: the cleanup-lag alert's default threshold. */
+export const ENDED_PARTITION_GRACE_SECONDS = 3_600;
+
 /**
  * Catalog only: the key table's kind and its partitions' bounds (pg_inherits of the parent, a
  * few rows). Bounds are parsed back in the same session that printed them, so DateStyle and
  * TimeZone cannot garble them.
  */
-/** How long after its end an attached partition still counts as kept on time: the cleanup-lag alert's default threshold. */
-export const ENDED_PARTITION_GRACE_SECONDS = 3_600;
-
 export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PARTITION_GRACE_SECONDS): Promise<KeyTableExpiry> {
   const { rows } = await db.query<{ partitioned: boolean; now: Date; kept_from: Date | null; width_seconds: number | null; first_end: Date | null }>({
     name: 'metrics_key_table_expiry',
