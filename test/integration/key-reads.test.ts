@@ -377,6 +377,7 @@ describe('the key records seam', () => {
         'server/idempotency/key-rotation.ts',
         'server/metrics/alerts.ts',
         'server/metrics/capacity.ts',
+        'server/metrics/key-table-expiry.ts',
         'server/metrics/overview.ts',
         'server/metrics/principals.ts',
         'server/metrics/scope-sample.ts',
