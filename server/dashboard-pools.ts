@@ -103,7 +103,7 @@ export async function checkReadReplica(readUrl: string, dashboardUrl: string, ti
 export async function checkDashboardRole(dashboardUrl: string, timeoutMs = 10_000): Promise<void> {
   const pool = createPool(dashboardUrl, { applicationName: 'retrysafe-start', max: 1, connectionTimeoutMillis: timeoutMs, queryTimeoutMs: timeoutMs });
   pool.on('error', () => undefined); // a connection lost after the answer
-  type Role = { login: string; database: string; group_exists: boolean; member: boolean | null; search_path: string; reaches: boolean };
+  type Role = { login: string; database: string; group_exists: boolean; member: boolean | null; search_path: string; unusable_schemas: string[]; reaches: boolean };
   let role: Role | undefined;
   try {
     role = (
@@ -112,6 +112,9 @@ export async function checkDashboardRole(dashboardUrl: string, timeoutMs = 10_00
                 EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS group_exists,
                 (SELECT pg_has_role(current_user, r.oid, 'USAGE') FROM pg_roles r WHERE r.rolname = $1) AS member,
                 current_setting('search_path') AS search_path,
+                -- The store's and the server's schemas that exist but the role may not use (their grants not applied).
+                ARRAY(SELECT n.nspname::text FROM pg_namespace n WHERE n.nspname IN ('retrysafe', 'retrysafe_server')
+                      AND NOT has_schema_privilege(n.oid, 'USAGE') ORDER BY 1) AS unusable_schemas,
                 to_regclass('operators') IS NOT NULL AND to_regclass('operators') = to_regclass('retrysafe_server.operators')
                   AND to_regclass('idempotency_keys') IS NOT NULL AND to_regclass('idempotency_keys') = to_regclass('retrysafe.idempotency_keys') AS reaches`,
         [DASHBOARD_ROLE],
@@ -132,6 +135,12 @@ export async function checkDashboardRole(dashboardUrl: string, timeoutMs = 10_00
   if (!role.member) {
     throw new ConfigurationError(
       `DASHBOARD_DATABASE_URL: its role ${login} is not a member of ${DASHBOARD_ROLE} (or does not inherit its privileges), so it cannot read the dashboard's tables and every sign-in would fail: run GRANT ${DASHBOARD_ROLE} TO ${login} (and ALTER ROLE ${login} INHERIT if it is NOINHERIT)`,
+    );
+  }
+  if (role.unusable_schemas.length > 0) {
+    // Its search_path may be right: without USAGE the tables are not found through it either.
+    throw new ConfigurationError(
+      `DASHBOARD_DATABASE_URL: its role ${login} may not use the schema ${role.unusable_schemas.join(' and ')} (no USAGE: the dashboard's grants were not applied to this database), so every sign-in would fail: have a DBA run the SQL printed by \`npm run cli -- db grants\``,
     );
   }
   if (!role.reaches) {

@@ -276,7 +276,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
           <section className="card" aria-labelledby="capacity-heading">
             <h2 id="capacity-heading">Capacity</h2>
             <p className="muted small">
-              The key table{service ? ` (shared by every service)` : ''} against the database&apos;s memory: with random keys, claims slow down once its unique index no longer fits (with time-ordered keys, such as UUIDv7, they need only its newest pages). The steady state is the rows{service ? ` ${service}` : ''} settles at with the current new-key rate and each policy&apos;s retention.
+              The key table{service ? ` (shared by every service)` : ''} against the database&apos;s memory: with random keys, claims slow down once its unique index no longer fits (with time-ordered keys, such as UUIDv7, they need only its newest pages). The steady state is the rows {service ? service : 'the store'} settles at with the current new-key rate and each policy&apos;s retention.
             </p>
             <div className="stats">
               <CapacityStats capacity={shown.capacity} service={service} />

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DASHBOARD_ROLE } from '../../db/dashboard-access';
+import { checkDashboardRole } from '../../server/dashboard-pools';
 import { createTestDatabase } from '../helpers/database';
 import { submitLoginForm } from '../helpers/login-form';
 import { startServer, testAdmin } from '../helpers/server';
@@ -57,6 +58,25 @@ describe("the dashboard's login role", () => {
     // Neither the password nor the URL is printed.
     expect(output).not.toContain(password);
   }, 240_000);
+
+  it("a member whose group may not use the server's schema (the grants not applied): the check names the grants, not the search_path", async () => {
+    if (!database) throw new Error('set-up failed');
+    await asAdmin(`GRANT ${DASHBOARD_ROLE} TO "${login}"`);
+    // Schema privileges are the database's own: this database only.
+    const owner = new pg.Client({ connectionString: database.url });
+    await owner.connect();
+    try {
+      await owner.query(`REVOKE USAGE ON SCHEMA retrysafe_server FROM ${DASHBOARD_ROLE}`);
+      // Before, with a right search_path, it said the search_path "does not reach" the schemas.
+      await expect(checkDashboardRole(dashboardUrl)).rejects.toThrow(
+        `DASHBOARD_DATABASE_URL: its role "${login}" may not use the schema retrysafe_server (no USAGE: the dashboard's grants were not applied to this database), so every sign-in would fail: have a DBA run the SQL printed by \`npm run cli -- db grants\``,
+      );
+    } finally {
+      await owner.query(`GRANT USAGE ON SCHEMA retrysafe_server TO ${DASHBOARD_ROLE}`);
+      await owner.end();
+    }
+    await expect(checkDashboardRole(dashboardUrl)).resolves.toBeUndefined();
+  });
 
   it('after that GRANT the same settings start, answer the health check and sign the admin in', async () => {
     if (!database) throw new Error('set-up failed');
