@@ -62,8 +62,10 @@ export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | nul
   return inTransaction(pool, async (client) => {
     const { rows: lock } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [SAMPLER_LOCK_KEY.toString()]);
     if (!lock[0]?.locked) return null;
-    const figures = await readStoreFigures(client);
-    const baseline = (await readBaseline(client, (await readKeyTableExpiry(client)).keptFrom)).reduce((sum, scope) => sum + scope.newKeys, 0);
+    // Read once: the cleanup lag and the baseline both allow for what the layout keeps past expiry.
+    const expiry = await readKeyTableExpiry(client);
+    const figures = await readStoreFigures(client, expiry);
+    const baseline = (await readBaseline(client, expiry.keptFrom)).reduce((sum, scope) => sum + scope.newKeys, 0);
     const { rows } = await client.query<{ sampled_at: Date; last_sweep_run_id: string | null }>(
       `INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes,
          oldest_row_age_seconds, cleanup_lag_seconds, stale_claims, last_sweep_run_id)

@@ -2,7 +2,7 @@
 // statistics and index-served extremes, never count(*) over the table.
 import type { Queryable } from '@retrysafe/store/postgres';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { cleanupLagSeconds, readKeyTableExpiry } from './key-table-expiry';
+import { cleanupLagSeconds, readKeyTableExpiry, type KeyTableExpiry } from './key-table-expiry';
 
 export interface StoreFigures {
   /**
@@ -32,8 +32,8 @@ export interface StoreFigures {
  * Catalog figures for idempotency_keys and its partitions (pg_class, pg_inherits); the oldest
  * expiry through the expires_at index (min); stale claims through the partial index.
  */
-export async function readStoreFigures(db: Queryable): Promise<StoreFigures> {
-  const expiry = await readKeyTableExpiry(db);
+export async function readStoreFigures(db: Queryable, expiry?: KeyTableExpiry): Promise<StoreFigures> {
+  expiry ??= await readKeyTableExpiry(db);
   const { rows } = await db.query<{
     estimated_rows: string;
     table_bytes: string;
