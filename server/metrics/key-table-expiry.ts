@@ -5,6 +5,7 @@
 // width (a day) past its expiry. Counted from each row's own expiry, the cleanup-lag alert (an
 // hour) fired most of every day in that layout and the rows-over-baseline one every evening.
 import type { Queryable } from '@retrysafe/store/postgres';
+import { listPartitions } from '../retention/partitions';
 
 export interface KeyTableExpiry {
   layout: 'plain' | 'partitioned';
@@ -28,31 +29,31 @@ export interface KeyTableExpiry {
 export const ENDED_PARTITION_GRACE_SECONDS = 3_600;
 
 /**
- * Catalog only: the key table's kind and its partitions' bounds (pg_inherits of the parent, a
- * few rows). Bounds are parsed back in the same session that printed them, so DateStyle and
- * TimeZone cannot garble them.
+ * Catalog only: the key table's kind, and its partitions' bounds as the sweeper reads them
+ * (listPartitions: pg_inherits of the parent, a few rows).
  */
 export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PARTITION_GRACE_SECONDS): Promise<KeyTableExpiry> {
-  const { rows } = await db.query<{ partitioned: boolean; now: Date; kept_from: Date | null; width_seconds: number | null; first_end: Date | null }>({
-    name: 'metrics_key_table_expiry',
-    text: `WITH bounds AS (
-             SELECT (regexp_match(b, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS lower_bound,
-                    (regexp_match(b, 'TO \\(''([^'']+)''\\)'))[1]::timestamptz AS upper_bound
-             FROM (SELECT pg_get_expr(c.relpartbound, c.oid) AS b
-                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                   WHERE i.inhparent = 'idempotency_keys'::regclass) p
-           )
-           SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = 'idempotency_keys'::regclass) AS partitioned, now() AS now,
-                  (SELECT min(lower_bound) FROM bounds WHERE lower_bound <= now() AND upper_bound > now() - $1::int * interval '1 second') AS kept_from,
-                  (SELECT extract(epoch FROM max(upper_bound - lower_bound))::float8 FROM bounds) AS width_seconds,
-                  (SELECT min(upper_bound) FROM bounds) AS first_end`,
-    values: [graceSeconds],
-  });
+  const [{ rows }, partitions] = await Promise.all([
+    db.query<{ partitioned: boolean; now: Date }>({
+      name: 'metrics_key_table_kind',
+      text: `SELECT relkind = 'p' AS partitioned, now() AS now FROM pg_class WHERE oid = 'idempotency_keys'::regclass`,
+    }),
+    listPartitions(db),
+  ]);
   const row = rows[0];
-  if (!row) throw new Error('the key table expiry query returned no row');
+  if (!row) throw new Error('the key table kind query returned no row');
+  const now = row.now.getTime();
   if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, now: row.now };
   // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept yet.
-  return { layout: 'partitioned', keptFrom: row.kept_from ?? row.now, keptPastExpirySeconds: row.width_seconds ?? 0, firstPartitionEnd: row.first_end, now: row.now };
+  const kept = partitions.filter((p) => p.lowerBound.getTime() <= now && p.upperBound.getTime() > now - graceSeconds * 1000);
+  const earliest = (dates: Date[]) => (dates.length === 0 ? null : new Date(Math.min(...dates.map((date) => date.getTime()))));
+  return {
+    layout: 'partitioned',
+    keptFrom: earliest(kept.map((p) => p.lowerBound)) ?? row.now,
+    keptPastExpirySeconds: Math.max(0, ...partitions.map((p) => (p.upperBound.getTime() - p.lowerBound.getTime()) / 1000)),
+    firstPartitionEnd: earliest(partitions.map((p) => p.upperBound)),
+    now: row.now,
+  };
 }
 
 /**
