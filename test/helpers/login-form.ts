@@ -115,7 +115,8 @@ export async function submitLoginAsScript(
   return { status: answer.status, contentType: header('content-type'), redirect: header('x-action-redirect'), bodyBytes: answer.body.byteLength, setCookie: cookies ?? [] };
 }
 
-function httpRequest(
+/** One request over node:http, whose Host header is the caller's to set (fetch sets its own). */
+export function httpRequest(
   address: { hostname: string; port: number },
   request: { method: string; path: string; headers: Record<string, string>; body?: Buffer },
 ): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: Buffer }> {

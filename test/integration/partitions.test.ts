@@ -20,6 +20,13 @@ import { createTestStore, jsonResult, principal, sleep, testPolicy } from '../..
 
 const DAY_MS = 86_400_000;
 
+/** Yesterday's day partition (UTC), made by hand as an ended partition the sweeper has not dropped yet; returns its name. */
+async function attachYesterday(pool: pg.Pool, yesterday: Date, today: Date): Promise<string> {
+  const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
+  await pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+  return name;
+}
+
 describe('partitioned layout', () => {
   const db = useTestDatabase('partitioned');
   const clients: pg.Client[] = [];
@@ -139,8 +146,7 @@ describe('partitioned layout', () => {
     const yesterday = days[0]?.yesterday;
     const today = days[0]?.today;
     if (!yesterday || !today) throw new Error('no clock');
-    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
-    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    const name = await attachYesterday(db.pool, yesterday, today);
     const old = principal();
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, response_status, response_content_type,
@@ -195,8 +201,7 @@ describe('partitioned layout', () => {
     await insert(new Date(today.getTime() + 1));
     expect((await readStoreFigures(db.pool)).cleanupLagSeconds).toBe(0);
     // A partition that ended at midnight and is still here: the cleanup is behind by as long.
-    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
-    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    const name = await attachYesterday(db.pool, yesterday, today);
     try {
       await insert(new Date(yesterday.getTime() + 3_600_000));
       const lag = (await readStoreFigures(db.pool)).cleanupLagSeconds;
@@ -245,8 +250,7 @@ describe('partitioned layout', () => {
     );
     const { yesterday, today } = days[0] ?? {};
     if (!yesterday || !today) throw new Error('no clock');
-    const name = `idempotency_keys_p${yesterday.toISOString().slice(0, 10).replaceAll('-', '')}`;
-    await db.pool.query(`CREATE TABLE ${name} PARTITION OF idempotency_keys FOR VALUES FROM ('${yesterday.toISOString()}') TO ('${today.toISOString()}')`);
+    const name = await attachYesterday(db.pool, yesterday, today);
     await db.pool.query(
       `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
        SELECT $1, 'demo', 'POST /payments', 'held-' || i, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), $2::timestamptz - interval '1 day', $2::timestamptz + interval '1 hour'

@@ -3,10 +3,9 @@
 // was answered 421 for Host 127.0.0.1:PORT and the start failed after 60 s), print where to open
 // the dashboard, and an operator must be able to sign in there. The database is this file's own
 // and empty: the start migrates it as it would a team's new database.
-import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, dashboardUrlFor } from '../helpers/database';
-import { submitLoginAsScript, submitLoginForm } from '../helpers/login-form';
+import { httpRequest, submitLoginAsScript, submitLoginForm } from '../helpers/login-form';
 import { testAdmin, testSecrets } from '../helpers/server';
 import { spawnStart, type RunningServer } from '../../scripts/spawn-start';
 
@@ -138,12 +137,6 @@ describe('npm start behind a proxy, PUBLIC_URL https://retrysafe.example, TRUST_
 });
 
 /** The status of GET / at 127.0.0.1:port sent with this Host (fetch cannot set one). */
-function hostStatus(port: number, host: string, headers: Record<string, string> = {}): Promise<number> {
-  return new Promise((done, fail) => {
-    const request = http.get({ hostname: '127.0.0.1', port, path: '/', headers: { host, ...headers } }, (response) => {
-      response.resume();
-      done(response.statusCode ?? 0);
-    });
-    request.on('error', fail);
-  });
+async function hostStatus(port: number, host: string, headers: Record<string, string> = {}): Promise<number> {
+  return (await httpRequest({ hostname: '127.0.0.1', port }, { method: 'GET', path: '/', headers: { host, ...headers } })).status;
 }
