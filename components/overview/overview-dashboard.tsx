@@ -169,7 +169,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               value={latest ? formatDuration(latest.cleanupLagSeconds) : '—'}
               detail={
                 data.capacity.layout === 'partitioned'
-                  ? `time since the oldest partition ended (rows leave with their partition, up to ${formatDuration(data.capacity.keptPastExpirySeconds)} past expiry)`
+                  ? `time since the oldest partition ended (a key promised ${formatDuration(data.capacity.keptPastExpirySeconds)} or more leaves with its partition, up to ${formatDuration(data.capacity.keptPastExpirySeconds)} past expiry), or since the sweeper's walk of shorter promises fell behind`
                   : 'how far past expiry the oldest row is'
               }
             />
@@ -565,7 +565,7 @@ export function CapacityStats({ capacity, service }: { capacity: OverviewJson['c
         detail={
           <>
             {capacity.steadyStateIndexBytes === null ? 'no bytes per key measured yet' : `unique index ${formatBytes(capacity.steadyStateIndexBytes)}`} at {formatRate(capacity.newKeysPerSecond)} new keys and each policy&apos;s retention
-            {capacity.layout === 'partitioned' ? ` plus ${formatDuration(capacity.keptPastExpirySeconds)} (a row stays until its partition ends: the peak)` : ''};{' '}
+            {capacity.layout === 'partitioned' ? ` plus ${formatDuration(capacity.keptPastExpirySeconds)} where it is that long or longer (such a row stays until its partition ends: the peak)` : ''};{' '}
             {capacity.outgrowsMemoryAt ? (
               <>
                 outgrows memory <LocalTime iso={capacity.outgrowsMemoryAt} /> at the last day&apos;s trend

@@ -290,7 +290,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
             </p>
             <p className="muted small" data-testid="expiry-removal">
               {shown.capacity.layout === 'partitioned'
-                ? `How expired keys leave: this store is partitioned by expiry, and a partition is dropped whole once its range has ended, so a key stays up to ${formatDuration(shown.capacity.keptPastExpirySeconds)} past its expiry (it is never replayed after it). A run's rows deleted are the partitions it dropped.`
+                ? `How expired keys leave: this store is partitioned by expiry, and a partition is dropped whole once its range has ended, so a key promised ${formatDuration(shown.capacity.keptPastExpirySeconds)} or more stays up to ${formatDuration(shown.capacity.keptPastExpirySeconds)} past its expiry. A key promised less is deleted by the sweeper in bounded chunks within about one sweep interval of its expiry, as it would wait longer than its own retention for its partition. Either way it is never replayed after it. A run's rows deleted are the partitions it dropped and the shorter promises it deleted.`
                 : 'How expired keys leave: the sweeper deletes them in bounded chunks at every run, so a key stays at most about one sweep interval past its expiry (it is never replayed after it).'}
             </p>
             {shown.sweeps.length === 0 ? (

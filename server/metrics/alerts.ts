@@ -469,7 +469,7 @@ export function evaluateAlertStates(input: AlertInputs, thresholds: AlertThresho
       scope: null,
       storeWide: true,
       severity: alertCatalog.cleanup_lag.severity,
-      summary: `The cleanup is ${Math.round(latestStore.cleanupLagSeconds / 60)} min behind (the oldest row past its expiry, or in the partitioned layout the oldest partition past its end)`,
+      summary: `The cleanup is ${Math.round(latestStore.cleanupLagSeconds / 60)} min behind (the oldest row past its expiry; in the partitioned layout the oldest partition past its end, or the walk of keys promised less than a day)`,
       action: alertCatalog.cleanup_lag.action,
       since: new Date(latestStore.at.getTime() - latestStore.cleanupLagSeconds * 1000),
     });

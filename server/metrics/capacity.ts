@@ -82,7 +82,8 @@ export interface Capacity {
   /**
    * At that rate, with each scope's retention: the rows a store that expires on time settles at;
    * in the partitioned layout, where a row stays until its partition ends, the peak (retention
-   * plus the partition's width, a day).
+   * plus the partition's width, a day), except where a scope's retention is shorter than a day
+   * (the sweeper deletes its keys within a sweep of their expiry).
    */
   steadyStateRows: number;
   /** Their unique index at the measured bytes per key (null: nothing measured yet). */
@@ -144,8 +145,11 @@ export async function readCapacity(db: Queryable, options: { service?: string | 
   for (const rate of rates) {
     const perSecond = Number(rate.new_keys) / (rate.window_seconds ?? 3600);
     newKeysPerSecond += perSecond;
-    // A partitioned store keeps a row until its partition ends: it peaks a partition's width higher.
-    steadyStateRows += perSecond * ((rate.retention_seconds ?? 0) + expiry.keptPastExpirySeconds);
+    // A partitioned store keeps a row until its partition ends (it peaks a partition's width
+    // higher), except a row promised less than a partition, which the sweeper deletes on time.
+    const retention = rate.retention_seconds ?? 0;
+    const sweptOnTime = expiry.sweptBelowSeconds !== null && retention < expiry.sweptBelowSeconds;
+    steadyStateRows += perSecond * (retention + (sweptOnTime ? 0 : expiry.keptPastExpirySeconds));
   }
   steadyStateRows = Math.round(steadyStateRows);
   const steadyStateIndexBytes = indexBytesPerKey === null ? null : Math.round(steadyStateRows * indexBytesPerKey);

@@ -4,8 +4,11 @@
 // whole once its range (of expires_at) has ended, so a row stays until then: up to one partition
 // width (a day) past its expiry. Counted from each row's own expiry, the cleanup-lag alert (an
 // hour) fired most of every day in that layout and the rows-over-baseline one every evening.
+// Except a key promised less than a partition's width: the sweeper deletes it within a sweep of
+// its expiry, by a walk of the expiry index (server/retention/sweeper.ts), as the plain layout's.
 import type { Queryable } from '@retrysafe/store/postgres';
-import { listPartitions } from '../retention/partitions';
+import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
+import { listPartitions, PARTITION_SECONDS } from '../retention/partitions';
 
 export interface KeyTableExpiry {
   layout: 'plain' | 'partitioned';
@@ -21,6 +24,17 @@ export interface KeyTableExpiry {
   keptPastExpirySeconds: number;
   /** The partitioned layout: the earliest end of a partition still attached (null: none, or the plain layout). */
   firstPartitionEnd: Date | null;
+  /**
+   * The partitioned layout: a scope whose retention is shorter than this has its keys deleted
+   * within a sweep of their expiry, as in the plain layout (kept from now, not kept past expiry).
+   * Null in the plain layout, where that is every scope.
+   */
+  sweptBelowSeconds: number | null;
+  /**
+   * The partitioned layout, where a policy promises less than a partition: how long ago the
+   * oldest expiry the sweeper's walk has not yet passed was (0: none, or nothing to walk for).
+   */
+  walkLagSeconds: number;
   /** The database's now(), which the other figures are relative to. */
   now: Date;
 }
@@ -43,7 +57,8 @@ export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PAR
   const row = rows[0];
   if (!row) throw new Error('the key table kind query returned no row');
   const now = row.now.getTime();
-  if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, now: row.now };
+  if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, sweptBelowSeconds: null, walkLagSeconds: 0, now: row.now };
+  const { rows: walk } = await db.query<{ lag: number | null }>({ name: 'metrics_short_walk_lag', text: WALK_LAG_SQL, values: [PARTITION_SECONDS] });
   // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept yet.
   const kept = partitions.filter((p) => p.lowerBound.getTime() <= now && p.upperBound.getTime() > now - graceSeconds * 1000);
   const earliest = (dates: Date[]) => (dates.length === 0 ? null : new Date(Math.min(...dates.map((date) => date.getTime()))));
@@ -52,18 +67,34 @@ export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PAR
     keptFrom: earliest(kept.map((p) => p.lowerBound)) ?? row.now,
     keptPastExpirySeconds: Math.max(0, ...partitions.map((p) => (p.upperBound.getTime() - p.lowerBound.getTime()) / 1000)),
     firstPartitionEnd: earliest(partitions.map((p) => p.upperBound)),
+    sweptBelowSeconds: PARTITION_SECONDS,
+    walkLagSeconds: Math.max(0, walk[0]?.lag ?? 0),
     now: row.now,
   };
 }
 
 /**
+ * The oldest expired entry of the expiry index after the sweeper's last walk ended (the latest
+ * run that walked, by its partial index; from the start where none has), one index entry, read
+ * only where a policy promises less than a partition (else nothing is walked for, and no lag).
+ */
+const WALK_LAG_SQL = `SELECT CASE WHEN EXISTS (SELECT 1 FROM endpoint_policies WHERE retention_seconds < $1) THEN (
+    SELECT extract(epoch FROM now() - expires_at)::float8 FROM idempotency_keys
+    WHERE expires_at > coalesce((SELECT swept_through FROM sweep_runs WHERE swept_through IS NOT NULL ORDER BY id DESC LIMIT 1), '-infinity')
+      AND expires_at < now() AND ${EXPIRY_INDEX_PREDICATE}
+    ORDER BY expires_at LIMIT 1) END AS lag`;
+
+/** The walk-lag statement's text, for the test that proves its plan. */
+export const walkLagText = WALK_LAG_SQL;
+
+/**
  * How far behind the cleanup is, in seconds: the oldest row's time past its expiry in the plain
  * layout; in the partitioned one, the time since the first attached partition ended (its rows,
- * all expired, are due to be dropped; a row past its expiry in a partition that has not ended is
- * on time).
+ * all expired, are due to be dropped; a row promised a day or more, past its expiry in a partition
+ * that has not ended, is on time), or the sweeper's walk of short promises behind, the longer.
  */
 export function cleanupLagSeconds(expiry: KeyTableExpiry, oldestExpiryLagSeconds: number | null): number {
   if (expiry.layout === 'plain') return Math.max(0, oldestExpiryLagSeconds ?? 0);
-  if (expiry.firstPartitionEnd === null) return 0;
-  return Math.max(0, (expiry.now.getTime() - expiry.firstPartitionEnd.getTime()) / 1000);
+  const partitionLag = expiry.firstPartitionEnd === null ? 0 : (expiry.now.getTime() - expiry.firstPartitionEnd.getTime()) / 1000;
+  return Math.max(0, partitionLag, expiry.walkLagSeconds);
 }

@@ -102,7 +102,7 @@ export function prometheusRuleGroups(thresholds: AlertThresholds, options: RuleF
     alert(
       'cleanup_lag',
       `max by (service) (retrysafe_store_cleanup_lag_seconds) > ${thresholds.cleanupLagSeconds}`,
-      `The cleanup${inService} is {{ $value | humanizeDuration }} behind (the oldest row past its expiry, or in the partitioned layout the oldest partition past its end)`,
+      `The cleanup${inService} is {{ $value | humanizeDuration }} behind (the oldest row past its expiry; in the partitioned layout the oldest partition past its end, or the walk of keys promised less than a day)`,
     ),
     // As on the dashboard: Postgres's claims (no service label) and each Redis- or MySQL-kept
     // service's; a service whose key backend did not answer fires too (its claims are not known:

@@ -171,7 +171,7 @@ export function createPrometheusMetrics(pool: pg.Pool, thresholds: AlertThreshol
   storeGauge('retrysafe_store_index_bytes', 'Index bytes of the key store', (f) => f.indexBytes);
   storeGauge('retrysafe_store_toast_bytes', 'TOAST bytes of the key store', (f) => f.toastBytes);
   storeGauge('retrysafe_store_oldest_row_age_seconds', 'Age of the row that expires first', (f) => f.oldestRowAgeSeconds);
-  storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far behind the cleanup is: the oldest surviving row\'s time past its expiry, or in the partitioned layout the time since the oldest partition still attached ended', (f) => f.cleanupLagSeconds);
+  storeGauge('retrysafe_store_cleanup_lag_seconds', 'How far behind the cleanup is: the oldest surviving row\'s time past its expiry, or in the partitioned layout the time since the oldest partition still attached ended or since the sweeper\'s walk of keys promised less than a day fell behind, the longer', (f) => f.cleanupLagSeconds);
   // Stale claims: Postgres's (no label), and each service kept in Redis or MySQL from its backend
   // (service and backend labels; at most STALE_COUNTED counted). A backend that did not answer
   // has no series here, never 0: retrysafe_stale_claims_unread says so, and the rule fires on it.

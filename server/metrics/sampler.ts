@@ -28,9 +28,11 @@ export interface ScopeBaseline {
  * scans on the time column; intent scope takes the longest retention of intent policies.
  * `keptFrom`: the expiry from which a store whose cleanup keeps up still holds rows (now by
  * default; the start of the current partition in the partitioned layout, server/metrics/
- * key-table-expiry.ts): keys claimed since it less the retention.
+ * key-table-expiry.ts): keys claimed since it less the retention. `sweptBelowSeconds`: a scope
+ * whose retention is shorter is kept from now whatever `keptFrom` says (the partitioned layout's
+ * sweeper deletes its keys within a sweep of their expiry).
  */
-export async function readBaseline(db: Queryable, keptFrom?: Date): Promise<ScopeBaseline[]> {
+export async function readBaseline(db: Queryable, keptFrom?: Date, sweptBelowSeconds?: number | null): Promise<ScopeBaseline[]> {
   const { rows } = await db.query<{ service: string; scope: string; retention_seconds: number; new_keys: string }>({
     name: 'metrics_baseline',
     text: `
@@ -38,14 +40,18 @@ WITH scopes AS (
   SELECT service, endpoint AS scope, retention_seconds FROM endpoint_policies WHERE scope_mode = 'endpoint'
   UNION ALL
   SELECT service, 'intent', max(retention_seconds) FROM endpoint_policies WHERE scope_mode = 'intent' GROUP BY service
+), kept AS (
+  SELECT service, scope, retention_seconds,
+         CASE WHEN retention_seconds < $2::int THEN now() ELSE coalesce($1::timestamptz, now()) END - retention_seconds * interval '1 second' AS since
+  FROM scopes
 )
 SELECT s.service, s.scope, s.retention_seconds,
   coalesce((SELECT sum(m.count) FROM flow_counts_minute m
-            WHERE m.minute >= coalesce($1::timestamptz, now()) - s.retention_seconds * interval '1 second' AND m.service = s.service AND m.scope = s.scope AND m.outcome = 'new'), 0)
+            WHERE m.minute >= s.since AND m.service = s.service AND m.scope = s.scope AND m.outcome = 'new'), 0)
   + coalesce((SELECT sum(h.count) FROM flow_counts_hour h
-            WHERE h.hour >= coalesce($1::timestamptz, now()) - s.retention_seconds * interval '1 second' AND h.service = s.service AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
-FROM scopes s ORDER BY s.service, s.scope`,
-    values: [keptFrom ?? null],
+            WHERE h.hour >= s.since AND h.service = s.service AND h.scope = s.scope AND h.outcome = 'new'), 0) AS new_keys
+FROM kept s ORDER BY s.service, s.scope`,
+    values: [keptFrom ?? null, sweptBelowSeconds ?? null],
   });
   return rows.map((row) => ({ service: row.service, scope: row.scope, retentionSeconds: row.retention_seconds, newKeys: Number(row.new_keys) }));
 }
@@ -65,7 +71,7 @@ export async function sampleStoreStats(pool: pg.Pool): Promise<StoreSample | nul
     // Read once: the cleanup lag and the baseline both allow for what the layout keeps past expiry.
     const expiry = await readKeyTableExpiry(client);
     const figures = await readStoreFigures(client, expiry);
-    const baseline = (await readBaseline(client, expiry.keptFrom)).reduce((sum, scope) => sum + scope.newKeys, 0);
+    const baseline = (await readBaseline(client, expiry.keptFrom, expiry.sweptBelowSeconds)).reduce((sum, scope) => sum + scope.newKeys, 0);
     const { rows } = await client.query<{ sampled_at: Date; last_sweep_run_id: string | null }>(
       `INSERT INTO store_stats (sampled_at, estimated_rows, baseline_rows, table_bytes, index_bytes, toast_bytes,
          oldest_row_age_seconds, cleanup_lag_seconds, stale_claims, last_sweep_run_id)

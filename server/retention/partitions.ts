@@ -5,6 +5,14 @@
 // evidence (rows and youngest age per scope) is read from the detached table.
 import type pg from 'pg';
 
+/**
+ * The partitions' width: a UTC day (retrysafe_ensure_partitions). A key promised less than this
+ * would wait up to a day past its expiry for its partition's drop, more than its own retention:
+ * the sweeper deletes such keys within a sweep of their expiry instead (sweeper.ts,
+ * sweepShortPromises). A key promised this long or longer leaves with its partition.
+ */
+export const PARTITION_SECONDS = 86_400;
+
 export interface PartitionInfo {
   name: string;
   lowerBound: Date;

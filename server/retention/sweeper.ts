@@ -16,7 +16,7 @@ import { periodicTask, type PeriodicTask } from '@retrysafe/store';
 import { detectStoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { DetachWaiting, dropExpiredPartitions, ensurePartitions } from './partitions';
+import { DetachWaiting, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_SECONDS } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 
 /** pg_advisory_lock key of the sweeper: the bytes of "rssweep" as an integer. */
@@ -115,6 +115,38 @@ const SWEEP_CHUNK_SQL = `WITH doomed AS (
 
 /** The chunk statement's text, for the test that proves its plan. */
 export const sweepChunkText = SWEEP_CHUNK_SQL;
+
+// The partitioned layout's walk of short promises. Its rows expire inside a partition that has
+// not ended, among the rows promised a day or more, which expired there too and leave with the
+// partition: deleting those would spend the WAL the drop spares. So a chunk walks the next
+// `$1` entries of the expiry index after the last walk's end (`$2`), an index-only range that
+// costs the same whatever it holds, and deletes the rows among them promised less than `$3`
+// seconds (all of them up to the walk's last expiry: ties there included) by the same range.
+// The next chunk starts after that expiry, so each entry is walked once. No row lock is skipped
+// here: nothing but this sweeper writes a row past its expiry (the request path addresses live
+// rows), and a chunk that would wait gives up at the lock timeout, as the plain layout's does.
+const SHORT_WALK_SQL = `SELECT max(expires_at)::text AS upto, count(*)::int AS walked FROM (
+               SELECT expires_at FROM idempotency_keys
+               WHERE expires_at > $2 AND expires_at < now() AND ${EXPIRY_INDEX_PREDICATE}
+               ORDER BY expires_at
+               LIMIT $1
+             ) walk`;
+const SHORT_SWEEP_CHUNK_SQL = `WITH deleted AS (
+               DELETE FROM idempotency_keys
+               WHERE expires_at > $1 AND expires_at <= $2 AND expires_at < now() AND ${EXPIRY_INDEX_PREDICATE}
+                 AND expires_at - created_at < $3 * interval '1 second'
+               RETURNING service, scope, created_at, expires_at
+             )
+             SELECT service, scope, count(*)::int AS rows, extract(epoch FROM now() - max(created_at))::float8 AS min_age_seconds,
+                    extract(epoch FROM now() - min(expires_at))::float8 AS max_past_expiry_seconds
+             FROM deleted GROUP BY service, scope`;
+/** Where the last walk ended: the latest run that walked (sweep_runs_swept_through_idx). */
+const SHORT_WALK_CURSOR_SQL = `SELECT swept_through::text AS at, swept_through FROM sweep_runs WHERE swept_through IS NOT NULL ORDER BY id DESC LIMIT 1`;
+/** Whether any policy promises less than a partition's width (else there is nothing to walk for). */
+const SHORT_POLICY_SQL = `SELECT EXISTS (SELECT 1 FROM endpoint_policies WHERE retention_seconds < $1) AS short`;
+
+/** The walk's statements, for the tests that prove their plans. */
+export const shortSweepTexts = { walk: SHORT_WALK_SQL, chunk: SHORT_SWEEP_CHUNK_SQL, cursor: SHORT_WALK_CURSOR_SQL, shortPolicy: SHORT_POLICY_SQL };
 
 /**
  * One chunk: the oldest expired rows by the expires_at index, locked without waiting
@@ -255,6 +287,8 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
             result.stopReason = 'error';
             result.error = error.message;
           });
+          // A key promised less than a day would wait longer than its retention for its partition.
+          await sweepShortPromises(held, runId, options, result);
         } else {
           await sweepChunks(held, runId, options, result);
         }
@@ -275,6 +309,59 @@ export async function sweepOnce(pool: pg.Pool, trigger: SweepResult['trigger'], 
   } finally {
     // A chunk whose ROLLBACK failed left the connection unusable: discard it.
     client.release(held.broken ?? broken);
+  }
+}
+
+/**
+ * The partitioned layout: deletes the expired keys promised less than a partition's width, in
+ * chunks that walk the expiry index on from the last walk's end (or the oldest partition's
+ * start), each chunk's rows, evidence and walk's end committed together. Paced as the plain
+ * layout's chunks, and budgeted in index entries walked; nothing to do where no policy promises
+ * less than a day.
+ */
+async function sweepShortPromises(held: HeldConnection, runId: number, options: SweepOptions, result: SweepResult): Promise<void> {
+  const { client } = held;
+  const { rows: policies } = await client.query<{ short: boolean }>({ name: 'retention_short_policy', text: SHORT_POLICY_SQL, values: [PARTITION_SECONDS] });
+  if (!policies[0]?.short) return;
+  const { rows: cursor } = await client.query<{ at: string; swept_through: Date }>({ name: 'retention_short_cursor', text: SHORT_WALK_CURSOR_SQL });
+  const partitions = await listPartitions(client);
+  if (partitions.length === 0) return; // nothing stored
+  // Rows expiring before the oldest partition still attached have left with their partitions.
+  const oldest = Math.min(...partitions.map((partition) => partition.lowerBound.getTime()));
+  // Expiries travel as Postgres's text: a JavaScript Date would drop their microseconds.
+  const last = cursor[0];
+  let from = last && last.swept_through.getTime() >= oldest ? last.at : new Date(oldest - 1).toISOString();
+  // The budget counts entries walked, not rows deleted: a first walk (from the oldest partition's
+  // start) may cross a day of longer promises, and the next run goes on from where this one ended.
+  let walkedInRun = 0;
+  for (;;) {
+    const started = performance.now();
+    const walked = await transactionOn(
+      held,
+      async (db) => {
+        const { rows: walk } = await db.query<{ upto: string | null; walked: number }>({ name: 'retention_short_walk', text: SHORT_WALK_SQL, values: [options.chunkSize, from] });
+        const upto = walk[0]?.upto;
+        if (!upto) return { walked: 0, deleted: 0, upto: from };
+        const { rows } = await db.query<ChunkRow>({ name: 'retention_short_sweep_chunk', text: SHORT_SWEEP_CHUNK_SQL, values: [from, upto, PARTITION_SECONDS] });
+        await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds, maxPastExpiry: row.max_past_expiry_seconds })), 1);
+        await db.query('UPDATE sweep_runs SET swept_through = $2 WHERE id = $1', [runId, upto]);
+        return { walked: walk[0]?.walked ?? 0, deleted: rows.reduce((sum, row) => sum + row.rows, 0), upto };
+      },
+      beginWithLockTimeout(options.lockTimeoutMs),
+    );
+    const elapsed = performance.now() - started;
+    from = walked.upto;
+    if (walked.walked === 0) break;
+    result.chunks += 1;
+    result.rowsDeleted += walked.deleted;
+    walkedInRun += walked.walked;
+    result.longestChunkMs = Math.max(result.longestChunkMs, elapsed);
+    if (walked.walked < options.chunkSize) break; // caught up
+    if (walkedInRun >= options.maxRowsPerRun) {
+      result.stopReason = 'row-budget';
+      break;
+    }
+    await sleep(Math.max(options.minPauseMs, elapsed * options.pauseFactor));
   }
 }
 

@@ -80,10 +80,10 @@ describe.each(layouts)("upgrading today's schema (%s layout)", (layout) => {
       for (const table of [...SERVER_TABLES, 'audit_log', 'idempotency_keys']) before[table] = await rowsOf(client, `retrysafe.${table}`);
       expect(before.operator_sessions).toHaveLength(1);
       // The new store knows this install is behind by the baseline (recorded, not run) and 0029.
-      expect((await migrationStatus(client)).pending).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry']);
+      expect((await migrationStatus(client)).pending).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry', '0033_short_promise_sweep']);
 
       const upgraded = await migrateDatabase(old.url, { layout });
-      expect(upgraded.applied).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry', '0001_operators', '0002_audit_log', '0003_service_starts', '0004_kept_elsewhere_samples']);
+      expect(upgraded.applied).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry', '0033_short_promise_sweep', '0001_operators', '0002_audit_log', '0003_service_starts', '0004_kept_elsewhere_samples']);
       for (const table of [...SERVER_TABLES, 'audit_log']) {
         expect(await rowsOf(client, `retrysafe_server.${table}`)).toEqual(before[table]);
         expect((await client.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [`retrysafe.${table}`])).rows[0]?.found).toBeNull();
@@ -121,7 +121,7 @@ describe.each(layouts)("upgrading today's schema (%s layout)", (layout) => {
       const [upgradedJournal, freshJournal] = await Promise.all([journal(old.url), journal(fresh.url)]);
       expect(upgradedJournal).toEqual(freshJournal);
       expect(freshJournal.names).toEqual((await readMigrations()).map((migration) => migration.tag).sort());
-      expect(freshJournal.status).toEqual({ current: '0032_sweep_evidence_past_expiry', latest: '0032_sweep_evidence_past_expiry', pending: [] });
+      expect(freshJournal.status).toEqual({ current: '0033_short_promise_sweep', latest: '0033_short_promise_sweep', pending: [] });
       // Migrating again changes nothing.
       expect((await migrateDatabase(old.url, { layout })).applied).toEqual([]);
     } finally {
@@ -137,7 +137,7 @@ describe("the package's own migrate()", () => {
     const db = await createTestDatabase({ empty: true });
     const client = new pg.Client({ connectionString: db.url });
     try {
-      expect((await migrate(db.url, { layout })).applied).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry']);
+      expect((await migrate(db.url, { layout })).applied).toEqual(['0028_store_baseline', '0029_service_starts', '0030_key_usage_service', '0031_partitions_attached', '0032_sweep_evidence_past_expiry', '0033_short_promise_sweep']);
       await client.connect();
       const found = await client.query<{ name: string }>(
         `SELECT n.nspname || '.' || c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -150,7 +150,7 @@ describe("the package's own migrate()", () => {
       const keys = await client.query<{ kind: string }>("SELECT relkind::text AS kind FROM pg_class WHERE oid = 'retrysafe.idempotency_keys'::regclass");
       expect(keys.rows[0]?.kind).toBe(layout === 'partitioned' ? 'p' : 'r');
       expect((await client.query<{ version: number }>('SELECT retrysafe.retrysafe_store_schema_version() AS version')).rows[0]?.version).toBe(11);
-      expect(await migrationStatus(client)).toEqual({ current: '0032_sweep_evidence_past_expiry', latest: '0032_sweep_evidence_past_expiry', pending: [] });
+      expect(await migrationStatus(client)).toEqual({ current: '0033_short_promise_sweep', latest: '0033_short_promise_sweep', pending: [] });
       // The release of a stale claim writes nothing but the key (there is no audit log here to write).
       await client.query(`INSERT INTO retrysafe.idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, lease_expires_at, expires_at)
         VALUES ('00000000-0000-0000-0000-000000000001', 'orders', 'POST /x', 'k', 'in_progress', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), now() - interval '1 minute', now() + interval '1 day')`);

@@ -7,8 +7,9 @@ import { partitionedStatements, partitionedStatementTexts } from '@retrysafe/sto
 import { changePolicy, ensurePolicies } from '../../server/retention/policies';
 import { DEMO_SERVICE } from '../../server/demo/policies';
 import { listPartitions } from '../../server/retention/partitions';
-import { sweepOnce } from '../../server/retention/sweeper';
-import { readKeyTableExpiry } from '../../server/metrics/key-table-expiry';
+import { shortSweepTexts, sweepOnce } from '../../server/retention/sweeper';
+import { readKeyTableExpiry, walkLagText } from '../../server/metrics/key-table-expiry';
+import { readCapacity } from '../../server/metrics/capacity';
 import { readBaseline } from '../../server/metrics/sampler';
 import { readStoreFigures } from '../../server/metrics/store-figures';
 import { useTestDatabase } from '../helpers/database';
@@ -192,13 +193,18 @@ describe('partitioned layout', () => {
     const { today, yesterday, now } = clock[0] ?? {};
     if (!today || !yesterday || !now) throw new Error('no clock');
     const owner = principal();
+    // Promised two days: such a row leaves with its partition (one promised less than a day is
+    // the sweeper's to delete within a sweep, below).
     const insert = (expiresAt: Date) =>
       db.pool.query(
         `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
-         VALUES ($1, 'demo', 'POST /lag', $2, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), $3::timestamptz - interval '1 hour', $3)`,
+         VALUES ($1, 'demo', 'POST /lag', $2, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), $3::timestamptz - interval '2 days', $3)`,
         [owner, `lag-${expiresAt.getTime()}`, expiresAt.toISOString()],
       );
     await insert(new Date(today.getTime() + 1));
+    // A sweep walks past it (where a policy promises less than a day, the walk's lag counts too).
+    await sweepOnce(db.pool, 'manual');
+    expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [owner])).rowCount).toBe(1);
     expect((await readStoreFigures(db.pool)).cleanupLagSeconds).toBe(0);
     // A partition that ended at midnight and is still here: the cleanup is behind by as long.
     const name = await attachYesterday(db.pool, yesterday, today);
@@ -222,26 +228,105 @@ describe('partitioned layout', () => {
 
   it('counts in the baseline the keys whose partition has not ended: those created since the current partition began, less the retention', async () => {
     const service = 'baseline-partitioned';
-    await ensurePolicies(
-      db.pool,
-      service,
-      { 'POST /b': { scopeMode: 'endpoint', retryWindowSeconds: 3_600, retentionSeconds: 7_200, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } },
-      'system',
-    );
-    // Kept: claimed a minute ago (5), and 1 h 50 min before midnight (7), whose rows expire
-    // after midnight, in today's partition. Gone: claimed 2 h 10 min before midnight (11), in
-    // yesterday's partition, which has ended. Read as rate x retention alone, the 7 were left out.
+    const fields = { scopeMode: 'endpoint', retryWindowSeconds: 3_600, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } as const;
+    await ensurePolicies(db.pool, service, { 'POST /b': { ...fields, retentionSeconds: 93_600 }, 'POST /short': { ...fields, retentionSeconds: 7_200 } }, 'system');
+    // Retention 26 h. Kept: claimed a minute ago (5), and a day and 110 min before midnight (7),
+    // whose rows expire after midnight, in today's partition. Gone: claimed a day and 130 min
+    // before midnight (11), in yesterday's partition, which has ended. Read as rate x retention
+    // alone, the 7 were left out.
+    // Retention 2 h, under a partition's width: the sweeper deletes such keys within a sweep of
+    // their expiry, so only the last 2 h count (5), not the 7 claimed 3 h before midnight.
     await db.pool.query(
       `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES
          (date_trunc('minute', now()) - interval '1 minute', $1, 'POST /b', 'new', 5),
-         (date_trunc('day', now(), 'UTC') - interval '110 minutes', $1, 'POST /b', 'new', 7),
-         (date_trunc('day', now(), 'UTC') - interval '130 minutes', $1, 'POST /b', 'new', 11)`,
+         (date_trunc('day', now(), 'UTC') - interval '1 day 110 minutes', $1, 'POST /b', 'new', 7),
+         (date_trunc('day', now(), 'UTC') - interval '1 day 130 minutes', $1, 'POST /b', 'new', 11),
+         (date_trunc('minute', now()) - interval '1 minute', $1, 'POST /short', 'new', 5),
+         (least(date_trunc('day', now(), 'UTC'), date_trunc('minute', now()) - interval '3 hours'), $1, 'POST /short', 'new', 7)`,
       [service],
     );
     const expiry = await readKeyTableExpiry(db.pool);
-    expect(expiry).toMatchObject({ layout: 'partitioned', keptPastExpirySeconds: 86_400 });
-    const baseline = (await readBaseline(db.pool, expiry.keptFrom)).find((scope) => scope.service === service);
-    expect(baseline).toEqual({ service, scope: 'POST /b', retentionSeconds: 7_200, newKeys: 12 });
+    expect(expiry).toMatchObject({ layout: 'partitioned', keptPastExpirySeconds: 86_400, sweptBelowSeconds: 86_400 });
+    const baseline = (await readBaseline(db.pool, expiry.keptFrom, expiry.sweptBelowSeconds)).filter((scope) => scope.service === service);
+    expect(baseline).toEqual([
+      { service, scope: 'POST /b', retentionSeconds: 93_600, newKeys: 12 },
+      { service, scope: 'POST /short', retentionSeconds: 7_200, newKeys: 5 },
+    ]);
+    // The capacity forecast: the 26 h scope peaks a partition's width higher, the 2 h one does not.
+    // Half the last hour's new keys each: 0.5 x (26 h + a day) + 0.5 x 2 h = 93,600 s of them.
+    const capacity = await readCapacity(db.pool, { service });
+    expect(capacity.steadyStateRows / capacity.newKeysPerSecond).toBeCloseTo(93_600, -1);
+  });
+
+  it('deletes the keys promised less than a day within a sweep of their expiry, and leaves the rest for their partition', async () => {
+    const service = 'short-partitioned';
+    await ensurePolicies(
+      db.pool,
+      service,
+      { 'POST /s': { scopeMode: 'endpoint', retryWindowSeconds: 300, retentionSeconds: 600, leaseMs: 10_000, lockTimeoutMs: 1_000, maxResponseBytes: 4_096, liveKeyQuota: 1_000 } },
+      'system',
+    );
+    const owner = principal();
+    // 300 keys promised 10 min and 300 promised 2 days, expired over the last 30 s (in today's
+    // partition, which has not ended), interleaved; and one of each not expired yet.
+    const insert = (promise: string, count: number, expiresIn: string) =>
+      db.pool.query(
+        `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
+         SELECT $1, $2, 'POST /s', $3 || '-' || i, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(),
+                e - $4::interval, e
+         FROM generate_series(1, $5::int) AS i,
+              LATERAL (SELECT greatest(now() - i * interval '100 ms' + $6::interval, date_trunc('day', now(), 'UTC') + i * interval '1 microsecond') AS e) x`,
+        [owner, service, promise.replace(' ', ''), promise, count, expiresIn],
+      );
+    await insert('10 minutes', 300, '0 s');
+    await insert('2 days', 300, '0 s');
+    await insert('10 minutes', 1, '5 minutes');
+    await insert('2 days', 1, '5 minutes');
+    const left = async () => {
+      const { rows } = await db.pool.query<{ promise: string; live: boolean; n: number }>(
+        `SELECT split_part(key, '-', 1) AS promise, expires_at > now() AS live, count(*)::int AS n FROM idempotency_keys
+         WHERE principal_id = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+        [owner],
+      );
+      return rows;
+    };
+    // Chunks of 100 index entries: the walk crosses the long promises' entries without deleting
+    // them. A run's budget counts the entries walked: this one stops after 300 of the 600, and the
+    // next goes on from where it ended.
+    const options = { chunkSize: 100, minPauseMs: 0, pauseFactor: 0 };
+    const budgeted = await sweepOnce(db.pool, 'manual', { ...options, maxRowsPerRun: 250 });
+    expect(budgeted).toMatchObject({ status: 'completed', stopReason: 'row-budget', chunks: 3 });
+    const first = await sweepOnce(db.pool, 'manual', options);
+    expect(first).toMatchObject({ status: 'completed', stopReason: 'caught-up' });
+    expect(first.chunks).toBeGreaterThanOrEqual(3);
+    expect(await left()).toEqual([
+      { promise: '10minutes', live: true, n: 1 },
+      { promise: '2days', live: false, n: 300 },
+      { promise: '2days', live: true, n: 1 },
+    ]);
+    const evidence = first.scopes.find((scope) => scope.service === service);
+    const before = budgeted.scopes.find((scope) => scope.service === service)?.rowsDeleted ?? 0;
+    expect(before).toBeGreaterThan(100);
+    expect(evidence).toMatchObject({ scope: 'POST /s', rowsDeleted: 300 - before, retryWindowSeconds: 300 });
+    expect(evidence?.minAgeSeconds).toBeGreaterThanOrEqual(600);
+    expect(budgeted.scopes.find((scope) => scope.service === service)?.maxPastExpirySeconds).toBeGreaterThan(29);
+    expect(evidence?.maxPastExpirySeconds).toBeLessThan(120);
+    const { rows: walked } = await db.pool.query<{ swept_through: Date | null; latest: Date }>(
+      `SELECT r.swept_through, (SELECT max(expires_at) FROM idempotency_keys WHERE expires_at < now()) AS latest FROM sweep_runs r WHERE r.id = $1`,
+      [first.runId],
+    );
+    expect(walked[0]?.swept_through).not.toBeNull();
+    expect(walked[0]?.swept_through?.getTime()).toBeGreaterThanOrEqual(walked[0]?.latest.getTime() ?? Infinity);
+    expect((await readStoreFigures(db.pool)).cleanupLagSeconds).toBeLessThan(5);
+
+    // The next run walks on from there: one more expired key, one short chunk.
+    await insert('10 minutes', 1, '-1 second');
+    await db.pool.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 ms', created_at = now() - interval '10 minutes 1 ms' WHERE principal_id = $1 AND key = '10minutes-1' AND expires_at < now()`, [owner]);
+    const second = await sweepOnce(db.pool, 'manual', options);
+    expect(second.chunks).toBe(1);
+    expect(second.scopes.find((scope) => scope.service === service)).toMatchObject({ rowsDeleted: 1 });
+    expect((await left()).filter((row) => row.promise === '10minutes')).toEqual([{ promise: '10minutes', live: true, n: 1 }]);
+    await db.pool.query('DELETE FROM idempotency_keys WHERE principal_id = $1', [owner]);
   });
 
   it('gives up a drop that waits on an older transaction, records why, and finishes it at the next run', async () => {
@@ -379,6 +464,55 @@ describe('partitioned layout', () => {
       for (const node of scanned) expect(node['Index Name']).toMatch(/principal_id_created_at_idx$/);
       expect(nodes.some((node) => node['Node Type'] === 'Merge Append')).toBe(true);
     } finally {
+      client.release();
+    }
+  });
+
+  // The walk's statements, on a young table and on 200,000 keys expired today (a day's partition
+  // that has not ended) beside 100,000 sweep runs, each plan custom and generic: the expiry index
+  // for the walk (index only) and the lag, the primary key for the delete, the runs' partial
+  // index for the cursor; no whole scan of a key partition or of the runs.
+  it('walks, deletes and measures the lag of short promises by index, on young and large tables', async () => {
+    const client = await db.pool.connect();
+    const checkPlans = async () => {
+      const from = new Date(Date.now() - 3_600_000).toISOString();
+      const statements: [string, string, unknown[], RegExp][] = [
+        ['walk', shortSweepTexts.walk, [500, from], /expires_at_idx|expiry_idx/],
+        ['chunk', shortSweepTexts.chunk, [from, new Date().toISOString(), 86_400], /expires_at_idx|expiry_idx/],
+        ['cursor', shortSweepTexts.cursor, [], /^sweep_runs_swept_through_idx$/],
+        ['walk lag', walkLagText, [86_400], /expires_at_idx|expiry_idx/],
+        ['short policy', shortSweepTexts.shortPolicy, [86_400], /./],
+      ];
+      for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
+        for (const [name, text, values, index] of statements) {
+          const nodes = await explainPrepared(client, text, values, mode);
+          const scans = nodes.filter((node) => /^(idempotency_keys|sweep_runs)/.test(node['Relation Name'] ?? ''));
+          expect({ name, mode, seq: scans.filter((node) => node['Node Type'] === 'Seq Scan').map((node) => node['Relation Name']) }).toEqual({ name, mode, seq: [] });
+          if (name !== 'short policy') expect({ name, mode, indexed: scans.some((node) => index.test(node['Index Name'] ?? '')) }).toEqual({ name, mode, indexed: true });
+        }
+      }
+    };
+    const owner = principal();
+    try {
+      await checkPlans();
+      await db.pool.query(
+        `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
+         SELECT $1, 'demo', 'POST /plans', 'p-' || i, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), e - interval '2 days', e
+         FROM generate_series(1, 200000) AS i,
+              LATERAL (SELECT date_trunc('day', now(), 'UTC') + (now() - date_trunc('day', now(), 'UTC')) * (i / 200001.0) AS e) x`,
+        [owner],
+      );
+      await db.pool.query(
+        `INSERT INTO sweep_runs (trigger, status, started_at, finished_at, swept_through)
+         SELECT 'schedule', 'completed', now() - i * interval '1 minute', now() - i * interval '1 minute', CASE WHEN i % 1000 = 0 THEN now() - i * interval '1 minute' END
+         FROM generate_series(1, 100000) AS i`,
+      );
+      await db.pool.query('ANALYZE idempotency_keys');
+      await db.pool.query('ANALYZE sweep_runs');
+      await checkPlans();
+    } finally {
+      await db.pool.query('DELETE FROM idempotency_keys WHERE principal_id = $1', [owner]);
+      await db.pool.query("DELETE FROM sweep_runs WHERE trigger = 'schedule' AND started_at < now() - interval '30 seconds' AND chunks = 0");
       client.release();
     }
   });

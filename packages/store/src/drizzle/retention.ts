@@ -101,9 +101,13 @@ export const sweepRuns = retrysafe.table(
     // Why the run stopped: a short chunk (caught up), the row budget, or an error.
     stopReason: text('stop_reason'),
     error: text('error'),
+    // The partitioned layout's sweep of keys promised less than a partition's width: every expiry
+    // up to this one has been walked (the next run goes on from it). Null: the run walked none.
+    sweptThrough: timestamp('swept_through', { withTimezone: true }),
   },
-  // Serves "the last runs, newest first" (the primary key, descending).
-  () => [],
+  // "The last runs, newest first" is the primary key, descending; the walk's cursor (the latest
+  // run that walked) has an index of its own, which holds only the runs that did.
+  (t) => [index('sweep_runs_swept_through_idx').on(t.id).where(sql`${t.sweptThrough} IS NOT NULL`)],
 );
 
 export const sweepRunScopes = retrysafe.table(
