@@ -42,27 +42,13 @@ function requestHost(request: IncomingMessage): string | undefined {
   return forwarded || header(request, 'host');
 }
 
-/** The names of this machine's loopback interface, as a URL's hostname spells them. */
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
-
 /**
- * Whether an Origin's host names the server the request reached: the same host and port, or,
- * on the same port, two loopback names of it. The latter is Next's own request: after a server
- * action redirects (the sign-in does), Next fetches the target's RSC payload from itself at the
- * address it was started on (HOST, 127.0.0.1 by default), with the browser's Origin, which is
- * `localhost` when the operator opened the address `npm start` prints. Refused, it cost every
- * sign-in a warning in the log and the browser another round trip. A page of another origin on
- * this machine differs in its port or its name, and is still refused.
+ * Whether an Origin's host names the server the request reached (case aside), as Next requires of
+ * an action. Next's fetch of a redirecting action's target from itself (at HOST:PORT, with the
+ * browser's Origin) is an RSC request, which screenHeaders takes by the dashboard's own hosts.
  */
 function sameServer(originHost: string, host: string): boolean {
-  if (originHost.toLowerCase() === host.toLowerCase()) return true;
-  try {
-    const origin = new URL(`http://${originHost}`);
-    const target = new URL(`http://${host}`);
-    return origin.port === target.port && LOOPBACK.has(origin.hostname) && LOOPBACK.has(target.hostname);
-  } catch {
-    return false;
-  }
+  return originHost.toLowerCase() === host.toLowerCase();
 }
 
 const FOREIGN: Refusal = { status: 403, slug: 'cross-origin-action', title: 'Server actions are accepted only from this dashboard', reason: 'foreign-origin' };
