@@ -5,7 +5,7 @@
 // A primary and a hot standby of their own (test/helpers/replica.ts: pg_basebackup -R, streaming,
 // fsync on here), the machine's newest PostgreSQL. For each layout (BENCH_CLEANUP_LAYOUTS, default
 // plain,partitioned), in a database of its own:
-// 1. Steady state (plain layout; BENCH_CLEANUP_STEADY_LAYOUTS): new keys through the store's
+// 1. Steady state (both layouts; BENCH_CLEANUP_STEADY_LAYOUTS): new keys through the store's
 //    execute at a fixed rate (BENCH_CLEANUP_RATE a second, open loop) with a short retention
 //    (BENCH_CLEANUP_RETENTION_SECONDS, default 600) for BENCH_CLEANUP_WINDOWS retentions (default
 //    3), the product's sweeper on its default interval (BENCH_CLEANUP_SWEEP_SECONDS, default 60).
@@ -40,7 +40,7 @@ const WINDOWS = Number(process.env.BENCH_CLEANUP_WINDOWS ?? 3);
 const SWEEP_SECONDS = Number(process.env.BENCH_CLEANUP_SWEEP_SECONDS ?? 60);
 const BACKLOG = Number(process.env.BENCH_CLEANUP_BACKLOG ?? 2_000_000);
 const LAYOUT_NAMES = (process.env.BENCH_CLEANUP_LAYOUTS ?? 'plain,partitioned').split(',').map((name) => name.trim());
-const STEADY_NAMES = (process.env.BENCH_CLEANUP_STEADY_LAYOUTS ?? 'plain').split(',').map((name) => name.trim()).filter(Boolean);
+const STEADY_NAMES = (process.env.BENCH_CLEANUP_STEADY_LAYOUTS ?? 'plain,partitioned').split(',').map((name) => name.trim()).filter(Boolean);
 const PRINCIPALS = 5_000;
 const SEED = 34;
 const MAX_IN_FLIGHT = 64;

@@ -148,7 +148,8 @@ export async function readCapacity(db: Queryable, options: { service?: string | 
     // A partitioned store keeps a row until its partition ends (it peaks a partition's width
     // higher), except a row promised less than a partition, which the sweeper deletes on time.
     const retention = rate.retention_seconds ?? 0;
-    const sweptOnTime = expiry.sweptBelowSeconds !== null && retention < expiry.sweptBelowSeconds;
+    // A scope without a policy is not known to be short: it is given the partition's width.
+    const sweptOnTime = expiry.sweptBelowSeconds !== null && rate.retention_seconds !== null && retention < expiry.sweptBelowSeconds;
     steadyStateRows += perSecond * (retention + (sweptOnTime ? 0 : expiry.keptPastExpirySeconds));
   }
   steadyStateRows = Math.round(steadyStateRows);

@@ -468,6 +468,32 @@ describe('partitioned layout', () => {
     }
   });
 
+  it('ends the walk at a locked short-promise row without failing the run, and deletes it at the next run', async () => {
+    const service = 'short-partitioned';
+    const owner = principal();
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (principal_id, service, scope, key, state, fingerprint, correlation_id, created_at, expires_at)
+       SELECT $1, $2, 'POST /s', 'locked-' || i, 'failed', decode(repeat('ab', 32), 'hex'), gen_random_uuid(), e - interval '10 minutes', e
+       FROM generate_series(1, 3) AS i, LATERAL (SELECT greatest(now() - i * interval '1 ms', date_trunc('day', now(), 'UTC') + i * interval '1 microsecond') AS e) x`,
+      [owner, service],
+    );
+    // A transactional request that began before its key expired still holds it.
+    const holder = clients[0];
+    if (!holder) throw new Error('no client');
+    await holder.query('BEGIN');
+    try {
+      await holder.query("SELECT 1 FROM idempotency_keys WHERE principal_id = $1 AND key = 'locked-2' FOR UPDATE", [owner]);
+      const blocked = await sweepOnce(db.pool, 'manual', { lockTimeoutMs: 100 });
+      expect(blocked).toMatchObject({ status: 'completed', stopReason: 'caught-up' });
+      expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [owner])).rowCount).toBe(3);
+    } finally {
+      await holder.query('ROLLBACK');
+    }
+    const next = await sweepOnce(db.pool, 'manual');
+    expect(next.scopes.find((scope) => scope.service === service)).toMatchObject({ rowsDeleted: 3 });
+    expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE principal_id = $1', [owner])).rowCount).toBe(0);
+  });
+
   // The walk's statements, on a young table and on 200,000 keys expired today (a day's partition
   // that has not ended) beside 100,000 sweep runs, each plan custom and generic: the expiry index
   // for the walk (index only) and the lag, the primary key for the delete, the runs' partial
