@@ -2,7 +2,9 @@
 // bounded chunks, each its own short transaction (lock_timeout, SKIP LOCKED so in-flight
 // work is never waited on), paced against live traffic, and stops a run at the first
 // short chunk (it has caught up; looping to zero would keep walking the dead index
-// entries at the low end of the index). One sweeper at a time across all instances
+// entries at the low end of the index). In the partitioned layout it drops the partitions
+// whose range has ended instead, and deletes only the keys promised less than a partition's
+// width, by a walk of the expiry index (sweepShortPromises). One sweeper at a time across all instances
 // (a session advisory lock). Every run is recorded with its evidence for compliance:
 // per scope, the youngest deleted row's age at deletion against the documented window.
 // The evidence commits with what it describes: each chunk's rows and their ages are added to
