@@ -27,14 +27,14 @@ export type StoreExportRange = keyof typeof storeExportRanges;
 export const STORE_EXPORT_COLUMNS = [
   'sampled_at',
   'estimated_rows',
-  'baseline_rows (new keys within each scope\'s trailing retention: claim rate x retention; partitioned layout: from the start of the current partition less the retention, for a retention of a day or more)',
+  'baseline_rows (new keys within each scope\'s trailing retention: claim rate x retention; partitioned layout and a retention of a day or more: from the start of the current partition less the retention)',
   'rows_to_baseline',
   'table_bytes',
   'index_bytes',
   'toast_bytes',
   'total_bytes',
   'oldest_row_age_seconds',
-  'cleanup_lag_seconds (the oldest row past its expiry; partitioned layout: the oldest partition past its end, or the walk of keys promised less than a day)',
+  'cleanup_lag_seconds (the oldest row past its expiry; partitioned layout: the oldest partition past its end or the walk of keys promised less than a day if longer)',
   'stale_claims',
 ] as const;
 

@@ -113,7 +113,7 @@ describe('retention review per service', () => {
     const csv = await exportRetention({ read: dashboard, write: dashboard }, 'compliance@example.com', 'store', undefined, '24h');
     const [header, ...rows] = csv.trim().split(/\r?\n/);
     expect(header).toBe(
-      'sampled_at,estimated_rows,baseline_rows (new keys within each scope\'s trailing retention: claim rate x retention; partitioned layout: from the start of the current partition less the retention, for a retention of a day or more),rows_to_baseline,table_bytes,index_bytes,toast_bytes,total_bytes,oldest_row_age_seconds,cleanup_lag_seconds (the oldest row past its expiry; partitioned layout: the oldest partition past its end, or the walk of keys promised less than a day),stale_claims',
+      'sampled_at,estimated_rows,baseline_rows (new keys within each scope\'s trailing retention: claim rate x retention; partitioned layout and a retention of a day or more: from the start of the current partition less the retention),rows_to_baseline,table_bytes,index_bytes,toast_bytes,total_bytes,oldest_row_age_seconds,cleanup_lag_seconds (the oldest row past its expiry; partitioned layout: the oldest partition past its end or the walk of keys promised less than a day if longer),stale_claims',
     );
     expect(rows.map((row) => row.split(',').slice(1).join(','))).toEqual(['1500,1000,1.5,16384,8192,1024,25600,3660,90,2', '2000,1000,2,16384,8192,2048,26624,,60,1']);
     const { rows: audited } = await db.pool.query("SELECT target FROM audit_log WHERE action = 'retention.export' AND target->>'what' = 'store'");
