@@ -206,7 +206,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                       <td data-label="Evidence">
                         {policy.evidenceMinMarginSeconds === null
                           ? 'nothing deleted yet'
-                          : `${formatCount(policy.evidenceRowsDeleted)} rows deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
+                          : `${formatCount(policy.evidenceRowsDeleted)} ${policy.evidenceRowsDeleted === 1 ? 'row' : 'rows'} deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
                       </td>
                       <td data-label="Policy in code">
                         <CodePolicyCell policy={policy} />
@@ -296,7 +296,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
             {shown.sweeps.length === 0 ? (
               <p className="empty">
                 {shown.capacity.layout === 'partitioned'
-                  ? 'No partition has been dropped yet: keys are kept for their retention first, and until their partition ends.'
+                  ? 'No sweep has deleted anything yet: keys are kept for their retention first, and those promised a day or more until their partition ends.'
                   : 'No sweep has deleted anything yet: keys are kept for their retention first.'}
               </p>
             ) : (
