@@ -8,7 +8,7 @@
 // its expiry, by a walk of the expiry index (server/retention/sweeper.ts), as the plain layout's.
 import type { Queryable } from '@retrysafe/store/postgres';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { listPartitions, PARTITION_SECONDS } from '../retention/partitions';
+import { listPartitions, PARTITION_SECONDS, SHORT_POLICY_CONDITION } from '../retention/partitions';
 
 export interface KeyTableExpiry {
   layout: 'plain' | 'partitioned';
@@ -78,8 +78,7 @@ export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PAR
  * run that walked, by its partial index; from the start where none has), one index entry, read
  * only where a policy promises less than a partition (else nothing is walked for, and no lag).
  */
-const WALK_LAG_SQL = `SELECT CASE WHEN EXISTS (SELECT 1 FROM endpoint_policies WHERE retention_seconds < $1)
-                                     OR EXISTS (SELECT 1 FROM endpoint_policy_declarations WHERE retention_seconds < $1) THEN (
+const WALK_LAG_SQL = `SELECT CASE WHEN ${SHORT_POLICY_CONDITION} THEN (
     SELECT extract(epoch FROM now() - expires_at)::float8 FROM idempotency_keys
     WHERE expires_at > coalesce((SELECT swept_through FROM sweep_runs WHERE swept_through IS NOT NULL ORDER BY id DESC LIMIT 1), '-infinity')
       AND expires_at < now() AND ${EXPIRY_INDEX_PREDICATE}

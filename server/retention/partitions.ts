@@ -13,6 +13,14 @@ import type pg from 'pg';
  */
 export const PARTITION_SECONDS = 86_400;
 
+/**
+ * True where a policy promises less than `$1` seconds (PARTITION_SECONDS), in force or as a
+ * service's code declares it (which a service runs with until its policy is reviewed): the
+ * sweeper walks for such keys (sweeper.ts) and the cleanup lag counts the walk's (key-table-expiry.ts).
+ */
+export const SHORT_POLICY_CONDITION = `(EXISTS (SELECT 1 FROM endpoint_policies WHERE retention_seconds < $1)
+    OR EXISTS (SELECT 1 FROM endpoint_policy_declarations WHERE retention_seconds < $1))`;
+
 export interface PartitionInfo {
   name: string;
   lowerBound: Date;

@@ -18,7 +18,7 @@ import { periodicTask, type PeriodicTask } from '@retrysafe/store';
 import { detectStoreLayout } from '../../db/migrate';
 import { beginWithLockTimeout, transactionOn, type HeldConnection } from '../../db/transaction';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { DetachWaiting, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_SECONDS } from './partitions';
+import { DetachWaiting, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_SECONDS, SHORT_POLICY_CONDITION } from './partitions';
 import { releaseStaleClaims } from './stale-claims';
 
 /** pg_advisory_lock key of the sweeper: the bytes of "rssweep" as an integer. */
@@ -147,15 +147,16 @@ const SHORT_SWEEP_CHUNK_SQL = `WITH deleted AS (
              FROM deleted GROUP BY service, scope`;
 /** Where the last walk ended: the latest run that walked (sweep_runs_swept_through_idx). */
 const SHORT_WALK_CURSOR_SQL = `SELECT swept_through::text AS at, swept_through FROM sweep_runs WHERE swept_through IS NOT NULL ORDER BY id DESC LIMIT 1`;
-/**
- * Whether any policy promises less than a partition's width, in force or as a service's code
- * declares it (which a service runs with until its policy is reviewed): else nothing to walk for.
- */
-const SHORT_POLICY_SQL = `SELECT EXISTS (SELECT 1 FROM endpoint_policies WHERE retention_seconds < $1)
-                             OR EXISTS (SELECT 1 FROM endpoint_policy_declarations WHERE retention_seconds < $1) AS short`;
+/** Whether any policy promises less than a partition's width: else nothing to walk for. */
+const SHORT_POLICY_SQL = `SELECT ${SHORT_POLICY_CONDITION} AS short`;
 
 /** The walk's statements, for the tests that prove their plans. */
 export const shortSweepTexts = { walk: SHORT_WALK_SQL, chunk: SHORT_SWEEP_CHUNK_SQL, cursor: SHORT_WALK_CURSOR_SQL, shortPolicy: SHORT_POLICY_SQL };
+
+/** A chunk's deleted rows per scope, as its run's evidence takes them. */
+function chunkEvidence(rows: ChunkRow[]): Parameters<typeof addRunEvidence>[2] {
+  return rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds, maxPastExpiry: row.max_past_expiry_seconds }));
+}
 
 /**
  * One chunk: the oldest expired rows by the expires_at index, locked without waiting
@@ -166,7 +167,7 @@ async function sweepChunk(held: HeldConnection, runId: number, chunkSize: number
     held,
     async (db) => {
       const { rows } = await db.query<ChunkRow>({ name: 'retention_sweep_chunk', text: SWEEP_CHUNK_SQL, values: [chunkSize] });
-      await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds, maxPastExpiry: row.max_past_expiry_seconds })), 1);
+      await addRunEvidence(db, runId, chunkEvidence(rows), 1);
       return rows;
     },
     beginWithLockTimeout(lockTimeoutMs),
@@ -352,7 +353,7 @@ async function sweepShortPromises(held: HeldConnection, runId: number, options: 
         const upto = walk[0]?.upto;
         if (!upto) return { walked: 0, deleted: 0, upto: from };
         const { rows } = await db.query<ChunkRow>({ name: 'retention_short_sweep_chunk', text: SHORT_SWEEP_CHUNK_SQL, values: [from, upto, PARTITION_SECONDS] });
-        await addRunEvidence(db, runId, rows.map((row) => ({ service: row.service, scope: row.scope, rows: row.rows, minAge: row.min_age_seconds, maxPastExpiry: row.max_past_expiry_seconds })), 1);
+        await addRunEvidence(db, runId, chunkEvidence(rows), 1);
         await db.query('UPDATE sweep_runs SET swept_through = $2 WHERE id = $1', [runId, upto]);
         return { walked: walk[0]?.walked ?? 0, deleted: rows.reduce((sum, row) => sum + row.rows, 0), upto };
       },
