@@ -30,11 +30,6 @@ export interface KeyTableExpiry {
    * Null in the plain layout, where that is every scope.
    */
   sweptBelowSeconds: number | null;
-  /**
-   * The partitioned layout, where a policy promises less than a partition: how long ago the
-   * oldest expiry the sweeper's walk has not yet passed was (0: none, or nothing to walk for).
-   */
-  walkLagSeconds: number;
   /** The database's now(), which the other figures are relative to. */
   now: Date;
 }
@@ -57,8 +52,7 @@ export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PAR
   const row = rows[0];
   if (!row) throw new Error('the key table kind query returned no row');
   const now = row.now.getTime();
-  if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, sweptBelowSeconds: null, walkLagSeconds: 0, now: row.now };
-  const { rows: walk } = await db.query<{ lag: number | null }>({ name: 'metrics_short_walk_lag', text: WALK_LAG_SQL, values: [PARTITION_SECONDS] });
+  if (!row.partitioned) return { layout: 'plain', keptFrom: row.now, keptPastExpirySeconds: 0, firstPartitionEnd: null, sweptBelowSeconds: null, now: row.now };
   // No partition holds now (the sweeper has not made it): claims fail, and nothing is kept yet.
   const kept = partitions.filter((p) => p.lowerBound.getTime() <= now && p.upperBound.getTime() > now - graceSeconds * 1000);
   const earliest = (dates: Date[]) => (dates.length === 0 ? null : new Date(Math.min(...dates.map((date) => date.getTime()))));
@@ -68,7 +62,6 @@ export async function readKeyTableExpiry(db: Queryable, graceSeconds = ENDED_PAR
     keptPastExpirySeconds: Math.max(0, ...partitions.map((p) => (p.upperBound.getTime() - p.lowerBound.getTime()) / 1000)),
     firstPartitionEnd: earliest(partitions.map((p) => p.upperBound)),
     sweptBelowSeconds: PARTITION_SECONDS,
-    walkLagSeconds: Math.max(0, walk[0]?.lag ?? 0),
     now: row.now,
   };
 }
@@ -88,13 +81,24 @@ const WALK_LAG_SQL = `SELECT CASE WHEN ${SHORT_POLICY_CONDITION} THEN (
 export const walkLagText = WALK_LAG_SQL;
 
 /**
+ * The partitioned layout, where a policy promises less than a partition: how long ago the oldest
+ * expiry the sweeper's walk has not yet passed was, seconds (0: none, or nothing to walk for).
+ * Read by the cleanup lag only (readStoreFigures), not with the layout, whose other readers (the
+ * baseline, the capacity forecast) do not use it.
+ */
+export async function readWalkLagSeconds(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ lag: number | null }>({ name: 'metrics_short_walk_lag', text: WALK_LAG_SQL, values: [PARTITION_SECONDS] });
+  return Math.max(0, rows[0]?.lag ?? 0);
+}
+
+/**
  * How far behind the cleanup is, in seconds: the oldest row's time past its expiry in the plain
  * layout; in the partitioned one, the time since the first attached partition ended (its rows,
  * all expired, are due to be dropped; a row promised a day or more, past its expiry in a partition
  * that has not ended, is on time), or the sweeper's walk of short promises behind, the longer.
  */
-export function cleanupLagSeconds(expiry: KeyTableExpiry, oldestExpiryLagSeconds: number | null): number {
+export function cleanupLagSeconds(expiry: KeyTableExpiry, oldestExpiryLagSeconds: number | null, walkLagSeconds: number): number {
   if (expiry.layout === 'plain') return Math.max(0, oldestExpiryLagSeconds ?? 0);
   const partitionLag = expiry.firstPartitionEnd === null ? 0 : (expiry.now.getTime() - expiry.firstPartitionEnd.getTime()) / 1000;
-  return Math.max(0, partitionLag, expiry.walkLagSeconds);
+  return Math.max(0, partitionLag, walkLagSeconds);
 }

@@ -2,7 +2,7 @@
 // statistics and index-served extremes, never count(*) over the table.
 import type { Queryable } from '@retrysafe/store/postgres';
 import { EXPIRY_INDEX_PREDICATE } from '@retrysafe/store/index-predicates';
-import { cleanupLagSeconds, readKeyTableExpiry, type KeyTableExpiry } from './key-table-expiry';
+import { cleanupLagSeconds, readKeyTableExpiry, readWalkLagSeconds, type KeyTableExpiry } from './key-table-expiry';
 
 export interface StoreFigures {
   /**
@@ -19,7 +19,8 @@ export interface StoreFigures {
   /**
    * How far behind the cleanup is, seconds: the oldest surviving row's time past its expires_at
    * (0 when none has expired); in the partitioned layout, the time since the first attached
-   * partition ended (server/metrics/key-table-expiry.ts).
+   * partition ended, or the sweeper's walk of short promises behind, the longer
+   * (server/metrics/key-table-expiry.ts).
    */
   cleanupLagSeconds: number;
   /** In-progress claims whose lease has passed (partial index). */
@@ -34,6 +35,7 @@ export interface StoreFigures {
  */
 export async function readStoreFigures(db: Queryable, expiry?: KeyTableExpiry): Promise<StoreFigures> {
   expiry ??= await readKeyTableExpiry(db);
+  const walkLag = expiry.layout === 'partitioned' ? await readWalkLagSeconds(db) : 0;
   const { rows } = await db.query<{
     estimated_rows: string;
     table_bytes: string;
@@ -86,7 +88,7 @@ FROM estimates`,
     indexBytes: Number(row?.index_bytes ?? 0),
     toastBytes: Number(row?.toast_bytes ?? 0),
     oldestRowAgeSeconds: row?.oldest_created_age ?? null,
-    cleanupLagSeconds: cleanupLagSeconds(expiry, row?.oldest_expiry_lag ?? null),
+    cleanupLagSeconds: cleanupLagSeconds(expiry, row?.oldest_expiry_lag ?? null, walkLag),
     staleClaims: row?.stale ?? 0,
     oldestStaleSeconds: Math.max(0, row?.oldest_stale ?? 0),
   };
