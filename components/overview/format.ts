@@ -24,6 +24,16 @@ export function formatCount(value: number): string {
   return new Intl.NumberFormat('en', { notation: value >= 100_000 ? 'compact' : 'standard', maximumFractionDigits: 1 }).format(value);
 }
 
+/**
+ * A sweep run's rows as the overview's "Last sweep" says them. In the partitioned layout a run's
+ * rows are those of the partitions it dropped and the keys promised less than a day it deleted
+ * (server/retention/sweeper.ts), so neither alone names them.
+ */
+export function formatSweptRows(rows: number, layout: 'plain' | 'partitioned'): string {
+  const counted = `${formatCount(rows)} ${rows === 1 ? 'row' : 'rows'} deleted`;
+  return layout === 'partitioned' ? `${counted} (ended day partitions dropped, keys promised less than a day deleted)` : counted;
+}
+
 export function formatRate(perSecond: number): string {
   if (perSecond === 0) return '0/s';
   if (perSecond < 0.01) return `${(perSecond * 60).toFixed(2)}/min`;

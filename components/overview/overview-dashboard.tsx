@@ -11,7 +11,7 @@ import { queryKeys } from '../query-keys';
 import { RefreshControl } from '../refresh-control';
 import type { ComponentProps, ReactNode } from 'react';
 import { LocalTime } from '../local-time';
-import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, timeTick } from './format';
+import { formatBytes, formatCount, formatDuration, formatPercent, formatRate, formatSweptRows, timeTick } from './format';
 import { compareSettings, overviewApiUrl, overviewHref, rangeSeconds, ranges, refreshSettings, type OverviewSearch } from './search-params';
 import { TimeChart, withEarlier, type Series, type TimeAxis } from './time-chart';
 import { timeTicks, timeZoneText } from './axis';
@@ -162,7 +162,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
             <Stat
               label="Oldest row"
               value={latest ? formatDuration(latest.oldestRowAgeSeconds) : '—'}
-              detail={data.capacity.layout === 'partitioned' ? 'age of the row that expires first (kept until its partition ends)' : 'age of the row that expires first'}
+              detail={data.capacity.layout === 'partitioned' ? 'age of the row that expires first (a key promised a day or more stays until its partition ends)' : 'age of the row that expires first'}
             />
             <Stat
               label="Cleanup lag"
@@ -190,8 +190,7 @@ export function OverviewDashboard({ search, notices = [] }: { search: OverviewSe
               detail={
                 data.lastSweep ? (
                   <>
-                    <LocalTime iso={data.lastSweep.finishedAt} />, {formatCount(data.lastSweep.rowsDeleted)}{' '}
-                    {data.capacity.layout === 'partitioned' ? 'rows dropped with their partition (one a day)' : 'rows deleted'}, {data.lastSweep.staleReleased} stale released
+                    <LocalTime iso={data.lastSweep.finishedAt} />, {formatSweptRows(data.lastSweep.rowsDeleted, data.capacity.layout)}, {data.lastSweep.staleReleased} stale released
                   </>
                 ) : (
                   ''
