@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { rebuildSeries } from '../../server/metrics/series';
+import { awaitStepRoom } from '../helpers/clock';
 import { useTestDatabase } from '../helpers/database';
 
 describe('check states', () => {
@@ -14,6 +15,9 @@ describe('check states', () => {
   let minute: Date;
   beforeAll(async () => {
     dashboard = new pg.Pool({ connectionString: db.dashboardUrl, max: 2 });
+    // The rows are placed by the current minute and the checks' "held N minutes" counts from it:
+    // the file's reads (a few seconds) must end within the minute they were written in.
+    await awaitStepRoom(30);
     // Three services, each one scope of 100 claims a minute over the last seven whole minutes:
     // "brief" at 40% conflicts in the last two only, "long" at 40% in all seven, "calm" at 2%.
     await db.pool.query(

@@ -8,6 +8,7 @@ import { overviewQuery, readOverview } from '../../server/metrics/overview';
 import { knownOverviewNames } from '../../server/metrics/overview-names';
 import { rebuildSeries } from '../../server/metrics/series';
 import { correctOverviewSearch } from '../../components/overview/search-params';
+import { awaitStepRoom } from '../helpers/clock';
 import { useTestDatabase } from '../helpers/database';
 
 describe('overview checks', () => {
@@ -60,6 +61,8 @@ describe('overview checks', () => {
   });
 
   it('rates the unfinished step over the time it has run, not the whole step', async () => {
+    // The row is placed in the current 5-minute step, which must still be the last when read.
+    await awaitStepRoom(15, 300);
     await db.pool.query(
       `INSERT INTO flow_counts_minute (minute, service, scope, outcome, count) VALUES (date_bin('5 minutes', now(), 'epoch'), 'demo', 'POST /partial', 'new', 600)`,
     );

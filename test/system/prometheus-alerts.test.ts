@@ -2,7 +2,7 @@
 // the committed file and runs its unit tests; then a real Prometheus, on a free loopback port
 // scraping a running server every second, fires the conflict alert for the one scope that
 // gets a conflict burst (refunds), not for the other (payments), within the rule's duration
-// plus two scrape intervals. That Prometheus loads the rules from the same generator as the
+// plus two scrape intervals and two evaluations (and a second for a loaded machine). That Prometheus loads the rules from the same generator as the
 // committed file, with the alerts' `for` and the rate() window shortened to 10 s so the test
 // takes seconds, not 5 minutes: thresholds, floor, expressions and labels are the shipped ones.
 // Skipped, and saying so, without the binaries; CI installs them.
@@ -117,7 +117,7 @@ describe.skipIf(!prometheus)('a real Prometheus scraping a running server', () =
   const conflictAlerts = async () =>
     alertsAnswer.parse(await (await fetch(`${prometheusUrl}/api/v1/alerts`)).json()).data.alerts.filter((alert) => alert.labels.alertname === 'RetrysafeConflictRate');
 
-  it('fires the conflict alert for the scope with the burst only, within its duration plus two scrape intervals', { timeout: 120_000 }, async () => {
+  it('fires the conflict alert for the scope with the burst only, within its duration plus two scrapes and two evaluations', { timeout: 120_000 }, async () => {
     const payment = (await (await post('/api/v1/payments', 'alerts-payment', { amount: 1_000_000_000, currency: 'EUR' })).json()) as { id: string };
     const traffic = { stopped: false };
     let sequence = 0;
@@ -189,7 +189,11 @@ describe.skipIf(!prometheus)('a real Prometheus scraping a running server', () =
       expect(firing[0]?.labels).toMatchObject({ service: 'demo', scope: REFUNDS_ENDPOINT, severity: 'warning', retrysafe_alert: 'conflict_rate', outcome: 'conflict' });
       expect(firing[0]?.annotations.summary).toBe(`Over 10% of claims on ${REFUNDS_ENDPOINT} in service demo for 5 min: clients retry while the original is still running`);
       expect(firedAfterMs).toBeGreaterThanOrEqual(FOR_SECONDS * 1000);
-      expect(firedAfterMs).toBeLessThanOrEqual((FOR_SECONDS + 2 * SCRAPE_SECONDS) * 1000);
+      // Prometheus's own delays: up to a scrape until the conflict is scraped, a second scrape for
+      // rate() to see it, an evaluation to go pending and one after the duration to fire; and a
+      // second for the scrape's answer and this loop's poll on a loaded 2-core CI machine (there
+      // the old bound, duration plus two scrapes, left 0.35 s for them).
+      expect(firedAfterMs).toBeLessThanOrEqual((FOR_SECONDS + 2 * SCRAPE_SECONDS + 2 * EVALUATION_SECONDS + 1) * 1000);
     } finally {
       traffic.stopped = true;
       await steady;

@@ -80,11 +80,20 @@ export async function createTestDatabase(options: CreateOptions = {}): Promise<{
   }
   if (options.layout === 'partitioned' && !options.empty) {
     // The template's day partitions run ahead of the day it was migrated; a run that crosses
-    // midnight (UTC) needs the next day's too, as the sweeper creates them on a live server.
+    // midnight (UTC) needs the next day's too, as the sweeper creates them on a live server, and
+    // not the day it was migrated on, now ended, which a live server's sweeper would have dropped
+    // (empty in the template; a test that attaches yesterday's partition would find it taken).
     const client = new pg.Client({ connectionString: withDatabase(adminUrl, name) });
     await client.connect();
     try {
       await client.query('SELECT retrysafe.retrysafe_ensure_partitions()');
+      await client.query(`DO $$ DECLARE ended text; BEGIN
+        FOR ended IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                     WHERE i.inhparent = 'retrysafe.idempotency_keys'::regclass AND c.relname ~ '^idempotency_keys_p[0-9]{8}$'
+                       AND c.relname < 'idempotency_keys_p' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD') LOOP
+          EXECUTE format('DROP TABLE retrysafe.%I', ended);
+        END LOOP;
+      END $$`);
     } finally {
       await client.end();
     }

@@ -98,6 +98,15 @@ export function simpleCall(principalId: string, mode: IdempotentCall['mode'], ex
 
 export const principal = () => randomUUID();
 export const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/** A promise and the function that resolves it: one step of a test waits for another's. */
+export function signal(): [Promise<void>, () => void] {
+  let resolve: () => void = () => undefined;
+  const done = new Promise<void>((settle) => {
+    resolve = settle;
+  });
+  return [done, resolve];
+}
 export { LiveKeyQuota };
 
 /** A process that claims a key and hangs in its work until killed (argv: url, principal, key, leaseMs, secret hex, response key hex, layout or backend). */

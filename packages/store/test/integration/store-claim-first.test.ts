@@ -8,7 +8,7 @@ import pg from 'pg';
 import { ResponseKeyRing } from '@retrysafe/store';
 import { IdempotencyStore, type IdempotentCall, type WorkResult } from '@retrysafe/store';
 import { runnable, storeConnections, useTestDatabase } from '../helpers/database';
-import { CLAIM_AND_HANG, createTestStore, jsonResult, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { CLAIM_AND_HANG, createTestStore, jsonResult, newResponseKey, principal, signal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
@@ -166,19 +166,27 @@ describe.each(storeConnections.filter(runnable))('store, claim-first mode ($name
     const lost: string[] = [];
     const { store } = createTestStore(db.pool, { layout, pooler, onLeaseLost: (id) => lost.push(id.key) });
     const p = principal();
+    // Ordered by the attempts themselves, not by sleeps a loaded machine can stretch: the fast one
+    // claims once the slow one's work has begun and its lease has passed, and the slow one finishes
+    // only after the fast one has.
+    const [slowStarted, started] = signal();
+    const [released, release] = signal();
     const slow = store.execute(
       call(
         p,
         'k',
         async () => {
-          await sleep(700);
+          started();
+          await released;
           return jsonResult(201, { from: 'slow' });
         },
         200,
       ),
     );
-    await sleep(400); // the slow attempt's lease has passed
+    await slowStarted;
+    await sleep(300); // the slow attempt's lease (200 ms from its claim, made before its work began) has passed
     const fast = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { from: 'fast' })), 200));
+    release();
     await slow;
     expect(lost).toEqual(['k']);
     const replay = await store.execute(call(p, 'k', () => Promise.reject(new Error('must not run')), 200));

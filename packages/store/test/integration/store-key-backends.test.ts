@@ -24,7 +24,7 @@ import { RedisBackend, RedisUnavailableError, recordKey } from '@retrysafe/store
 import { useTestDatabase } from '../helpers/database';
 import { startRedis } from '../helpers/redis';
 import { keyBackendKinds, keyBackendKindsWithCluster, useKeyBackend } from '../helpers/store-backends';
-import { CLAIM_AND_HANG, createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
+import { CLAIM_AND_HANG, createTestStore, jsonResult, LiveKeyQuota, newResponseKey, principal, signal, sleep, TEST_SERVICE, testPolicy } from '../helpers/store';
 
 const ENDPOINT = 'POST /refunds';
 
@@ -224,19 +224,27 @@ describe.each(keyBackendKindsWithCluster)('key records on %s (claim-first)', (ki
     const { store } = testStore({ onLeaseLost: (id) => lost.push(id.key) });
     const p = principal();
     const short = { policy: { ...testPolicy, leaseMs: 200 } };
+    // Ordered by the attempts themselves, not by sleeps a loaded machine can stretch: the fast one
+    // claims once the slow one's work has begun and its lease has passed, and the slow one finishes
+    // only after the fast one has.
+    const [slowStarted, started] = signal();
+    const [released, release] = signal();
     const slow = store.execute(
       call(
         p,
         'k',
         async () => {
-          await sleep(700);
+          started();
+          await released;
           return jsonResult(201, { from: 'slow' });
         },
         short,
       ),
     );
-    await sleep(400);
+    await slowStarted;
+    await sleep(300); // the slow attempt's lease (200 ms from its claim, made before its work began) has passed
     const fast = await store.execute(call(p, 'k', () => Promise.resolve(jsonResult(201, { from: 'fast' })), short));
+    release();
     await slow;
     expect(lost).toEqual(['k']);
     const replay = await store.execute(call(p, 'k', mustNotRun, short));
