@@ -30,8 +30,13 @@ export function formatCount(value: number): string {
  * (server/retention/sweeper.ts), so neither alone names them.
  */
 export function formatSweptRows(rows: number, layout: 'plain' | 'partitioned'): string {
-  const counted = `${formatCount(rows)} ${rows === 1 ? 'row' : 'rows'} deleted`;
+  const counted = formatRowsDeleted(rows);
   return layout === 'partitioned' ? `${counted} (ended day partitions dropped, keys promised less than a day deleted)` : counted;
+}
+
+/** "1 row deleted", "1,234 rows deleted": the sweeper's count as the overview and the Retention page say it. */
+export function formatRowsDeleted(rows: number): string {
+  return `${formatCount(rows)} ${rows === 1 ? 'row' : 'rows'} deleted`;
 }
 
 export function formatRate(perSecond: number): string {

@@ -11,7 +11,7 @@ import { adminFetch, refreshEvery } from '../admin-fetch';
 import { DialogActions } from '../dialog-actions';
 import { queryKeys } from '../query-keys';
 import { LocalTime } from '../local-time';
-import { formatCount, formatDuration } from '../overview/format';
+import { formatCount, formatDuration, formatRowsDeleted } from '../overview/format';
 import { LoadProblem, Notice } from '../banners';
 import { changeWords, durationWords, policyChanges } from '@/server/retention/policy-words';
 import { DownloadProblem, useDownload } from '../download';
@@ -206,7 +206,7 @@ export function RetentionReview({ canEdit, service, notices = [] }: { canEdit: b
                       <td data-label="Evidence">
                         {policy.evidenceMinMarginSeconds === null
                           ? 'nothing deleted yet'
-                          : `${formatCount(policy.evidenceRowsDeleted)} ${policy.evidenceRowsDeleted === 1 ? 'row' : 'rows'} deleted, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
+                          : `${formatRowsDeleted(policy.evidenceRowsDeleted)}, all at least ${formatDuration(policy.evidenceMinMarginSeconds)} past the window`}
                       </td>
                       <td data-label="Policy in code">
                         <CodePolicyCell policy={policy} />
